@@ -1,0 +1,33 @@
+# The two commands a user needs: `make run` (later) and `make test`.
+BUILD_DIR ?= build
+BUILD_TYPE ?= Release
+TOOLS := $(CURDIR)/.tools/bin
+export PATH := $(TOOLS):$(PATH)
+SOURCES = $(shell git ls-files '*.h' '*.cc' 2>/dev/null)
+
+.PHONY: deps configure build test unit integration format format-check lint-proto clean
+
+deps:
+	@scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD_DIR)
+
+# Installs what is missing, builds, checks formatting and the proto lint, runs every test.
+test: build format-check lint-proto
+	@ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
+
+format:
+	@clang-format -i $(SOURCES)
+
+format-check: deps
+	@clang-format --dry-run --Werror $(SOURCES) && echo "format-check: ok"
+
+lint-proto: deps
+	@buf lint && echo "buf lint: ok"
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,75 @@
+#ifndef ADAPTERS_HTTP_HTTP_TRANSPORT_H_
+#define ADAPTERS_HTTP_HTTP_TRANSPORT_H_
+
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+
+namespace inspection::http {
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", "PUT"
+  std::string url;     // absolute, already encoded
+  Headers headers;
+  std::string body;  // sent only when non-empty
+  // Whole-exchange timeout (connect + send + receive). Must be > 0.
+  std::chrono::milliseconds timeout{10000};
+};
+
+struct HttpResponse {
+  long status = 0;  // HTTP status code
+  Headers headers;  // names lower-cased, in arrival order
+  std::string body;
+
+  // First header with that (lower-case) name, or nullptr.
+  const std::string* FindHeader(std::string_view lower_name) const {
+    for (const auto& [name, value] : headers) {
+      if (name == lower_name) return &value;
+    }
+    return nullptr;
+  }
+};
+
+// Why an exchange produced no complete HTTP response.
+enum class TransportError {
+  kNone,     // a complete response arrived (any HTTP status)
+  kConnect,  // DNS or TCP/TLS connect failed: nothing reached the peer
+  kTimeout,  // the exchange's timeout elapsed
+  kSend,     // the connection failed while the request was being sent
+  kReceive,  // reset, or a truncated/garbled response after the request was sent
+  kOther,    // anything else (out of memory, bad URL...)
+};
+
+struct HttpResult {
+  TransportError error = TransportError::kNone;
+  std::string error_detail;  // human-readable; never contains header values
+  // True once any byte of the request may have reached the peer. Retry logic uses it
+  // to decide whether a non-idempotent request may be re-sent.
+  bool request_sent = false;
+  HttpResponse response;  // valid when error == kNone
+  // Wall time of the exchange.
+  std::chrono::microseconds elapsed{0};
+};
+
+const char* TransportErrorName(TransportError error);
+
+using HttpCallback = absl::AnyInvocable<void(HttpResult) &&>;
+
+// Asynchronous HTTP client. Thread-safe: Send() may be called from any thread.
+// `done` is called exactly once, on the transport's own event-loop thread; it must not
+// block (hand heavy work elsewhere). After the transport is destroyed, pending
+// callbacks have all been called (with kOther "transport shut down" if unfinished).
+class HttpTransport {
+ public:
+  virtual ~HttpTransport() = default;
+  virtual void Send(HttpRequest request, HttpCallback done) = 0;
+};
+
+}  // namespace inspection::http
+
+#endif  // ADAPTERS_HTTP_HTTP_TRANSPORT_H_

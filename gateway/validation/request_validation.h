@@ -1,0 +1,55 @@
+#ifndef GATEWAY_VALIDATION_REQUEST_VALIDATION_H_
+#define GATEWAY_VALIDATION_REQUEST_VALIDATION_H_
+
+#include <string>
+#include <vector>
+
+#include "inspection/v1/damage.pb.h"
+#include "inspection/v1/event_config.pb.h"
+#include "inspection/v1/image.pb.h"
+#include "inspection/v1/inspection.pb.h"
+#include "inspection/v1/token.pb.h"
+
+namespace inspection::validation {
+
+// One broken rule. `field` is the path of the field in the gRPC request using proto
+// field names (`customer.phone`, `urls[2]`); `description` says what is wrong and
+// what is expected, in one sentence, and never echoes secrets.
+struct FieldViolation {
+  std::string field;
+  std::string description;
+  bool operator==(const FieldViolation& other) const {
+    return field == other.field && description == other.description;
+  }
+};
+using Violations = std::vector<FieldViolation>;
+
+struct ValidationLimits {
+  int search_max_limit = 100;  // SearchInspections: limit in 1..search_max_limit
+};
+
+// Each function returns every violation of the request (empty = valid), one per
+// problem, in field order. They never call the vendor and never throw.
+Violations ValidateCreateToken(const v1::CreateTokenRequest& request);
+Violations ValidateGetTokenStatus(const v1::GetTokenStatusRequest& request);
+Violations ValidateRemoveBackground(const v1::RemoveBackgroundRequest& request);
+Violations ValidateAssessQuality(const v1::AssessQualityRequest& request);
+Violations ValidateAssessQualityBatch(const v1::AssessQualityBatchRequest& request);
+Violations ValidateSegmentVehicle(const v1::SegmentVehicleRequest& request);
+Violations ValidateSegmentParts(const v1::SegmentPartsRequest& request);
+Violations ValidateDetectDamage(const v1::DetectDamageRequest& request);
+Violations ValidateSearchInspections(const v1::SearchInspectionsRequest& request,
+                                     const ValidationLimits& limits);
+Violations ValidateGetDamagesReport(const v1::GetDamagesReportRequest& request);
+Violations ValidateUpdateWebhookConfig(const v1::UpdateWebhookConfigRequest& request);
+Violations ValidateUpdateEventConfig(const v1::UpdateEventConfigRequest& request);
+Violations ValidateTestWebhook(const v1::TestWebhookRequest& request);
+
+// Building blocks, exposed for tests and for other request types.
+// True for an absolute http:// or https:// URL with a non-empty host and no spaces
+// or control characters.
+bool IsWellFormedHttpUrl(const std::string& url);
+
+}  // namespace inspection::validation
+
+#endif  // GATEWAY_VALIDATION_REQUEST_VALIDATION_H_

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs everything the build and the tests need on a fresh Debian bookworm machine.
+# Idempotent: each step checks first and does nothing when its tool is already there.
+# The package list lives in scripts/apt-packages.txt (the one source of truth that
+# BUILD.md and the Dockerfile refer to).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(dirname "$here")"
+tools="$root/.tools"
+mkdir -p "$tools/bin"
+
+# --- Debian packages ---
+mapfile -t pkgs < <(grep -v '^\s*#' "$here/apt-packages.txt" | sed '/^\s*$/d')
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "install-deps: apt-get install ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# --- buf (npm), pinned ---
+BUF_VERSION=1.47.2
+if [ ! -x "$tools/node_modules/.bin/buf" ] || [ "$("$tools/node_modules/.bin/buf" --version 2>/dev/null)" != "$BUF_VERSION" ]; then
+  echo "install-deps: npm install @bufbuild/buf@$BUF_VERSION"
+  npm install --silent --no-audit --no-fund --prefix "$tools" "@bufbuild/buf@$BUF_VERSION" >/dev/null
+fi
+ln -sf "$tools/node_modules/.bin/buf" "$tools/bin/buf"
+
+# --- grpcurl (Go module proxy), pinned ---
+GRPCURL_VERSION=v1.9.3
+if [ ! -x "$tools/bin/grpcurl" ]; then
+  echo "install-deps: go install grpcurl@$GRPCURL_VERSION"
+  GOBIN="$tools/bin" GOFLAGS=-mod=mod go install "github.com/fullstorydev/grpcurl/cmd/grpcurl@$GRPCURL_VERSION"
+fi
+
+echo "install-deps: ok"
