@@ -1,0 +1,51 @@
+#ifndef ADAPTERS_VENDOR_EVENT_CONFIG_MAPPER_H_
+#define ADAPTERS_VENDOR_EVENT_CONFIG_MAPPER_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "adapters/vendor/json_codec.h"
+#include "adapters/vendor/vendor_request.h"
+#include "inspection/v1/event_config.pb.h"
+#include "nlohmann/json.hpp"
+
+namespace inspection::vendor {
+
+// GET /apiV1/eventmanager/configwebhook: `{ webhookHeaderKey, webhookUrl, webhookUrlV2 }`,
+// nulls before configuration (left unset here).
+absl::Status DecodeGetWebhookConfigResponse(const nlohmann::json& body,
+                                            v1::GetWebhookConfigResponse* response,
+                                            DecodeReport* report);
+
+// PUT /apiV1/eventmanager/configwebhook `{ webhookUrlV2, webhookHeaderKey? }`.
+VendorRequest EncodeUpdateWebhookConfigRequest(const v1::UpdateWebhookConfigRequest& request);
+absl::Status DecodeUpdateWebhookConfigResponse(const nlohmann::json& body,
+                                               v1::UpdateWebhookConfigResponse* response,
+                                               DecodeReport* report);
+
+// GET /apiV1/eventmanager/configevent: a JSON array, one entry per event name.
+// InvalidArgument when the body is not an array.
+absl::Status DecodeListEventConfigsResponse(const nlohmann::json& body,
+                                            v1::ListEventConfigsResponse* response,
+                                            DecodeReport* report);
+
+// PUT /apiV1/eventmanager/configevent `{ eventName, webhook }`.
+VendorRequest EncodeUpdateEventConfigRequest(const v1::UpdateEventConfigRequest& request);
+absl::Status DecodeUpdateEventConfigResponse(const nlohmann::json& body,
+                                             v1::UpdateEventConfigResponse* response,
+                                             DecodeReport* report);
+
+// GET /apiV1/eventmanager/testwebhook with eventName and inspectionId in the query
+// string or a JSON body, per `options.test_webhook_params` (the spec does not show
+// where they go).
+VendorRequest EncodeTestWebhookRequest(const v1::TestWebhookRequest& request,
+                                       const MapperOptions& options);
+absl::Status DecodeTestWebhookResponse(const nlohmann::json& body,
+                                       v1::TestWebhookResponse* response, DecodeReport* report);
+
+// The vendor spelling of an event name: `raw` when non-empty, else the enum's.
+std::string EventNameString(v1::EventName name, const std::string& raw);
+
+}  // namespace inspection::vendor
+
+#endif  // ADAPTERS_VENDOR_EVENT_CONFIG_MAPPER_H_
