@@ -1,0 +1,536 @@
+#include "adapters/http/curl_transport.h"
+
+#include <mutex>
+#include <system_error>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace inspection::http {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr char kShutDown[] = "transport shut down";
+
+// curl_multi_poll() and curl_multi_wakeup() appeared in 7.68.0.
+constexpr unsigned int kMinCurlVersion = 0x074400;
+
+// Upper bound of one curl_multi_poll() wait. libcurl shortens it to its own next timer and
+// curl_multi_wakeup() interrupts it, so the value only matters if both fail to; it is not a
+// polling interval.
+constexpr int kMaxPollMs = 10000;
+
+// curl_global_init is not meant to run twice or concurrently with itself; std::call_once makes
+// the first Create() do it, whichever thread that is. The matching curl_global_cleanup is never
+// called: transports may live until exit, and libcurl's global state is process-lifetime.
+CURLcode GlobalInitOnce() {
+  static std::once_flag once;
+  static CURLcode result = CURLE_OK;
+  std::call_once(once, [] { result = curl_global_init(CURL_GLOBAL_DEFAULT); });
+  return result;
+}
+
+// RFC 9110 token characters: a method must be one, and so must a header name.
+bool IsToken(absl::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (absl::ascii_isalnum(static_cast<unsigned char>(c))) continue;
+    if (absl::string_view("!#$%&'*+-.^_`|~").find(c) == absl::string_view::npos) return false;
+  }
+  return true;
+}
+
+// A header value must not smuggle in another header line.
+bool IsSafeHeaderValue(absl::string_view s) {
+  return s.find_first_of("\r\n") == absl::string_view::npos && s.find('\0') == s.npos;
+}
+
+}  // namespace
+
+namespace internal {
+
+// Everything one exchange needs; heap-allocated and never moved, because libcurl keeps raw
+// pointers into it (error buffer, callback user data, POSTFIELDS pointing into request.body).
+struct CurlExchange {
+  ~CurlExchange() {
+    // Only called once the handle is out of the multi handle (or was never in it).
+    if (easy != nullptr) curl_easy_cleanup(easy);
+    curl_slist_free_all(header_list);
+  }
+
+  HttpRequest request;
+  HttpCallback done;
+  Clock::time_point start;
+  size_t max_response_bytes = 0;
+
+  CURL* easy = nullptr;
+  curl_slist* header_list = nullptr;
+  // Non-null when the request could not be turned into a transfer; the loop fails it.
+  const char* prepare_error = nullptr;
+
+  HttpResponse response;
+  size_t header_bytes = 0;
+  bool too_large = false;
+  char error_buffer[CURL_ERROR_SIZE] = {};
+};
+
+}  // namespace internal
+
+namespace {
+
+using internal::CurlExchange;
+
+// CURLOPT_HEADERFUNCTION: one call per header line, status lines and the blank line included.
+size_t OnHeaderLine(char* data, size_t size, size_t count, void* user) {
+  auto* exchange = static_cast<CurlExchange*>(user);
+  const size_t n = size * count;
+  // Headers count against the response budget too, or a server could grow memory without
+  // bound through them. Returning a short count makes libcurl abort with CURLE_WRITE_ERROR.
+  exchange->header_bytes += n;
+  if (exchange->header_bytes + exchange->response.body.size() > exchange->max_response_bytes) {
+    exchange->too_large = true;
+    return 0;
+  }
+  absl::string_view line(data, n);
+  Headers& headers = exchange->response.headers;
+  if (absl::StartsWith(line, "HTTP/")) {
+    // A new status line: the headers so far belonged to an interim (1xx) response, or to a
+    // proxy's CONNECT answer. Only the final response's headers are returned.
+    headers.clear();
+    return n;
+  }
+  if (!line.empty() && (line[0] == ' ' || line[0] == '\t')) {
+    // Obsolete line folding: the line continues the previous header's value.
+    absl::string_view more = absl::StripAsciiWhitespace(line);
+    if (!headers.empty() && !more.empty()) absl::StrAppend(&headers.back().second, " ", more);
+    return n;
+  }
+  const size_t colon = line.find(':');
+  if (colon == absl::string_view::npos) return n;  // the blank line that ends the head
+  std::string name = absl::AsciiStrToLower(absl::StripAsciiWhitespace(line.substr(0, colon)));
+  if (name.empty()) return n;
+  headers.emplace_back(std::move(name),
+                       std::string(absl::StripAsciiWhitespace(line.substr(colon + 1))));
+  return n;
+}
+
+// CURLOPT_WRITEFUNCTION: body bytes, already de-chunked.
+size_t OnBodyBytes(char* data, size_t size, size_t count, void* user) {
+  auto* exchange = static_cast<CurlExchange*>(user);
+  const size_t n = size * count;
+  std::string& body = exchange->response.body;
+  if (body.size() + exchange->header_bytes + n > exchange->max_response_bytes) {
+    // Checked per chunk, so a body without Content-Length (chunked, or read until close)
+    // is refused as soon as it crosses the limit instead of after it has been buffered.
+    exchange->too_large = true;
+    return 0;
+  }
+  body.append(data, n);
+  return n;
+}
+
+// Whether any byte of the request may have left this process. Conservative on purpose: a
+// false "true" only costs a retry of a non-idempotent call, a false "false" could repeat it.
+bool MaybeWritten(CURL* easy) {
+  long request_size = 0;
+  curl_off_t pretransfer_us = 0;
+  curl_easy_getinfo(easy, CURLINFO_REQUEST_SIZE, &request_size);
+  curl_easy_getinfo(easy, CURLINFO_PRETRANSFER_TIME_T, &pretransfer_us);
+  // PRETRANSFER is stamped once the connection (and TLS) is up and sending starts, so a
+  // failure after it may have written part of the request even if REQUEST_SIZE is still 0.
+  return request_size > 0 || pretransfer_us > 0;
+}
+
+std::string CurlDetail(CURLcode code, const char* error_buffer) {
+  std::string detail = curl_easy_strerror(code);
+  // The error buffer holds libcurl's specific message (host, port, errno text). libcurl never
+  // copies request header values into it, so the API key cannot leak through here.
+  if (error_buffer[0] != '\0') {
+    absl::string_view specific = absl::StripTrailingAsciiWhitespace(error_buffer);
+    absl::StrAppend(&detail, ": ", specific);
+  }
+  return detail;
+}
+
+std::chrono::microseconds Since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CurlTransport>> CurlTransport::Create(CurlTransportOptions options) {
+  if (options.connect_timeout <= std::chrono::milliseconds::zero()) {
+    return absl::InvalidArgumentError("connect_timeout must be > 0");
+  }
+  if (options.max_total_connections < 0 || options.max_host_connections < 0) {
+    return absl::InvalidArgumentError("connection limits must be >= 0");
+  }
+  if (options.max_response_bytes == 0) {
+    return absl::InvalidArgumentError("max_response_bytes must be > 0");
+  }
+  if (const CURLcode init = GlobalInitOnce(); init != CURLE_OK) {
+    return absl::InternalError(absl::StrCat("curl_global_init failed: ", curl_easy_strerror(init)));
+  }
+  const curl_version_info_data* info = curl_version_info(CURLVERSION_NOW);
+  if (info == nullptr || info->version_num < kMinCurlVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("libcurl >= 7.68.0 required (curl_multi_poll/wakeup), found ",
+                     info == nullptr ? "unknown" : info->version));
+  }
+  CURLM* multi = curl_multi_init();
+  if (multi == nullptr) return absl::InternalError("curl_multi_init failed");
+  curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, options.max_total_connections);
+  curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, options.max_host_connections);
+  // libcurl's default since 7.62, stated so that HTTP/2 streams share one connection.
+  curl_multi_setopt(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+
+  // From here the transport owns `multi`; its destructor cleans it up on every path.
+  std::unique_ptr<CurlTransport> transport(new CurlTransport(std::move(options), multi));
+  try {
+    transport->loop_ = std::thread([t = transport.get()] { t->Run(); });
+    transport->loop_id_ = transport->loop_.get_id();
+  } catch (const std::system_error& e) {
+    return absl::InternalError(absl::StrCat("cannot start the transport thread: ", e.what()));
+  }
+  return transport;
+}
+
+CurlTransport::CurlTransport(CurlTransportOptions options, CURLM* multi)
+    : options_(std::move(options)), multi_(multi) {}
+
+CurlTransport::~CurlTransport() {
+  Shutdown();
+  // The loop has failed and released every exchange; no easy handle is attached any more.
+  curl_multi_cleanup(multi_);
+}
+
+void CurlTransport::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    curl_multi_wakeup(multi_);
+  }
+  // From a callback the loop cannot be joined; it sees stopping_ once the callback returns.
+  if (std::this_thread::get_id() == loop_id_) return;
+  absl::MutexLock lock(&join_mu_);
+  if (loop_.joinable()) loop_.join();
+}
+
+void CurlTransport::Send(HttpRequest request, HttpCallback done) {
+  in_flight_.fetch_add(1, std::memory_order_acq_rel);
+  auto exchange = std::make_unique<Exchange>();
+  exchange->start = Clock::now();
+  exchange->request = std::move(request);
+  exchange->done = std::move(done);
+  exchange->max_response_bytes = options_.max_response_bytes;
+  // Building the easy handle here spreads that CPU work over the callers' threads and keeps
+  // the single loop thread for I/O. Easy handles are not reused: connection reuse lives in the
+  // multi handle's pool, not in the easy handle, so a fresh handle costs a few allocations and
+  // rules out state leaking from one request's options into the next.
+  Prepare(*exchange);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopping_) {
+      // One wakeup per batch: while the queue is non-empty the loop has a wakeup pending and
+      // will take the whole queue at once. The wakeup is issued under mu_ so that it cannot
+      // reach a multi handle the destructor has already cleaned up.
+      const bool wake = queue_.empty();
+      queue_.push_back(std::move(exchange));
+      if (wake) curl_multi_wakeup(multi_);
+      return;
+    }
+  }
+  // Shutting down: the loop will never see this exchange, so fail it here, on this thread.
+  FailOther(std::move(exchange), kShutDown);
+}
+
+void CurlTransport::Prepare(Exchange& exchange) const {
+  const HttpRequest& request = exchange.request;
+  if (!IsToken(request.method)) {
+    exchange.prepare_error = "invalid HTTP method";
+    return;
+  }
+  if (request.url.empty()) {
+    exchange.prepare_error = "empty URL";
+    return;
+  }
+  if (request.timeout <= std::chrono::milliseconds::zero()) {
+    exchange.prepare_error = "request timeout must be > 0";
+    return;
+  }
+  bool has_content_type = false;
+  bool has_expect = false;
+  for (const auto& [name, value] : request.headers) {
+    // The detail names neither the header nor its value: values may be secrets.
+    if (!IsToken(name) || !IsSafeHeaderValue(value)) {
+      exchange.prepare_error = "invalid header name or value";
+      return;
+    }
+    has_content_type |= absl::EqualsIgnoreCase(name, "content-type");
+    has_expect |= absl::EqualsIgnoreCase(name, "expect");
+  }
+
+  CURL* easy = curl_easy_init();
+  if (easy == nullptr) {
+    exchange.prepare_error = "curl_easy_init failed";
+    return;
+  }
+  exchange.easy = easy;
+
+  curl_easy_setopt(easy, CURLOPT_PRIVATE, &exchange);
+  curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, exchange.error_buffer);
+  curl_easy_setopt(easy, CURLOPT_URL, request.url.c_str());
+  // Only HTTP(S): a URL built from vendor data must not reach file:// or other schemes.
+  curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+  // Signals and threads do not mix; without this libcurl uses SIGALRM for DNS timeouts.
+  curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+  // Redirects are answers for the caller to see, never followed (they could also carry the
+  // API key to another host).
+  curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
+  curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(options_.connect_timeout.count()));
+  curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(request.timeout.count()));
+  curl_easy_setopt(easy, CURLOPT_USERAGENT, options_.user_agent.c_str());
+  if (options_.http2) {
+    // HTTP/2 only where ALPN can negotiate it (https); http:// stays HTTP/1.1.
+    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
+    if (absl::StartsWithIgnoreCase(request.url, "https://")) {
+      // During a burst, wait for the first connection's ALPN answer and multiplex on it
+      // instead of opening one connection per request. Not for http://: there libcurl only
+      // learns "no multiplexing" from the first response, so a slow first request would
+      // stall every other one behind it.
+      curl_easy_setopt(easy, CURLOPT_PIPEWAIT, 1L);
+    }
+  } else {
+    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
+  }
+  // Content-Length known up front: refuse an oversized body before reading it.
+  curl_easy_setopt(easy, CURLOPT_MAXFILESIZE_LARGE,
+                   static_cast<curl_off_t>(options_.max_response_bytes));
+  curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &OnHeaderLine);
+  curl_easy_setopt(easy, CURLOPT_HEADERDATA, &exchange);
+  curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &OnBodyBytes);
+  curl_easy_setopt(easy, CURLOPT_WRITEDATA, &exchange);
+
+  const std::string& method = request.method;
+  const bool body_method = method == "POST" || method == "PUT" || method == "PATCH";
+  bool uses_post_fields = false;
+  if (method == "GET" && request.body.empty()) {
+    curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L);
+  } else if (method == "HEAD") {
+    curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
+  } else {
+    if (!request.body.empty() || body_method) {
+      // POSTFIELDS sends the body from request.body in place (no copy) with a Content-Length;
+      // an empty one still sends "Content-Length: 0", which servers expect on POST/PUT.
+      uses_post_fields = true;
+      curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
+                       static_cast<curl_off_t>(request.body.size()));
+      curl_easy_setopt(easy, CURLOPT_POSTFIELDS, request.body.data());
+    }
+    // POSTFIELDS implies POST; any other method keeps the body but states its own verb.
+    if (method != "POST") curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method.c_str());
+  }
+
+  curl_slist* list = nullptr;
+  auto append = [&list](const std::string& line) {
+    curl_slist* grown = curl_slist_append(list, line.c_str());
+    if (grown == nullptr) return false;
+    list = grown;
+    return true;
+  };
+  bool ok = true;
+  for (const auto& [name, value] : request.headers) {
+    // "Name;" is libcurl's spelling of a header with an empty value ("Name:" would remove it).
+    ok = ok && append(value.empty() ? absl::StrCat(name, ";") : absl::StrCat(name, ": ", value));
+  }
+  // libcurl sends "Expect: 100-continue" for bodies over 1 MiB and then waits up to a second
+  // for an interim answer many servers never send. An empty header disables it.
+  if (!has_expect) ok = ok && append("Expect:");
+  // libcurl labels POSTFIELDS bodies application/x-www-form-urlencoded, which would be a lie
+  // here; without a caller-given type the body goes unlabelled instead.
+  if (uses_post_fields && !has_content_type) ok = ok && append("Content-Type:");
+  exchange.header_list = list;
+  if (!ok) {
+    exchange.prepare_error = "out of memory building headers";
+    return;
+  }
+  curl_easy_setopt(easy, CURLOPT_HTTPHEADER, list);
+}
+
+void CurlTransport::Run() {
+  for (;;) {
+    if (AdmitQueued()) break;
+    int running = 0;
+    // Errors here are CURLM_OUT_OF_MEMORY-class and are also reported per transfer.
+    curl_multi_perform(multi_, &running);
+    ReapFinished();
+    curl_multi_poll(multi_, nullptr, 0, kMaxPollMs, nullptr);
+  }
+  FailAllPending();
+}
+
+bool CurlTransport::AdmitQueued() {
+  std::vector<std::unique_ptr<Exchange>> batch;
+  bool stopping = false;
+  {
+    absl::MutexLock lock(&mu_);
+    batch.swap(queue_);
+    stopping = stopping_;
+  }
+  for (auto& exchange : batch) {
+    if (stopping) {
+      FailOther(std::move(exchange), kShutDown);
+      continue;
+    }
+    if (exchange->prepare_error != nullptr) {
+      const char* detail = exchange->prepare_error;
+      FailOther(std::move(exchange), detail);
+      continue;
+    }
+    const CURLMcode added = curl_multi_add_handle(multi_, exchange->easy);
+    if (added != CURLM_OK) {
+      FailOther(std::move(exchange), curl_multi_strerror(added));
+      continue;
+    }
+    CURL* easy = exchange->easy;
+    active_.emplace(easy, std::move(exchange));
+  }
+  return stopping;
+}
+
+void CurlTransport::ReapFinished() {
+  int remaining = 0;
+  while (CURLMsg* message = curl_multi_info_read(multi_, &remaining)) {
+    if (message->msg != CURLMSG_DONE) continue;
+    // Copy out: the message is invalidated by curl_multi_remove_handle in Finish().
+    CURL* easy = message->easy_handle;
+    const CURLcode code = message->data.result;
+    auto it = active_.find(easy);
+    if (it == active_.end()) continue;
+    std::unique_ptr<Exchange> exchange = std::move(it->second);
+    active_.erase(it);
+    Finish(std::move(exchange), code);
+  }
+}
+
+void CurlTransport::Finish(std::unique_ptr<Exchange> exchange, CURLcode code) {
+  CURL* easy = exchange->easy;
+  curl_multi_remove_handle(multi_, easy);
+
+  HttpResult result;
+  result.elapsed = Since(exchange->start);
+  const bool maybe_written = MaybeWritten(easy);
+  switch (code) {
+    case CURLE_OK:
+      result.error = TransportError::kNone;
+      result.request_sent = true;
+      curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &result.response.status);
+      result.response.headers = std::move(exchange->response.headers);
+      result.response.body = std::move(exchange->response.body);
+      break;
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_CONNECT:
+    // A failed TLS handshake is a failed connect: no HTTP byte has been written yet.
+    case CURLE_SSL_CONNECT_ERROR:
+      result.error = TransportError::kConnect;
+      result.request_sent = false;
+      break;
+    case CURLE_OPERATION_TIMEDOUT:
+      // Connect timeouts land here too; MaybeWritten() tells the two apart for retries.
+      result.error = TransportError::kTimeout;
+      result.request_sent = maybe_written;
+      break;
+    case CURLE_SEND_ERROR:
+      // Part of the request may have been delivered before the write failed.
+      result.error = TransportError::kSend;
+      result.request_sent = true;
+      break;
+    case CURLE_RECV_ERROR:    // reset while waiting for or reading the response
+    case CURLE_PARTIAL_FILE:  // body shorter than its Content-Length
+    case CURLE_GOT_NOTHING:   // connection closed before any response byte
+    case CURLE_WEIRD_SERVER_REPLY:
+    case CURLE_HTTP2:         // HTTP/2 framing error: the HTTP/2 form of a garbled reply
+    case CURLE_HTTP2_STREAM:  // RST_STREAM: the HTTP/2 form of a reset
+      result.error = TransportError::kReceive;
+      result.request_sent = true;
+      break;
+    case CURLE_UNSUPPORTED_PROTOCOL:
+      // After the request went out this is libcurl's "Received HTTP/0.9 when not allowed":
+      // the peer answered with something that is not HTTP, a garbled reply. Before it, the
+      // URL's scheme is not http(s).
+      if (maybe_written) {
+        result.error = TransportError::kReceive;
+        result.request_sent = true;
+        break;
+      }
+      result.error = TransportError::kOther;
+      result.request_sent = false;
+      break;
+    case CURLE_WRITE_ERROR:        // our callbacks refused data: only when over the limit
+    case CURLE_FILESIZE_EXCEEDED:  // Content-Length above CURLOPT_MAXFILESIZE_LARGE
+      if (exchange->too_large || code == CURLE_FILESIZE_EXCEEDED) {
+        result.error = TransportError::kReceive;
+        result.request_sent = true;
+        result.error_detail =
+            absl::StrCat("response too large (limit ", options_.max_response_bytes, " bytes)");
+        break;
+      }
+      [[fallthrough]];
+    default:
+      result.error = TransportError::kOther;
+      result.request_sent = maybe_written;
+      break;
+  }
+  if (code != CURLE_OK && result.error_detail.empty()) {
+    result.error_detail = CurlDetail(code, exchange->error_buffer);
+  }
+  HttpCallback done = std::move(exchange->done);
+  // Release the handle and buffers before user code runs.
+  exchange.reset();
+  in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+  std::move(done)(std::move(result));
+}
+
+void CurlTransport::FailOther(std::unique_ptr<Exchange> exchange, const char* detail) {
+  HttpResult result;
+  result.error = TransportError::kOther;
+  result.error_detail = detail;
+  result.elapsed = Since(exchange->start);
+  // An exchange cut short by shutdown may already be on the wire.
+  result.request_sent = exchange->easy != nullptr && MaybeWritten(exchange->easy);
+  HttpCallback done = std::move(exchange->done);
+  exchange.reset();
+  in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+  std::move(done)(std::move(result));
+}
+
+void CurlTransport::FailAllPending() {
+  // Detach everything first, so that a callback calling Send() (which now fails inline) or
+  // inspecting InFlight() sees a consistent transport.
+  std::vector<std::unique_ptr<Exchange>> pending;
+  pending.reserve(active_.size());
+  for (auto& [easy, exchange] : active_) {
+    curl_multi_remove_handle(multi_, easy);
+    pending.push_back(std::move(exchange));
+  }
+  active_.clear();
+  {
+    absl::MutexLock lock(&mu_);
+    // Normally empty: Send() stops queueing once stopping_ is set, and AdmitQueued() failed
+    // what was queued before. Kept for robustness.
+    for (auto& exchange : queue_) pending.push_back(std::move(exchange));
+    queue_.clear();
+  }
+  for (auto& exchange : pending) FailOther(std::move(exchange), kShutDown);
+}
+
+}  // namespace inspection::http

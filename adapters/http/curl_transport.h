@@ -1,0 +1,140 @@
+#ifndef ADAPTERS_HTTP_CURL_TRANSPORT_H_
+#define ADAPTERS_HTTP_CURL_TRANSPORT_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <curl/curl.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "adapters/http/http_transport.h"
+
+namespace inspection::http {
+
+namespace internal {
+struct CurlExchange;  // per-request state, defined in curl_transport.cc
+}  // namespace internal
+
+// Immutable settings of one CurlTransport, fixed at Create().
+struct CurlTransportOptions {
+  // TCP (+TLS) connect budget of one exchange; it is also capped by the request's own timeout.
+  std::chrono::milliseconds connect_timeout{2000};
+  // Open connections across all hosts (CURLMOPT_MAX_TOTAL_CONNECTIONS). Requests beyond it wait
+  // inside libcurl for a free connection, and that wait counts against their timeout. libcurl's
+  // own default is unlimited; 4096 keeps the gateway well below a typical fd limit (ulimit -n)
+  // while leaving room for the 2,000 concurrent calls of DESIGN.md §9. 0 means unlimited.
+  long max_total_connections = 4096;
+  // Open connections to one host:port (CURLMOPT_MAX_HOST_CONNECTIONS). 0 means unlimited.
+  long max_host_connections = 0;
+  // A response (headers + body) larger than this fails the exchange with kReceive "response too
+  // large": refused from its Content-Length, or as soon as the streamed bytes cross it.
+  size_t max_response_bytes = size_t{64} << 20;
+  // Offer HTTP/2 through ALPN on https:// URLs (CURL_HTTP_VERSION_2TLS). Plain http:// always
+  // uses HTTP/1.1. false: HTTP/1.1 everywhere.
+  bool http2 = true;
+  std::string user_agent = "inspection-gateway";
+};
+
+// HttpTransport on libcurl's multi interface, driven by ONE event-loop thread.
+//
+// Send() may be called from any thread: it prepares the request, queues it under a mutex and
+// wakes the loop (curl_multi_wakeup); the loop adds it to the multi handle and waits on all
+// sockets with curl_multi_poll. However many exchanges are in flight, the transport owns
+// exactly one thread. Connections are pooled and kept alive by the multi handle; redirects are
+// never followed; `Expect: 100-continue` is never sent; only http:// and https:// URLs work.
+//
+// Error mapping (HttpResult::error):
+//   complete response, any status            -> kNone (status in response.status)
+//   DNS failure, TCP refused, TLS handshake  -> kConnect (request_sent == false)
+//   request timeout (connect or later)       -> kTimeout (request_sent tells the phase)
+//   write failure while sending              -> kSend
+//   reset / empty reply / truncated body /
+//   garbled or non-HTTP reply / HTTP/2 stream
+//   reset / response too large               -> kReceive
+//   anything else (bad URL, bad method...)   -> kOther
+// HttpResult::elapsed runs from Send() to the callback, queueing included.
+// request_sent is false only when no byte of the request can have reached the peer. Note that
+// libcurl itself re-sends a request once, transparently, when a *reused* keep-alive connection
+// turns out to be dead before any response byte arrived.
+//
+// Callbacks run on the loop thread, outside every lock the transport holds, exactly once each.
+// Shutdown() (also run by the destructor) stops the loop and completes every unfinished
+// exchange with kOther "transport shut down". A Send() after Shutdown() has begun (e.g. from
+// inside such a callback) completes at once, on the calling thread, with the same error.
+// Proxies: libcurl's usual environment variables (https_proxy, no_proxy...) apply.
+class CurlTransport final : public HttpTransport {
+ public:
+  // Initialises libcurl once per process (thread-safe), creates the multi handle and starts the
+  // loop thread. Errors: INVALID_ARGUMENT for a non-positive connect_timeout or
+  // max_response_bytes or a negative connection limit, FAILED_PRECONDITION if the libcurl in
+  // use is older than 7.68, INTERNAL if libcurl or the thread cannot be set up.
+  static absl::StatusOr<std::unique_ptr<CurlTransport>> Create(CurlTransportOptions options = {});
+
+  // Shutdown(), then releases libcurl's resources. Must not run inside one of this transport's
+  // callbacks (it would wait for its own thread).
+  ~CurlTransport() override;
+  CurlTransport(const CurlTransport&) = delete;
+  CurlTransport& operator=(const CurlTransport&) = delete;
+
+  // Thread-safe, never blocks on the network. See HttpTransport.
+  void Send(HttpRequest request, HttpCallback done) override;
+
+  // Stops the loop and fails every unfinished exchange (kOther "transport shut down"); when it
+  // returns, every callback of an exchange sent before the call has run. Idempotent and
+  // thread-safe. Called from inside a callback it only requests the stop, which happens when
+  // that callback returns.
+  void Shutdown();
+
+  // Exchanges accepted by Send() whose callback has not started yet. Thread-safe.
+  size_t InFlight() const { return in_flight_.load(std::memory_order_acquire); }
+
+ private:
+  using Exchange = internal::CurlExchange;
+
+  CurlTransport(CurlTransportOptions options, CURLM* multi);
+
+  // Prepares the easy handle on the caller's thread; records why if it cannot.
+  void Prepare(Exchange& exchange) const;
+  // The event loop; the only code that touches multi_ after Create().
+  void Run();
+  // Moves queued exchanges into the multi handle (or fails those that could not be prepared).
+  // Returns true once the transport is stopping; it then fails the queued exchanges instead.
+  bool AdmitQueued();
+  // Collects finished transfers from curl_multi_info_read and completes them.
+  void ReapFinished();
+  // Removes the exchange from the multi handle, builds its result and runs its callback.
+  void Finish(std::unique_ptr<Exchange> exchange, CURLcode code);
+  // Fails `exchange` with kOther and `detail`, then runs its callback.
+  void FailOther(std::unique_ptr<Exchange> exchange, const char* detail);
+  // On shutdown: fails every exchange still queued or active.
+  void FailAllPending();
+
+  const CurlTransportOptions options_;
+  CURLM* const multi_;
+
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<Exchange>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Exchanges inside the multi handle. Loop thread only.
+  std::unordered_map<CURL*, std::unique_ptr<Exchange>> active_;
+
+  std::atomic<size_t> in_flight_{0};
+  // Serialises Shutdown() callers around loop_.join().
+  absl::Mutex join_mu_;
+  std::thread loop_;
+  // Fixed before Create() returns; read without a lock (loop_ itself changes when joined).
+  std::thread::id loop_id_;
+};
+
+}  // namespace inspection::http
+
+#endif  // ADAPTERS_HTTP_CURL_TRANSPORT_H_

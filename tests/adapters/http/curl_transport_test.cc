@@ -1,0 +1,555 @@
+#include "adapters/http/curl_transport.h"
+
+#include <dirent.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "tests/support/fake_vendor.h"
+#include "tests/support/raw_tcp_server.h"
+#include "tests/support/wait.h"
+
+namespace inspection::http {
+namespace {
+
+using ::inspection::testing::FakeVendor;
+using ::inspection::testing::FakeVendorOptions;
+using ::inspection::testing::RawTcpServer;
+using ::inspection::testing::RecordedRequest;
+using ::inspection::testing::ScriptedResponse;
+using ::inspection::testing::UnusedClosedPort;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+
+// Long enough for a loaded 2-core CI machine; waits return as soon as their condition holds.
+constexpr std::chrono::milliseconds kDeadline{30000};
+constexpr char kApiKey[] = "secret-api-key-5b1e";
+
+// Collects the results of any number of exchanges; callbacks may come from any thread.
+class Results {
+ public:
+  HttpCallback Callback() {
+    return [this](HttpResult result) {
+      absl::MutexLock lock(&mu_);
+      results_.push_back(std::move(result));
+      threads_.push_back(std::this_thread::get_id());
+    };
+  }
+
+  bool WaitFor(size_t n, std::chrono::milliseconds deadline = kDeadline) {
+    absl::MutexLock lock(&mu_);
+    auto ready = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return results_.size() >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&ready), absl::FromChrono(deadline));
+  }
+
+  std::vector<HttpResult> Take() {
+    absl::MutexLock lock(&mu_);
+    std::vector<HttpResult> taken;
+    taken.swap(results_);
+    return taken;
+  }
+
+  size_t size() const {
+    absl::MutexLock lock(&mu_);
+    return results_.size();
+  }
+
+  std::vector<std::thread::id> Threads() const {
+    absl::MutexLock lock(&mu_);
+    return threads_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<HttpResult> results_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread::id> threads_ ABSL_GUARDED_BY(mu_);
+};
+
+// Threads of this process right now.
+int ThreadCount() {
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return -1;
+  int count = 0;
+  while (const dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] != '.') ++count;
+  }
+  closedir(dir);
+  return count;
+}
+
+HttpRequest Request(std::string method, std::string url) {
+  HttpRequest request;
+  request.method = std::move(method);
+  request.url = std::move(url);
+  request.timeout = std::chrono::milliseconds(10000);
+  return request;
+}
+
+ScriptedResponse Reply(int status, std::string body) {
+  ScriptedResponse response;
+  response.status = status;
+  response.body = std::move(body);
+  return response;
+}
+
+class CurlTransportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(vendor_.Start());
+    transport_ = MakeTransport({});
+    ASSERT_NE(transport_, nullptr);
+  }
+
+  static std::unique_ptr<CurlTransport> MakeTransport(CurlTransportOptions options) {
+    auto created = CurlTransport::Create(std::move(options));
+    EXPECT_TRUE(created.ok()) << created.status();
+    return created.ok() ? std::move(*created) : nullptr;
+  }
+
+  // Sends one request and waits for its result.
+  HttpResult Exchange(HttpRequest request, CurlTransport* transport = nullptr) {
+    Results results;
+    (transport != nullptr ? transport : transport_.get())
+        ->Send(std::move(request), results.Callback());
+    if (!results.WaitFor(1)) {
+      ADD_FAILURE() << "no result within the deadline";
+      return {};
+    }
+    return std::move(results.Take().front());
+  }
+
+  std::string Url(const std::string& path_and_query) const {
+    return vendor_.BaseUrl() + path_and_query;
+  }
+
+  // Declared first: the transport (and its connections) goes away before the fake.
+  FakeVendor vendor_;
+  std::unique_ptr<CurlTransport> transport_;
+};
+
+TEST_F(CurlTransportTest, GetSendsExactlyTheMethodPathQueryAndHeaders) {
+  vendor_.RespondWith(Reply(200, R"({"ok":true})"));
+  HttpRequest request = Request("GET", Url("/apiV1/tokenmanager/test?deviceId=Zx81kQ-pwa&q=a%20b"));
+  request.headers = {{"x-api-key", kApiKey}, {"X-Request-Id", "req-1"}};
+
+  HttpResult result = Exchange(std::move(request));
+
+  EXPECT_EQ(result.error, TransportError::kNone) << result.error_detail;
+  ASSERT_EQ(vendor_.RequestCount(), 1u);
+  const RecordedRequest sent = vendor_.Requests().front();
+  EXPECT_EQ(sent.method, "GET");
+  EXPECT_EQ(sent.path, "/apiV1/tokenmanager/test");
+  EXPECT_EQ(sent.query, "deviceId=Zx81kQ-pwa&q=a%20b");
+  EXPECT_EQ(sent.body, "");
+  // The complete header set: nothing unexpected (no Expect, no Content-Type, no body headers).
+  EXPECT_THAT(sent.headers,
+              UnorderedElementsAre(Pair("host", "127.0.0.1:" + std::to_string(vendor_.port())),
+                                   Pair("user-agent", "inspection-gateway"), Pair("accept", "*/*"),
+                                   Pair("x-api-key", kApiKey), Pair("x-request-id", "req-1")));
+}
+
+TEST_F(CurlTransportTest, PostSendsTheBodyWithItsContentType) {
+  vendor_.RespondWith(Reply(200, "{}"));
+  HttpRequest request = Request("POST", Url("/apiV1/tokenmanager/token"));
+  request.headers = {{"Content-Type", "application/json"}};
+  request.body = R"({"vin":"WVWZZZ1JZXW000001","locale":"fr"})";
+
+  HttpResult result = Exchange(request);
+
+  EXPECT_EQ(result.error, TransportError::kNone) << result.error_detail;
+  ASSERT_EQ(vendor_.RequestCount(), 1u);
+  const RecordedRequest sent = vendor_.Requests().front();
+  EXPECT_EQ(sent.method, "POST");
+  EXPECT_EQ(sent.path, "/apiV1/tokenmanager/token");
+  EXPECT_EQ(sent.query, "");
+  EXPECT_EQ(sent.body, request.body);
+  ASSERT_NE(sent.Header("content-type"), nullptr);
+  EXPECT_EQ(*sent.Header("content-type"), "application/json");
+  ASSERT_NE(sent.Header("content-length"), nullptr);
+  EXPECT_EQ(*sent.Header("content-length"), std::to_string(request.body.size()));
+}
+
+TEST_F(CurlTransportTest, PutSendsTheBody) {
+  vendor_.RespondWith(Reply(200, "{}"));
+  HttpRequest request = Request("PUT", Url("/apiV1/eventmanager/configwebhook"));
+  request.headers = {{"Content-Type", "application/json"}};
+  request.body = R"({"webhookUrlV2":"https://hooks.example.test/v2"})";
+
+  HttpResult result = Exchange(request);
+
+  EXPECT_EQ(result.error, TransportError::kNone) << result.error_detail;
+  ASSERT_EQ(vendor_.RequestCount(), 1u);
+  const RecordedRequest sent = vendor_.Requests().front();
+  EXPECT_EQ(sent.method, "PUT");
+  EXPECT_EQ(sent.path, "/apiV1/eventmanager/configwebhook");
+  EXPECT_EQ(sent.body, request.body);
+  ASSERT_NE(sent.Header("content-type"), nullptr);
+  EXPECT_EQ(*sent.Header("content-type"), "application/json");
+}
+
+TEST_F(CurlTransportTest, DeleteWithoutBodySendsNoBody) {
+  vendor_.RespondWith(Reply(204, ""));
+  HttpResult result = Exchange(Request("DELETE", Url("/apiV1/inspections/insp_1")));
+
+  EXPECT_EQ(result.error, TransportError::kNone) << result.error_detail;
+  EXPECT_EQ(result.response.status, 204);
+  ASSERT_EQ(vendor_.RequestCount(), 1u);
+  const RecordedRequest sent = vendor_.Requests().front();
+  EXPECT_EQ(sent.method, "DELETE");
+  EXPECT_EQ(sent.body, "");
+  EXPECT_EQ(sent.Header("content-type"), nullptr);
+}
+
+TEST_F(CurlTransportTest, BodyWithoutContentTypeIsNotLabelledAsAForm) {
+  vendor_.RespondWith(Reply(200, "{}"));
+  HttpRequest request = Request("POST", Url("/raw"));
+  request.body = "a=b";
+
+  HttpResult result = Exchange(request);
+
+  EXPECT_EQ(result.error, TransportError::kNone) << result.error_detail;
+  ASSERT_EQ(vendor_.RequestCount(), 1u);
+  EXPECT_EQ(vendor_.Requests().front().body, "a=b");
+  EXPECT_EQ(vendor_.Requests().front().Header("content-type"), nullptr);
+}
+
+TEST_F(CurlTransportTest, LargeBodyIsSentWithoutExpectContinue) {
+  // libcurl would add "Expect: 100-continue" above 1 MiB and stall waiting for it.
+  vendor_.RespondWith(Reply(200, "{}"));
+  HttpRequest request = Request("POST", Url("/big"));
+  request.headers = {{"Content-Type", "application/octet-stream"}};
+  request.body.assign(size_t{3} << 20, 'x');
+
+  HttpResult result = Exchange(request);
+
+  EXPECT_EQ(result.error, TransportError::kNone) << result.error_detail;
+  ASSERT_EQ(vendor_.RequestCount(), 1u);
+  const RecordedRequest sent = vendor_.Requests().front();
+  EXPECT_EQ(sent.Header("expect"), nullptr);
+  EXPECT_EQ(sent.body.size(), request.body.size());
+  EXPECT_EQ(sent.body, request.body);
+}
+
+TEST_F(CurlTransportTest, ReturnsStatusHeadersAndBody) {
+  ScriptedResponse reply = Reply(201, R"({"token":{"uid":"u1"}})");
+  reply.headers = {{"X-Request-Id", "abc-123"}, {"Retry-After", "7"}};
+  vendor_.RespondWith(reply);
+
+  HttpResult result = Exchange(Request("GET", Url("/token")));
+
+  ASSERT_EQ(result.error, TransportError::kNone) << result.error_detail;
+  EXPECT_TRUE(result.request_sent);
+  EXPECT_EQ(result.response.status, 201);
+  EXPECT_EQ(result.response.body, R"({"token":{"uid":"u1"}})");
+  ASSERT_NE(result.response.FindHeader("x-request-id"), nullptr);
+  EXPECT_EQ(*result.response.FindHeader("x-request-id"), "abc-123");
+  ASSERT_NE(result.response.FindHeader("retry-after"), nullptr);
+  EXPECT_EQ(*result.response.FindHeader("retry-after"), "7");
+  ASSERT_NE(result.response.FindHeader("content-type"), nullptr);
+  EXPECT_EQ(*result.response.FindHeader("content-type"), "application/json");
+  for (const auto& [name, value] : result.response.headers) {
+    EXPECT_EQ(name, absl::AsciiStrToLower(name));
+  }
+  EXPECT_GT(result.elapsed.count(), 0);
+}
+
+TEST_F(CurlTransportTest, ErrorStatusesAreCompleteResponses) {
+  for (int status : {400, 404, 429, 500, 503}) {
+    const std::string body = R"({"error":")" + std::to_string(status) + R"("})";
+    vendor_.RespondWith(Reply(status, body));
+    HttpResult result = Exchange(Request("GET", Url("/status")));
+    EXPECT_EQ(result.error, TransportError::kNone) << status << " " << result.error_detail;
+    EXPECT_EQ(result.response.status, status);
+    EXPECT_EQ(result.response.body, body);
+    EXPECT_TRUE(result.request_sent);
+  }
+}
+
+TEST_F(CurlTransportTest, RedirectsAreReturnedNotFollowed) {
+  ScriptedResponse reply = Reply(302, "");
+  reply.headers = {{"Location", Url("/elsewhere")}};
+  vendor_.RespondWith(reply);
+
+  HttpResult result = Exchange(Request("GET", Url("/moved")));
+
+  EXPECT_EQ(result.error, TransportError::kNone) << result.error_detail;
+  EXPECT_EQ(result.response.status, 302);
+  EXPECT_EQ(vendor_.RequestCount(), 1u);
+}
+
+TEST_F(CurlTransportTest, ConnectionRefusedIsAConnectErrorBeforeSending) {
+  const int port = UnusedClosedPort();
+  ASSERT_GT(port, 0);
+  HttpRequest request = Request("POST", "http://127.0.0.1:" + std::to_string(port) + "/x");
+  request.headers = {{"x-api-key", kApiKey}};
+  request.body = "{}";
+
+  HttpResult result = Exchange(request);
+
+  EXPECT_EQ(result.error, TransportError::kConnect) << result.error_detail;
+  EXPECT_FALSE(result.request_sent);
+  EXPECT_THAT(result.error_detail, Not(IsEmpty()));
+  EXPECT_THAT(result.error_detail, Not(HasSubstr(kApiKey)));
+}
+
+TEST_F(CurlTransportTest, HeldRequestTimesOutAfterBeingSent) {
+  ScriptedResponse hold = Reply(200, "{}");
+  hold.kind = ScriptedResponse::Kind::kHold;
+  vendor_.RespondWith(hold);
+  HttpRequest request = Request("GET", Url("/slow"));
+  request.timeout = std::chrono::milliseconds(300);
+
+  HttpResult result = Exchange(request);
+
+  EXPECT_EQ(result.error, TransportError::kTimeout) << result.error_detail;
+  EXPECT_TRUE(result.request_sent);
+  // libcurl's timer may fire a fraction of a millisecond early.
+  EXPECT_GE(result.elapsed, std::chrono::milliseconds(290));
+  EXPECT_EQ(vendor_.HeldCount(), 1);
+}
+
+TEST_F(CurlTransportTest, TruncatedBodyIsAReceiveError) {
+  ScriptedResponse reply = Reply(200, R"({"token":{"uid":"u1"},"webApiVersion":"v2"})");
+  reply.kind = ScriptedResponse::Kind::kTruncated;
+  vendor_.RespondWith(reply);
+
+  HttpResult result = Exchange(Request("GET", Url("/token")));
+
+  EXPECT_EQ(result.error, TransportError::kReceive) << result.error_detail;
+  EXPECT_TRUE(result.request_sent);
+}
+
+TEST_F(CurlTransportTest, ResetAfterTheRequestIsAReceiveError) {
+  ScriptedResponse reply = Reply(200, "{}");
+  reply.kind = ScriptedResponse::Kind::kReset;
+  vendor_.RespondWith(reply);
+
+  HttpResult result = Exchange(Request("POST", Url("/damage")));
+
+  EXPECT_THAT(result.error, ::testing::AnyOf(TransportError::kReceive, TransportError::kSend))
+      << TransportErrorName(result.error) << ": " << result.error_detail;
+  EXPECT_TRUE(result.request_sent);
+  EXPECT_EQ(vendor_.RequestCount(), 1u);
+}
+
+TEST_F(CurlTransportTest, ResetOnARawConnectionIsAReceiveError) {
+  RawTcpServer server(RawTcpServer::Mode::kReset);
+  ASSERT_TRUE(server.Start());
+
+  HttpResult result = Exchange(Request("GET", server.BaseUrl() + "/x"));
+
+  EXPECT_EQ(result.error, TransportError::kReceive) << result.error_detail;
+  EXPECT_TRUE(result.request_sent);
+  EXPECT_EQ(server.RequestHeads().size(), 1u);
+}
+
+TEST_F(CurlTransportTest, ResponseAboveTheLimitIsAReceiveError) {
+  CurlTransportOptions options;
+  options.max_response_bytes = 1024;
+  std::unique_ptr<CurlTransport> small = MakeTransport(options);
+  ASSERT_NE(small, nullptr);
+  vendor_.RespondWith(Reply(200, std::string(4096, 'x')));
+
+  HttpResult result = Exchange(Request("GET", Url("/big")), small.get());
+
+  EXPECT_EQ(result.error, TransportError::kReceive) << result.error_detail;
+  EXPECT_THAT(result.error_detail, HasSubstr("response too large"));
+  EXPECT_TRUE(result.request_sent);
+}
+
+TEST_F(CurlTransportTest, ResponseWithoutLengthAboveTheLimitIsAReceiveError) {
+  // No Content-Length: the limit must be enforced while the body streams in.
+  RawTcpServer server(RawTcpServer::Mode::kReply,
+                      "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + std::string(8192, 'x'));
+  ASSERT_TRUE(server.Start());
+  CurlTransportOptions options;
+  options.max_response_bytes = 1024;
+  std::unique_ptr<CurlTransport> small = MakeTransport(options);
+  ASSERT_NE(small, nullptr);
+
+  HttpResult result = Exchange(Request("GET", server.BaseUrl() + "/big"), small.get());
+
+  EXPECT_EQ(result.error, TransportError::kReceive) << result.error_detail;
+  EXPECT_THAT(result.error_detail, HasSubstr("response too large"));
+}
+
+TEST_F(CurlTransportTest, InterimResponseHeadersAreDroppedAndValuesTrimmed) {
+  RawTcpServer server(RawTcpServer::Mode::kReply,
+                      "HTTP/1.1 100 Continue\r\nX-Interim: yes\r\n\r\n"
+                      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Padded:   spaced value \t\r\n"
+                      "X-MiXeD-Case: v\r\nConnection: close\r\n\r\nok");
+  ASSERT_TRUE(server.Start());
+
+  HttpResult result = Exchange(Request("GET", server.BaseUrl() + "/x"));
+
+  ASSERT_EQ(result.error, TransportError::kNone) << result.error_detail;
+  EXPECT_EQ(result.response.status, 200);
+  EXPECT_EQ(result.response.body, "ok");
+  EXPECT_EQ(result.response.FindHeader("x-interim"), nullptr);
+  EXPECT_THAT(result.response.headers,
+              UnorderedElementsAre(Pair("content-length", "2"), Pair("x-padded", "spaced value"),
+                                   Pair("x-mixed-case", "v"), Pair("connection", "close")));
+}
+
+TEST_F(CurlTransportTest, GarbledReplyIsAReceiveError) {
+  RawTcpServer server(RawTcpServer::Mode::kReply, "SMTP ready, not HTTP\r\n\r\n");
+  ASSERT_TRUE(server.Start());
+
+  HttpResult result = Exchange(Request("GET", server.BaseUrl() + "/x"));
+
+  EXPECT_EQ(result.error, TransportError::kReceive) << result.error_detail;
+  EXPECT_TRUE(result.request_sent);
+}
+
+TEST_F(CurlTransportTest, HeaderInjectionIsRefusedWithoutEchoingTheValue) {
+  HttpRequest request = Request("GET", Url("/x"));
+  request.headers = {{"x-api-key", std::string(kApiKey) + "\r\nX-Evil: 1"}};
+
+  HttpResult result = Exchange(request);
+
+  EXPECT_EQ(result.error, TransportError::kOther);
+  EXPECT_FALSE(result.request_sent);
+  EXPECT_THAT(result.error_detail, Not(HasSubstr(kApiKey)));
+  EXPECT_EQ(vendor_.RequestCount(), 0u);
+}
+
+TEST_F(CurlTransportTest, NonHttpSchemesAreRefused) {
+  HttpResult result = Exchange(Request("GET", "file:///etc/passwd"));
+  EXPECT_EQ(result.error, TransportError::kOther);
+  EXPECT_FALSE(result.request_sent);
+  EXPECT_EQ(result.response.body, "");
+}
+
+TEST_F(CurlTransportTest, CallbacksRunOnTheTransportThread) {
+  vendor_.RespondWith(Reply(200, "{}"));
+  Results results;
+  for (int i = 0; i < 5; ++i) transport_->Send(Request("GET", Url("/x")), results.Callback());
+  ASSERT_TRUE(results.WaitFor(5));
+  const std::vector<std::thread::id> threads = results.Threads();
+  for (const std::thread::id& id : threads) {
+    EXPECT_EQ(id, threads.front());
+    EXPECT_NE(id, std::this_thread::get_id());
+  }
+  EXPECT_EQ(transport_->InFlight(), 0u);
+}
+
+TEST(CurlTransportConcurrencyTest, ThreeHundredHeldRequestsShareOneTransportThread) {
+  constexpr int kRequests = 300;
+  FakeVendorOptions fake_options;
+  fake_options.threads = kRequests + 20;
+  FakeVendor vendor(fake_options);
+  ASSERT_TRUE(vendor.Start());
+  ScriptedResponse hold = Reply(200, R"({"held":true})");
+  hold.kind = ScriptedResponse::Kind::kHold;
+  vendor.RespondWith(hold);
+  const int baseline = ThreadCount();
+
+  auto created = CurlTransport::Create({});
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<CurlTransport> transport = std::move(*created);
+  Results results;
+  for (int i = 0; i < kRequests; ++i) {
+    HttpRequest request = Request("GET", vendor.BaseUrl() + "/held?i=" + std::to_string(i));
+    request.timeout = kDeadline;
+    transport->Send(std::move(request), results.Callback());
+  }
+
+  ASSERT_TRUE(vendor.WaitForHeld(kRequests, kDeadline)) << "held: " << vendor.HeldCount();
+  const int during = ThreadCount();
+  EXPECT_LE(during, baseline + 1) << "baseline " << baseline;
+  EXPECT_EQ(transport->InFlight(), static_cast<size_t>(kRequests));
+  EXPECT_EQ(results.size(), 0u);
+  std::printf("[ threads  ] baseline (fake vendor up) %d, with %d requests in flight %d\n",
+              baseline, kRequests, during);
+
+  vendor.ReleaseHeld();
+  ASSERT_TRUE(results.WaitFor(kRequests));
+  for (const HttpResult& result : results.Take()) {
+    EXPECT_EQ(result.error, TransportError::kNone) << result.error_detail;
+    EXPECT_EQ(result.response.status, 200);
+  }
+  EXPECT_EQ(transport->InFlight(), 0u);
+}
+
+TEST_F(CurlTransportTest, DestroyingTheTransportFailsPendingRequests) {
+  constexpr int kRequests = 8;
+  ScriptedResponse hold = Reply(200, "{}");
+  hold.kind = ScriptedResponse::Kind::kHold;
+  vendor_.RespondWith(hold);
+  Results results;
+  for (int i = 0; i < kRequests; ++i) {
+    transport_->Send(Request("GET", Url("/held")), results.Callback());
+  }
+  ASSERT_TRUE(vendor_.WaitForHeld(kRequests, kDeadline));
+
+  transport_.reset();
+
+  // Every callback has run by the time the destructor returned: no waiting here.
+  std::vector<HttpResult> failed = results.Take();
+  ASSERT_EQ(failed.size(), static_cast<size_t>(kRequests));
+  for (const HttpResult& result : failed) {
+    EXPECT_EQ(result.error, TransportError::kOther);
+    EXPECT_EQ(result.error_detail, "transport shut down");
+    EXPECT_TRUE(result.request_sent);
+  }
+}
+
+TEST_F(CurlTransportTest, SendAfterShutdownFailsAtOnce) {
+  transport_->Shutdown();
+  transport_->Shutdown();  // idempotent
+  Results results;
+  transport_->Send(Request("GET", Url("/x")), results.Callback());
+  ASSERT_EQ(results.size(), 1u);
+  std::vector<HttpResult> failed = results.Take();
+  EXPECT_EQ(failed.front().error, TransportError::kOther);
+  EXPECT_EQ(failed.front().error_detail, "transport shut down");
+  EXPECT_FALSE(failed.front().request_sent);
+  EXPECT_EQ(transport_->InFlight(), 0u);
+  EXPECT_EQ(vendor_.RequestCount(), 0u);
+}
+
+TEST(FakeVendorTest, StopDoesNotWaitForHeldRequestsOrIdleConnections) {
+  FakeVendor vendor;
+  ASSERT_TRUE(vendor.Start());
+  auto idle = CurlTransport::Create({});
+  auto busy = CurlTransport::Create({});
+  ASSERT_TRUE(idle.ok() && busy.ok());
+  // One transport leaves an idle keep-alive connection behind; the other has a request held.
+  vendor.RespondWith(Reply(200, "{}"));
+  Results results;
+  (*idle)->Send(Request("GET", vendor.BaseUrl() + "/idle"), results.Callback());
+  ASSERT_TRUE(results.WaitFor(1));
+  ScriptedResponse hold = Reply(200, "{}");
+  hold.kind = ScriptedResponse::Kind::kHold;
+  vendor.RespondWith(hold);
+  (*busy)->Send(Request("GET", vendor.BaseUrl() + "/held"), results.Callback());
+  ASSERT_TRUE(vendor.WaitForHeld(1, kDeadline));
+
+  const auto start = std::chrono::steady_clock::now();
+  vendor.Stop();
+  // httplib alone would wait out its 5 s keep-alive timeout on the idle connection.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  vendor.Stop();  // idempotent
+  // The held request was answered normally.
+  ASSERT_TRUE(results.WaitFor(2));
+  std::vector<HttpResult> done = results.Take();
+  EXPECT_EQ(done.back().error, TransportError::kNone) << done.back().error_detail;
+  EXPECT_EQ(done.back().response.status, 200);
+}
+
+}  // namespace
+}  // namespace inspection::http
