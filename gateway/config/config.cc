@@ -1,1 +1,845 @@
-// placeholder: being written
+#include "gateway/config/config.h"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "gateway/config/value_checks.h"
+#include "nlohmann/json.hpp"
+
+namespace inspection::config {
+namespace {
+
+using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+
+constexpr absl::string_view kEnvPrefix = "INSPECTION_";
+constexpr absl::string_view kConfigEnv = "INSPECTION_CONFIG";
+constexpr absl::string_view kHelpPayloadUrl = "inspection.config/help-requested";
+constexpr std::int64_t kNoMax = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t kMaxInt = std::numeric_limits<int>::max();
+constexpr std::int64_t kDayMs = 24 * 60 * 60 * 1000;
+
+// ---------------------------------------------------------------------------------------------
+// The schema: one KeySpec per setting.
+// ---------------------------------------------------------------------------------------------
+
+// The JSON type a key takes in the config file. Env and flag text is converted to it first, so
+// one `store` function validates a value whatever its source.
+enum class ValueKind { kString, kInteger, kStringList };
+
+// "upstream.timeout_ms" -> "upstream-timeout-ms" (the flag, without "--").
+std::string FlagName(absl::string_view key) {
+  std::string flag(key);
+  for (char& c : flag) {
+    if (c == '.' || c == '_') c = '-';
+  }
+  return flag;
+}
+
+// "upstream.timeout_ms" -> "INSPECTION_UPSTREAM_TIMEOUT_MS".
+std::string EnvName(absl::string_view key) {
+  std::string env = absl::StrCat(kEnvPrefix, key);
+  for (char& c : env) c = c == '.' ? '_' : absl::ascii_toupper(c);
+  return env;
+}
+
+struct KeySpec {
+  std::string key;  // Config-file key, sections joined by '.'.
+  ValueKind kind = ValueKind::kString;
+  std::string placeholder;  // Shown in --help: --flag=PLACEHOLDER.
+  std::string help;         // One sentence or two for --help.
+  bool required = false;    // Only for string keys: the empty default means "not set".
+  // Validates `value` (already of `kind`) and stores it. The error says what is wrong with the
+  // value without naming the key; the caller adds that.
+  std::function<absl::Status(const json& value, GatewayConfig& config)> store;
+  // The current value, for the dump and the defaults in --help.
+  std::function<ordered_json(const GatewayConfig& config)> show;
+
+  std::string Flag() const { return FlagName(key); }
+  std::string Env() const { return EnvName(key); }
+};
+
+KeySpec MakeSpec(std::string key, ValueKind kind, std::string placeholder, std::string help) {
+  KeySpec spec;
+  spec.key = std::move(key);
+  spec.kind = kind;
+  spec.placeholder = std::move(placeholder);
+  spec.help = std::move(help);
+  return spec;
+}
+
+using StringCheck = absl::StatusOr<std::string> (*)(std::string);
+using ElementCheck = absl::Status (*)(absl::string_view);
+
+absl::StatusOr<std::string> NonEmpty(std::string value) {
+  if (value.empty()) return absl::InvalidArgumentError("must not be empty");
+  return value;
+}
+
+absl::StatusOr<std::string> HostPort(std::string value) {
+  absl::Status status = CheckHostPort(value);
+  if (!status.ok()) return status;
+  return value;
+}
+
+// `access` is a generic lambda `[](auto& c) -> auto& { return c.field; }`, so the same accessor
+// serves reads (const GatewayConfig&) and writes.
+template <typename Access>
+KeySpec StringKey(std::string key, Access access, StringCheck check, std::string placeholder,
+                  std::string help, bool required = false) {
+  KeySpec spec =
+      MakeSpec(std::move(key), ValueKind::kString, std::move(placeholder), std::move(help));
+  spec.required = required;
+  spec.store = [access, check](const json& value, GatewayConfig& config) -> absl::Status {
+    absl::StatusOr<std::string> checked = check(value.get<std::string>());
+    if (!checked.ok()) return checked.status();
+    access(config) = *std::move(checked);
+    return absl::OkStatus();
+  };
+  spec.show = [access](const GatewayConfig& config) { return ordered_json(access(config)); };
+  return spec;
+}
+
+// An integer in [min, max]. The field is an int, or an absl::Duration counted in milliseconds.
+template <typename Access>
+KeySpec IntegerKey(std::string key, Access access, std::int64_t min, std::int64_t max,
+                   std::string placeholder, std::string help) {
+  KeySpec spec =
+      MakeSpec(std::move(key), ValueKind::kInteger, std::move(placeholder), std::move(help));
+  spec.store = [access, min, max](const json& value, GatewayConfig& config) -> absl::Status {
+    const std::string range =
+        max == kNoMax ? absl::StrCat(">= ", min) : absl::StrCat("in ", min, "..", max);
+    std::int64_t number;
+    if (value.is_number_unsigned() &&
+        value.get<std::uint64_t>() > static_cast<std::uint64_t>(kNoMax)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("must be an integer ", range, ", got ", value.dump()));
+    }
+    number = value.get<std::int64_t>();
+    if (number < min || number > max) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("must be an integer ", range, ", got ", number));
+    }
+    using Field = std::decay_t<decltype(access(config))>;
+    if constexpr (std::is_same_v<Field, absl::Duration>) {
+      access(config) = absl::Milliseconds(number);
+    } else {
+      access(config) = static_cast<Field>(number);
+    }
+    return absl::OkStatus();
+  };
+  spec.show = [access](const GatewayConfig& config) {
+    const auto& field = access(config);
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, absl::Duration>) {
+      return ordered_json(absl::ToInt64Milliseconds(field));
+    } else {
+      return ordered_json(field);
+    }
+  };
+  return spec;
+}
+
+// One of a fixed set of names, stored as an enum.
+template <typename Enum, typename Access>
+KeySpec EnumKey(std::string key, Access access, std::vector<std::pair<std::string, Enum>> names,
+                std::string help) {
+  std::vector<std::string> spellings;
+  for (const auto& [name, value] : names) spellings.push_back(name);
+  KeySpec spec =
+      MakeSpec(std::move(key), ValueKind::kString, absl::StrJoin(spellings, "|"), std::move(help));
+  spec.store = [access, names, spellings](const json& value,
+                                          GatewayConfig& config) -> absl::Status {
+    const std::string text = value.get<std::string>();
+    for (const auto& [name, enum_value] : names) {
+      if (name == text) {
+        access(config) = enum_value;
+        return absl::OkStatus();
+      }
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "must be one of \"", absl::StrJoin(spellings, "\", \""), "\", got \"", text, "\""));
+  };
+  spec.show = [access, names](const GatewayConfig& config) {
+    for (const auto& [name, enum_value] : names) {
+      if (enum_value == access(config)) return ordered_json(name);
+    }
+    return ordered_json(nullptr);
+  };
+  return spec;
+}
+
+// A non-empty list of strings, each passing `check`.
+template <typename Access>
+KeySpec StringListKey(std::string key, Access access, ElementCheck check, std::string placeholder,
+                      std::string help) {
+  KeySpec spec =
+      MakeSpec(std::move(key), ValueKind::kStringList, std::move(placeholder), std::move(help));
+  spec.store = [access, check](const json& value, GatewayConfig& config) -> absl::Status {
+    if (value.empty()) return absl::InvalidArgumentError("must not be empty");
+    std::vector<std::string> items;
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      std::string item = value[i].get<std::string>();
+      absl::Status status = check(item);
+      if (!status.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("item ", i, ": ", status.message()));
+      }
+      items.push_back(std::move(item));
+    }
+    access(config) = std::move(items);
+    return absl::OkStatus();
+  };
+  spec.show = [access](const GatewayConfig& config) { return ordered_json(access(config)); };
+  return spec;
+}
+
+// Every setting. Rows are in --help order; the dump follows it too.
+const std::vector<KeySpec>& Keys() {
+  static const std::vector<KeySpec>* const keys = new std::vector<KeySpec>{
+      StringKey(
+          "upstream_url", [](auto& c) -> auto& { return c.upstream_url; }, NormalizeBaseUrl, "URL",
+          "Base URL of the vendor REST API (absolute http(s); a trailing '/' is dropped).",
+          /*required=*/true),
+      StringKey(
+          "api_key_file", [](auto& c) -> auto& { return c.api_key_file; }, NonEmpty, "PATH",
+          "File holding the vendor API key (trailing whitespace trimmed). When not set, the key "
+          "is read from env INSPECTION_API_KEY."),
+      StringKey(
+          "webapp_url", [](auto& c) -> auto& { return c.webapp_url; }, NormalizeBaseUrl, "URL",
+          "Base address of the customer web application (absolute http(s); a trailing '/' is "
+          "dropped).",
+          /*required=*/true),
+      StringKey(
+          "grpc_addr", [](auto& c) -> auto& { return c.grpc_addr; }, HostPort, "HOST:PORT",
+          "Listen address of the gRPC server."),
+      StringKey(
+          "webhook_addr", [](auto& c) -> auto& { return c.webhook_addr; }, HostPort, "HOST:PORT",
+          "Listen address of the webhook receiver (HTTP)."),
+      StringKey(
+          "admin_addr", [](auto& c) -> auto& { return c.admin_addr; }, HostPort, "HOST:PORT",
+          "Listen address of the admin endpoint (metrics, health)."),
+      IntegerKey(
+          "upstream.timeout_ms", [](auto& c) -> auto& { return c.upstream.timeout; }, 1, kDayMs,
+          "MS",
+          "Upper bound on one vendor attempt; each route has its own timeout (5-30 s) and "
+          "routes above this bound are clamped to it."),
+      IntegerKey(
+          "upstream.connect_timeout_ms",
+          [](auto& c) -> auto& { return c.upstream.connect_timeout; }, 1, kDayMs, "MS",
+          "Connect timeout (TCP and TLS) of a vendor connection."),
+      IntegerKey(
+          "upstream.max_connections", [](auto& c) -> auto& { return c.upstream.max_connections; },
+          1, kMaxInt, "N", "Most connections open to the vendor at once."),
+      EnumKey<KeySpelling>(
+          "background_removal.position_ratio_key",
+          [](auto& c) -> auto& { return c.background_removal.position_ratio_key; },
+          {{"singular", KeySpelling::kSingular},
+           {"plural", KeySpelling::kPlural},
+           {"both", KeySpelling::kBoth}},
+          "Background removal: send manualTopLeftPositionRatio (singular), "
+          "manualTopLeftPositionRatios (plural) or both."),
+      EnumKey<KeySpelling>(
+          "background_removal.wheel_box_key",
+          [](auto& c) -> auto& { return c.background_removal.wheel_box_key; },
+          {{"singular", KeySpelling::kSingular},
+           {"plural", KeySpelling::kPlural},
+           {"both", KeySpelling::kBoth}},
+          "Background removal: send wheelBox (singular), wheelsBox (plural) or both."),
+      EnumKey<ParamsIn>(
+          "test_webhook.params_in", [](auto& c) -> auto& { return c.test_webhook.params_in; },
+          {{"query", ParamsIn::kQuery}, {"body", ParamsIn::kBody}},
+          "Where TestWebhook sends eventName and inspectionId: the query string or a JSON body."),
+      StringListKey(
+          "damage.inspection_id_pointers",
+          [](auto& c) -> auto& { return c.damage.inspection_id_pointers; }, CheckJsonPointer,
+          "POINTER,...",
+          "RFC 6901 JSON pointers tried in order to find the inspection id in a damage webhook."),
+      IntegerKey(
+          "search.max_limit", [](auto& c) -> auto& { return c.search.max_limit; }, 1, kMaxInt, "N",
+          "Largest page size a search may request."),
+      EnumKey<logging::Level>(
+          "log.level", [](auto& c) -> auto& { return c.log.level; },
+          {{"debug", logging::Level::kDebug},
+           {"info", logging::Level::kInfo},
+           {"warn", logging::Level::kWarn},
+           {"error", logging::Level::kError}},
+          "Lowest level of the log lines written."),
+      IntegerKey(
+          "shutdown.grace_ms", [](auto& c) -> auto& { return c.shutdown.grace; }, 0, kDayMs, "MS",
+          "How long in-flight RPCs may run on after SIGTERM."),
+  };
+  return *keys;
+}
+
+// A secret: read from the file named by a string key, or else from an env variable. Secrets
+// live at the top level of GatewayConfig.
+struct SecretSpec {
+  std::string name;      // How messages and the dump refer to it: "api_key".
+  std::string file_key;  // The key (in Keys()) naming its file: "api_key_file".
+  std::string env;       // Env variable holding the value itself when no file is configured.
+  bool required;
+  std::string GatewayConfig::*file_path;
+  Secret GatewayConfig::*value;
+};
+
+const std::vector<SecretSpec>& Secrets() {
+  static const std::vector<SecretSpec>* const secrets = new std::vector<SecretSpec>{
+      {"api_key", "api_key_file", "INSPECTION_API_KEY", /*required=*/true,
+       &GatewayConfig::api_key_file, &GatewayConfig::api_key},
+  };
+  return *secrets;
+}
+
+const KeySpec* FindKey(absl::string_view key) {
+  for (const KeySpec& spec : Keys()) {
+    if (spec.key == key) return &spec;
+  }
+  return nullptr;
+}
+
+const KeySpec* FindFlag(absl::string_view flag) {
+  for (const KeySpec& spec : Keys()) {
+    if (spec.Flag() == flag) return &spec;
+  }
+  return nullptr;
+}
+
+// True if `name` is a section ("upstream"): a proper prefix of some key, up to a '.'.
+bool IsSection(absl::string_view name) {
+  for (const KeySpec& spec : Keys()) {
+    if (absl::StartsWith(spec.key, name) && spec.key.size() > name.size() &&
+        spec.key[name.size()] == '.') {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> KnownKeysAndSections() {
+  std::vector<std::string> names;
+  for (const KeySpec& spec : Keys()) {
+    names.push_back(spec.key);
+    for (std::size_t dot = spec.key.find('.'); dot != std::string::npos;
+         dot = spec.key.find('.', dot + 1)) {
+      names.push_back(spec.key.substr(0, dot));
+    }
+  }
+  return names;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Applying values.
+// ---------------------------------------------------------------------------------------------
+
+absl::string_view KindName(ValueKind kind) {
+  switch (kind) {
+    case ValueKind::kString:
+      return "string";
+    case ValueKind::kInteger:
+      return "integer";
+    case ValueKind::kStringList:
+      return "array of strings";
+  }
+  return "value";
+}
+
+bool HasKind(const json& value, ValueKind kind) {
+  switch (kind) {
+    case ValueKind::kString:
+      return value.is_string();
+    case ValueKind::kInteger:
+      return value.is_number_integer();
+    case ValueKind::kStringList:
+      if (!value.is_array()) return false;
+      for (const json& item : value) {
+        if (!item.is_string()) return false;
+      }
+      return true;
+  }
+  return false;
+}
+
+std::string DescribeType(const json& value) {
+  if (value.is_number_float()) return absl::StrCat("number ", value.dump());
+  if (value.is_array()) {
+    for (const json& item : value) {
+      if (!item.is_string()) return absl::StrCat("array containing ", item.type_name());
+    }
+  }
+  return value.type_name();
+}
+
+// `origin` says where the value came from: "in /etc/gw.json", "from flag --x", "from env X".
+absl::Status Apply(const KeySpec& spec, const json& value, absl::string_view origin,
+                   GatewayConfig& config) {
+  if (!HasKind(value, spec.kind)) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid `", spec.key, "` ", origin,
+                                                   ": expected ", KindName(spec.kind), ", got ",
+                                                   DescribeType(value)));
+  }
+  absl::Status status = spec.store(value, config);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid `", spec.key, "` ", origin, ": ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
+// Converts env or flag text to the key's JSON type.
+absl::StatusOr<json> FromText(ValueKind kind, const std::string& text) {
+  switch (kind) {
+    case ValueKind::kString:
+      return json(text);
+    case ValueKind::kInteger: {
+      std::int64_t number;
+      if (!absl::SimpleAtoi(text, &number)) {
+        return absl::InvalidArgumentError(absl::StrCat("expected integer, got \"", text, "\""));
+      }
+      return json(number);
+    }
+    case ValueKind::kStringList: {
+      const absl::string_view trimmed = absl::StripAsciiWhitespace(text);
+      if (absl::StartsWith(trimmed, "[")) {
+        json list = json::parse(trimmed, nullptr, /*allow_exceptions=*/false);
+        if (list.is_discarded() || !HasKind(list, kind)) {
+          return absl::InvalidArgumentError(
+              "expected a JSON array of strings or comma-separated items");
+        }
+        return list;
+      }
+      json list = json::array();
+      if (trimmed.empty()) return list;
+      for (absl::string_view item : absl::StrSplit(trimmed, ',')) {
+        list.push_back(std::string(absl::StripAsciiWhitespace(item)));
+      }
+      return list;
+    }
+  }
+  return absl::InternalError("unknown value kind");
+}
+
+absl::Status ApplyText(const KeySpec& spec, const std::string& text, absl::string_view origin,
+                       GatewayConfig& config) {
+  absl::StatusOr<json> value = FromText(spec.kind, text);
+  if (!value.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid `", spec.key, "` ", origin, ": ", value.status().message()));
+  }
+  return Apply(spec, *value, origin, config);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The config file.
+// ---------------------------------------------------------------------------------------------
+
+// Reads a whole file. The error is the OS's reason ("No such file or directory").
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    return absl::InvalidArgumentError(std::generic_category().message(errno));
+  }
+  std::string contents;
+  char buffer[4096];
+  std::size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) contents.append(buffer, n);
+  const bool failed = std::ferror(file) != 0;
+  const int error = errno;
+  std::fclose(file);
+  if (failed) return absl::InvalidArgumentError(std::generic_category().message(error));
+  return contents;
+}
+
+// Finds why and where `text` is not valid JSON. Only used once json::parse has failed, so the
+// happy path parses once. The "last read" excerpt of nlohmann's message is dropped.
+class ParseErrorFinder : public nlohmann::json_sax<json> {
+ public:
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&,
+                   const nlohmann::detail::exception& ex) override {
+    std::string what = ex.what();
+    // "[json.exception.parse_error.101] parse error at line 3, column 5: syntax error ..."
+    if (const std::size_t start = what.find("] "); start != std::string::npos) {
+      what.erase(0, start + 2);
+    }
+    if (const std::size_t start = what.find("; last read: '"); start != std::string::npos) {
+      const std::size_t end = what.find("'; expected", start);
+      what.erase(start, end == std::string::npos ? std::string::npos : end + 1 - start);
+    }
+    message = std::move(what);
+    return false;
+  }
+
+  std::string message = "parse error";
+};
+
+absl::Status ApplyObject(const json& object, const std::string& prefix, const std::string& path,
+                         GatewayConfig& config) {
+  const std::string origin = absl::StrCat("in ", path);
+  for (const auto& [name, value] : object.items()) {
+    const std::string key = prefix.empty() ? name : absl::StrCat(prefix, ".", name);
+    if (const KeySpec* spec = FindKey(key); spec != nullptr) {
+      absl::Status status = Apply(*spec, value, origin, config);
+      if (!status.ok()) return status;
+    } else if (IsSection(key)) {
+      if (!value.is_object()) {
+        return absl::InvalidArgumentError(absl::StrCat("invalid `", key, "` ", origin,
+                                                       ": expected object (a section), got ",
+                                                       DescribeType(value)));
+      }
+      absl::Status status = ApplyObject(value, key, path, config);
+      if (!status.ok()) return status;
+    } else {
+      std::string message = absl::StrCat("unknown key `", key, "` ", origin);
+      bool is_secret = false;
+      for (const SecretSpec& secret : Secrets()) {
+        if (key == secret.name) {
+          is_secret = true;
+          absl::StrAppend(&message, ": secrets are not read from the config file; set `",
+                          secret.file_key, "` or env ", secret.env);
+        }
+      }
+      if (!is_secret) {
+        if (std::string match = ClosestMatch(key, KnownKeysAndSections()); !match.empty()) {
+          absl::StrAppend(&message, " (did you mean `", match, "`?)");
+        }
+      }
+      return absl::InvalidArgumentError(message);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplyFile(const std::string& path, GatewayConfig& config) {
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read config file ", path, ": ", text.status().message()));
+  }
+  const json document = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (document.is_discarded()) {
+    ParseErrorFinder finder;
+    json::sax_parse(*text, &finder);
+    return absl::InvalidArgumentError(
+        absl::StrCat("config file ", path, " is not valid JSON: ", finder.message));
+  }
+  if (!document.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config file ", path, " must hold a JSON object, got ", document.type_name()));
+  }
+  return ApplyObject(document, "", path, config);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Flags.
+// ---------------------------------------------------------------------------------------------
+
+struct FlagValue {
+  const KeySpec* spec;
+  std::string flag;  // As given, without "--".
+  std::string value;
+};
+
+struct ParsedArgs {
+  std::vector<FlagValue> settings;
+  std::optional<std::string> config_file;
+  bool print_config = false;
+};
+
+absl::Status UnknownFlag(const std::string& name) {
+  // Only the name is echoed: the text after '=' might be a secret passed by mistake.
+  std::string message = absl::StrCat("unknown flag --", name);
+  for (const SecretSpec& secret : Secrets()) {
+    if (name == FlagName(secret.name)) {
+      absl::StrAppend(&message, ": secrets are not accepted on the command line; use --",
+                      FlagName(secret.file_key), " or env ", secret.env);
+      return absl::InvalidArgumentError(message);
+    }
+  }
+  std::vector<std::string> flags = {"config", "print-config", "help"};
+  for (const KeySpec& spec : Keys()) flags.push_back(spec.Flag());
+  if (std::string match = ClosestMatch(name, flags); !match.empty()) {
+    absl::StrAppend(&message, " (did you mean --", match, "?)");
+  }
+  return absl::InvalidArgumentError(message);
+}
+
+absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
+  ParsedArgs parsed;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (!absl::StartsWith(arg, "--") || arg.size() == 2) {
+      if (absl::StartsWith(arg, "-")) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("unknown flag ", arg, " (flags are --name=value or --name value)"));
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unexpected argument #", i + 1, ": not a flag (flags are --name=value or --name value)"));
+    }
+    const std::size_t eq = arg.find('=');
+    const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    std::optional<std::string> value;
+    if (eq != std::string::npos) value = arg.substr(eq + 1);
+
+    if (name == "print-config") {
+      if (!value || *value == "true") {
+        parsed.print_config = true;
+      } else if (*value == "false") {
+        parsed.print_config = false;
+      } else {
+        return absl::InvalidArgumentError("flag --print-config takes no value, true or false");
+      }
+      continue;
+    }
+    const KeySpec* spec = nullptr;
+    if (name != "config") {
+      spec = FindFlag(name);
+      if (spec == nullptr) return UnknownFlag(name);
+    }
+    if (!value) {
+      if (i + 1 >= args.size() || absl::StartsWith(args[i + 1], "--")) {
+        return absl::InvalidArgumentError(absl::StrCat("flag --", name, " needs a value (--", name,
+                                                       "=VALUE or --", name, " VALUE)"));
+      }
+      value = args[++i];
+    }
+    if (spec == nullptr) {
+      parsed.config_file = *value;
+    } else {
+      parsed.settings.push_back({spec, name, *std::move(value)});
+    }
+  }
+  return parsed;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Secrets and required keys.
+// ---------------------------------------------------------------------------------------------
+
+bool HasControlCharacters(absl::string_view text) {
+  for (char c : text) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7F) return true;
+  }
+  return false;
+}
+
+// Messages here name the key, file or env variable, never the value.
+absl::Status ResolveSecret(const SecretSpec& spec, const EnvLookup& getenv, GatewayConfig& config) {
+  const std::string& path = config.*spec.file_path;
+  std::string value;
+  std::string source;
+  if (!path.empty()) {
+    source = absl::StrCat("`", spec.file_key, "` ", path);
+    absl::StatusOr<std::string> contents = ReadFile(path);
+    if (!contents.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot read ", source, ": ", contents.status().message()));
+    }
+    value = *std::move(contents);
+  } else if (std::optional<std::string> env = getenv(spec.env); env.has_value()) {
+    source = absl::StrCat("env ", spec.env);
+    value = *std::move(env);
+  }
+  value.resize(absl::StripTrailingAsciiWhitespace(value).size());
+  if (value.empty()) {
+    if (!path.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, " is empty: it must hold the ", spec.name));
+    }
+    if (!spec.required) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("missing ", spec.name, ": set `", spec.file_key,
+                                                   "` (flag --", FlagName(spec.file_key), ", env ",
+                                                   EnvName(spec.file_key), ") or env ", spec.env));
+  }
+  if (HasControlCharacters(value)) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid ", spec.name, " from ", source,
+                                                   ": contains control characters (not shown)"));
+  }
+  config.*spec.value = Secret(std::move(value));
+  return absl::OkStatus();
+}
+
+absl::Status CheckRequired(const GatewayConfig& config) {
+  for (const KeySpec& spec : Keys()) {
+    if (spec.required && spec.show(config) == ordered_json("")) {
+      return absl::InvalidArgumentError(absl::StrCat("missing required `", spec.key,
+                                                     "`: set it in the config file, env ",
+                                                     spec.Env(), " or flag --", spec.Flag()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// --help.
+// ---------------------------------------------------------------------------------------------
+
+// Word-wraps `text` to lines of at most `width` columns, each starting with `indent`.
+std::string Wrap(absl::string_view text, absl::string_view indent, std::size_t width = 96) {
+  std::string out;
+  std::string line(indent);
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (line.size() > indent.size() && line.size() + 1 + word.size() > width) {
+      absl::StrAppend(&out, line, "\n");
+      line = std::string(indent);
+    }
+    if (line.size() > indent.size()) line.push_back(' ');
+    absl::StrAppend(&line, word);
+  }
+  absl::StrAppend(&out, line, "\n");
+  return out;
+}
+
+std::string DefaultText(const KeySpec& spec) {
+  if (spec.required) return "required (no default)";
+  const ordered_json value = spec.show(GatewayConfig{});
+  if (value.is_string()) {
+    const std::string text = value.get<std::string>();
+    return text.empty() ? "default: none" : absl::StrCat("default: ", text);
+  }
+  return absl::StrCat("default: ", value.dump());
+}
+
+}  // namespace
+
+std::optional<std::string> GetEnvFromProcess(const std::string& name) {
+  const char* value = std::getenv(name.c_str());
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+absl::StatusOr<GatewayConfig> LoadConfig(const std::vector<std::string>& args,
+                                         const EnvLookup& getenv) {
+  for (const std::string& arg : args) {
+    if (arg == "--help" || arg == "-h") {
+      absl::Status help = absl::CancelledError(UsageText());
+      help.SetPayload(kHelpPayloadUrl, absl::Cord("1"));
+      return help;
+    }
+  }
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args);
+  if (!parsed.ok()) return parsed.status();
+
+  GatewayConfig config;  // The defaults.
+  config.print_config = parsed->print_config;
+  if (parsed->config_file.has_value()) {
+    config.config_file = *parsed->config_file;
+  } else if (std::optional<std::string> env = getenv(std::string(kConfigEnv));
+             env && !env->empty()) {
+    config.config_file = *env;
+  }
+  if (!config.config_file.empty()) {
+    absl::Status status = ApplyFile(config.config_file, config);
+    if (!status.ok()) return status;
+  }
+  for (const KeySpec& spec : Keys()) {
+    const std::string env_name = spec.Env();
+    if (std::optional<std::string> env = getenv(env_name); env && !env->empty()) {
+      absl::Status status = ApplyText(spec, *env, absl::StrCat("from env ", env_name), config);
+      if (!status.ok()) return status;
+    }
+  }
+  for (const FlagValue& flag : parsed->settings) {
+    absl::Status status =
+        ApplyText(*flag.spec, flag.value, absl::StrCat("from flag --", flag.flag), config);
+    if (!status.ok()) return status;
+  }
+  if (absl::Status status = CheckRequired(config); !status.ok()) return status;
+  for (const SecretSpec& secret : Secrets()) {
+    absl::Status status = ResolveSecret(secret, getenv, config);
+    if (!status.ok()) return status;
+  }
+  return config;
+}
+
+bool IsHelpRequest(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kCancelled &&
+         status.GetPayload(kHelpPayloadUrl).has_value();
+}
+
+std::string UsageText() {
+  std::string text =
+      "Usage: inspection-gateway [--flag=value | --flag value]...\n"
+      "\n"
+      "gRPC gateway in front of the vehicle-inspection vendor's REST/JSON API.\n"
+      "\n";
+  absl::StrAppend(
+      &text,
+      Wrap("Settings come from, lowest to highest precedence: built-in defaults, the config "
+           "file (a JSON object; unknown keys are errors), environment variables, flags. Each "
+           "setting has a config-file key (sections nest: upstream.timeout_ms is "
+           "{\"upstream\": {\"timeout_ms\": ...}}), an env variable and a flag. Lists are given "
+           "to flags and env as comma-separated items or as a JSON array.",
+           ""),
+      "\nGeneral flags:\n", "  --config=PATH\n",
+      Wrap("JSON config file (env INSPECTION_CONFIG).", "      "), "  --print-config\n",
+      Wrap("Print the effective configuration (secrets redacted) and exit.", "      "),
+      "  -h, --help\n", Wrap("Print this help and exit.", "      "), "\nSettings:\n");
+  for (const KeySpec& spec : Keys()) {
+    absl::StrAppend(&text, "  --", spec.Flag(), "=", spec.placeholder, "\n",
+                    Wrap(spec.help, "      "), "      key: ", spec.key, "\n      env: ", spec.Env(),
+                    "\n      ", DefaultText(spec), "\n");
+  }
+  absl::StrAppend(&text, "\nSecrets (never accepted in the config file or as flags):\n");
+  for (const SecretSpec& secret : Secrets()) {
+    absl::StrAppend(&text, "  ", secret.name, "\n",
+                    Wrap(absl::StrCat("Read from the file named by ", secret.file_key,
+                                      " or, when that is not set, from env ", secret.env, ".",
+                                      secret.required ? " Required." : ""),
+                         "      "));
+  }
+  return text;
+}
+
+std::string DumpConfig(const GatewayConfig& config, DumpFormat format) {
+  ordered_json root = ordered_json::object();
+  for (const KeySpec& spec : Keys()) {
+    ordered_json* node = &root;
+    for (absl::string_view part : absl::StrSplit(spec.key, '.')) {
+      node = &(*node)[std::string(part)];
+    }
+    *node = spec.show(config);
+    for (const SecretSpec& secret : Secrets()) {
+      if (secret.file_key == spec.key) {
+        root[secret.name] = (config.*secret.value).empty() ? "[unset]" : "[redacted]";
+      }
+    }
+  }
+  return root.dump(format == DumpFormat::kMultiLine ? 2 : -1, ' ', /*ensure_ascii=*/false,
+                   ordered_json::error_handler_t::replace);
+}
+
+std::ostream& operator<<(std::ostream& os, const GatewayConfig& config) {
+  return os << DumpConfig(config, DumpFormat::kSingleLine);
+}
+
+void RegisterSecrets(const GatewayConfig& config, logging::Logger& logger) {
+  for (const SecretSpec& secret : Secrets()) {
+    logger.RegisterSecret((config.*secret.value).Reveal());
+  }
+}
+
+}  // namespace inspection::config

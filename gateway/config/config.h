@@ -1,0 +1,176 @@
+// Configuration of the inspection-gateway process.
+//
+// Sources, lowest to highest precedence:
+//   built-in defaults < config file (--config / INSPECTION_CONFIG) < environment < flags.
+//
+// Every setting has one config-file key (sections nest: "upstream.timeout_ms" is
+// {"upstream": {"timeout_ms": ...}}), and is derived from it:
+//   flag: "--" + key with '.' and '_' turned into '-'        --upstream-timeout-ms
+//   env:  "INSPECTION_" + key upper-cased, '.' turned to '_'   INSPECTION_UPSTREAM_TIMEOUT_MS
+// All of them are described by one table in config.cc, which drives file parsing, env and flag
+// parsing, validation, the dump and the --help text: adding a setting is one field here plus one
+// row there.
+//
+// Flag and env values are text: integers in decimal; lists as comma-separated items or as a
+// JSON array ("[\"/a\",\"/b,c\"]"). An env variable set to the empty string counts as unset.
+//
+// Secrets come only from a file or the environment, never from the config file or a flag: the
+// vendor API key is read from the file named by `api_key_file` or, when none is configured, from
+// env INSPECTION_API_KEY.
+//
+// Errors are absl::InvalidArgumentError whose message names the offending key in config-file
+// spelling (and the flag, env variable or file it came from). Messages never contain a secret.
+
+#ifndef INSPECTION_GATEWAY_CONFIG_CONFIG_H_
+#define INSPECTION_GATEWAY_CONFIG_CONFIG_H_
+
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "gateway/config/secret.h"
+#include "gateway/logging/log.h"
+
+namespace inspection::config {
+
+// Which spelling(s) of a vendor JSON key the gateway sends, where the vendor documentation and
+// its examples disagree.
+enum class KeySpelling {
+  kSingular,  // config value "singular"
+  kPlural,    // config value "plural"
+  kBoth,      // config value "both": send both spellings with the same value
+};
+
+// Where TestWebhook's eventName and inspectionId go in the vendor request.
+enum class ParamsIn {
+  kQuery,  // config value "query"
+  kBody,   // config value "body" (JSON body)
+};
+
+struct UpstreamOptions {
+  // upstream.timeout_ms (default 30000, > 0): upper bound on one vendor attempt. Each
+  // route has its own timeout (gateway/routes/route_table.cc); longer ones are clamped.
+  absl::Duration timeout = absl::Milliseconds(30000);
+  // upstream.connect_timeout_ms (default 2000, > 0): TCP + TLS connect timeout.
+  absl::Duration connect_timeout = absl::Milliseconds(2000);
+  // upstream.max_connections (default 1024, >= 1): cap on open connections to the vendor.
+  int max_connections = 1024;
+};
+
+struct BackgroundRemovalOptions {
+  // background_removal.position_ratio_key (default "both"): manualTopLeftPositionRatio
+  // (singular) and/or manualTopLeftPositionRatios (plural).
+  KeySpelling position_ratio_key = KeySpelling::kBoth;
+  // background_removal.wheel_box_key (default "both"): wheelBox (singular) and/or wheelsBox
+  // (plural).
+  KeySpelling wheel_box_key = KeySpelling::kBoth;
+};
+
+struct TestWebhookOptions {
+  // test_webhook.params_in (default "query"): where TestWebhook's eventName and inspectionId
+  // go; the vendor spec does not show it.
+  ParamsIn params_in = ParamsIn::kQuery;
+};
+
+struct DamageOptions {
+  // damage.inspection_id_pointers (default ["/inspectionId", "/data/inspectionId",
+  // "/inspection/id", "/id"]): RFC 6901 pointers tried in order to find the inspection id in a
+  // damage-detection webhook body. At least one; each starts with '/'.
+  std::vector<std::string> inspection_id_pointers = {"/inspectionId", "/data/inspectionId",
+                                                     "/inspection/id", "/id"};
+};
+
+struct SearchOptions {
+  // search.max_limit (default 100, >= 1): largest page size a search may request.
+  int max_limit = 100;
+};
+
+struct LogOptions {
+  // log.level (default "info"; "debug" | "info" | "warn" | "error"): lines below are dropped.
+  logging::Level level = logging::Level::kInfo;
+};
+
+struct ShutdownOptions {
+  // shutdown.grace_ms (default 10000, >= 0): how long in-flight RPCs get after SIGTERM.
+  absl::Duration grace = absl::Milliseconds(10000);
+};
+
+// The validated configuration. Copyable; read-only after LoadConfig returns it.
+struct GatewayConfig {
+  // upstream_url (required; --upstream-url): base URL of the vendor REST API, absolute
+  // http(s), stored without a trailing '/'.
+  std::string upstream_url;
+  // api_key_file (default none; --api-key-file): file holding the vendor API key; trailing
+  // whitespace is trimmed. A relative path is relative to the working directory.
+  std::string api_key_file;
+  // The vendor API key (required, non-empty): from `api_key_file` or, when that is not set,
+  // env INSPECTION_API_KEY. Never printed: use Reveal() only where it is sent.
+  Secret api_key;
+  // webapp_url (required; --webapp-url): base address of the customer web application,
+  // absolute http(s), stored without a trailing '/'.
+  std::string webapp_url;
+  // grpc_addr (default "0.0.0.0:50051"; --grpc-addr): gRPC listen address, HOST:PORT.
+  std::string grpc_addr = "0.0.0.0:50051";
+  // webhook_addr (default "0.0.0.0:8080"; --webhook-addr): webhook receiver listen address.
+  std::string webhook_addr = "0.0.0.0:8080";
+  // admin_addr (default "0.0.0.0:9464"; --admin-addr): metrics/admin listen address.
+  std::string admin_addr = "0.0.0.0:9464";
+
+  UpstreamOptions upstream;
+  BackgroundRemovalOptions background_removal;
+  TestWebhookOptions test_webhook;
+  DamageOptions damage;
+  SearchOptions search;
+  LogOptions log;
+  ShutdownOptions shutdown;
+
+  // Not settings: what the command line asked for.
+  // The config file that was read (--config or INSPECTION_CONFIG); empty if none.
+  std::string config_file;
+  // --print-config was given: the caller should print DumpConfig() and exit 0.
+  bool print_config = false;
+};
+
+// Looks up an environment variable; std::nullopt when unset. Injected so tests need no real env.
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+
+// Reads env through ::getenv.
+std::optional<std::string> GetEnvFromProcess(const std::string& name);
+
+// Builds the configuration from `args` (argv[1..]), the file named by --config (or env
+// INSPECTION_CONFIG), env looked up through `getenv`, and the defaults; then validates it and
+// reads the API key.
+//
+// Flags take `--name=value` or `--name value`; boolean flags (--print-config) take no value.
+// `--help` / `-h` anywhere: returns absl::CancelledError(UsageText()); test for it with
+// IsHelpRequest(). Every other failure is an InvalidArgumentError naming the key or flag.
+absl::StatusOr<GatewayConfig> LoadConfig(const std::vector<std::string>& args,
+                                         const EnvLookup& getenv);
+
+// True if `status` is LoadConfig's answer to --help: print status.message() to stdout, exit 0.
+bool IsHelpRequest(const absl::Status& status);
+
+// The --help text: every flag with its config-file key, env variable and default.
+std::string UsageText();
+
+enum class DumpFormat { kMultiLine, kSingleLine };
+
+// The effective configuration as JSON, shaped like a config file; secrets show "[redacted]"
+// ("[unset]" when empty). kMultiLine for --print-config, kSingleLine for a log field.
+std::string DumpConfig(const GatewayConfig& config, DumpFormat format = DumpFormat::kMultiLine);
+
+// Single-line dump; also what gtest prints for a GatewayConfig.
+std::ostream& operator<<(std::ostream& os, const GatewayConfig& config);
+
+// Registers every secret of `config` with `logger` for redaction. Call once at start-up.
+void RegisterSecrets(const GatewayConfig& config,
+                     logging::Logger& logger = logging::DefaultLogger());
+
+}  // namespace inspection::config
+
+#endif  // INSPECTION_GATEWAY_CONFIG_CONFIG_H_

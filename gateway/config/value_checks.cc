@@ -1,0 +1,170 @@
+#include "gateway/config/value_checks.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace inspection::config {
+namespace {
+
+bool IsPort(absl::string_view text, int min_port) {
+  if (text.empty() || text.size() > 5) return false;
+  if (!std::all_of(text.begin(), text.end(), [](char c) { return absl::ascii_isdigit(c); })) {
+    return false;
+  }
+  int port = 0;
+  return absl::SimpleAtoi(text, &port) && port >= min_port && port <= 65535;
+}
+
+bool IsHostName(absl::string_view host) {
+  return !host.empty() && std::all_of(host.begin(), host.end(), [](char c) {
+    return absl::ascii_isalnum(c) || c == '.' || c == '-' || c == '_';
+  });
+}
+
+bool IsBracketedIpv6(absl::string_view host) {
+  if (host.size() < 4 || host.front() != '[' || host.back() != ']') return false;
+  const absl::string_view inner = host.substr(1, host.size() - 2);
+  return inner.find(':') != absl::string_view::npos &&
+         std::all_of(inner.begin(), inner.end(),
+                     [](char c) { return absl::ascii_isxdigit(c) || c == ':' || c == '.'; });
+}
+
+// Splits HOST:PORT (HOST may be bracketed IPv6). False if there is no port separator.
+bool SplitHostPort(absl::string_view text, absl::string_view& host, absl::string_view& port) {
+  std::size_t colon;
+  if (!text.empty() && text.front() == '[') {
+    const std::size_t close = text.find(']');
+    if (close == absl::string_view::npos) return false;
+    colon = close + 1;
+    if (colon >= text.size() || text[colon] != ':') return false;
+  } else {
+    colon = text.rfind(':');
+    if (colon == absl::string_view::npos) return false;
+  }
+  host = text.substr(0, colon);
+  port = text.substr(colon + 1);
+  return true;
+}
+
+std::size_t EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> NormalizeBaseUrl(std::string url) {
+  constexpr absl::string_view kExpected = "must be an absolute http:// or https:// URL";
+  for (char c : url) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u == 0x7F) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kExpected, " without whitespace or control characters"));
+    }
+  }
+  std::size_t scheme_end;
+  if (absl::StartsWithIgnoreCase(url, "http://")) {
+    scheme_end = 7;
+  } else if (absl::StartsWithIgnoreCase(url, "https://")) {
+    scheme_end = 8;
+  } else {
+    return absl::InvalidArgumentError(kExpected);
+  }
+  for (std::size_t i = 0; i < scheme_end; ++i) url[i] = absl::ascii_tolower(url[i]);
+  if (url.find_first_of("?#") != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kExpected, " without a query or fragment (it is a base address)"));
+  }
+  const std::size_t path_start = std::min(url.find('/', scheme_end), url.size());
+  const absl::string_view authority =
+      absl::string_view(url).substr(scheme_end, path_start - scheme_end);
+  if (authority.find('@') != absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kExpected, " without credentials (user:password@)"));
+  }
+  absl::string_view host = authority;
+  absl::string_view rest;  // ":PORT" or empty.
+  if (!authority.empty() && authority.front() == '[') {
+    const std::size_t close = authority.find(']');
+    if (close != absl::string_view::npos) {
+      host = authority.substr(0, close + 1);
+      rest = authority.substr(close + 1);
+    }
+  } else if (const std::size_t colon = authority.find(':'); colon != absl::string_view::npos) {
+    host = authority.substr(0, colon);
+    rest = authority.substr(colon);
+  }
+  if (host.empty() || !(host.front() == '[' ? IsBracketedIpv6(host) : IsHostName(host))) {
+    return absl::InvalidArgumentError(absl::StrCat(kExpected, " with a valid host"));
+  }
+  if (!rest.empty() && (rest.front() != ':' || !IsPort(rest.substr(1), 1))) {
+    return absl::InvalidArgumentError(absl::StrCat(kExpected, " with a port in 1..65535"));
+  }
+  if (url.size() > path_start && url.back() == '/') url.pop_back();
+  return url;
+}
+
+absl::Status CheckHostPort(absl::string_view addr) {
+  const auto error = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "must be HOST:PORT with port 0..65535 (IPv6 as [ADDR]:PORT), got \"", addr, "\"", why));
+  };
+  absl::string_view host, port;
+  if (!SplitHostPort(addr, host, port)) return error("");
+  if (host.empty()) return error(": empty host");
+  if (host.front() == '[') {
+    if (!IsBracketedIpv6(host)) return error(": invalid IPv6 address");
+  } else if (host.find(':') != absl::string_view::npos) {
+    return error(": bracket IPv6 addresses");
+  } else if (!IsHostName(host)) {
+    return error(": invalid host");
+  }
+  if (!IsPort(port, 0)) return error(": invalid port");
+  return absl::OkStatus();
+}
+
+absl::Status CheckJsonPointer(absl::string_view pointer) {
+  if (pointer.empty() || pointer.front() != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", pointer, "\" is not an RFC 6901 JSON pointer: must start with '/'"));
+  }
+  for (std::size_t i = 0; i < pointer.size(); ++i) {
+    if (pointer[i] == '~' &&
+        (i + 1 == pointer.size() || (pointer[i + 1] != '0' && pointer[i + 1] != '1'))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"", pointer, "\" is not an RFC 6901 JSON pointer: '~' must be followed by 0 or 1"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string ClosestMatch(absl::string_view name, const std::vector<std::string>& candidates) {
+  const std::size_t limit = std::max<std::size_t>(2, name.size() / 4);
+  std::string best;
+  std::size_t best_distance = limit + 1;
+  for (const std::string& candidate : candidates) {
+    const std::size_t distance = EditDistance(name, candidate);
+    if (distance < best_distance) {
+      best = candidate;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+}  // namespace inspection::config

@@ -1,0 +1,670 @@
+#include "gateway/config/config.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace inspection::config {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kApiKey[] = "sk_live_5ecret_K3y_value";
+
+// The error message as a std::string, so gmock prints it readably.
+template <typename T>
+std::string ErrorOf(const absl::StatusOr<T>& result) {
+  return std::string(result.status().message());
+}
+
+// A directory from mkdtemp, removed with everything in it when the test ends.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "config_test.XXXXXX").string();
+    const char* dir = ::mkdtemp(pattern.data());
+    if (dir == nullptr) ADD_FAILURE() << "mkdtemp failed";
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+
+  // Writes `contents` to `name` in the directory and returns the full path.
+  std::string Write(const std::string& name, const std::string& contents) const {
+    const std::string file = (std::filesystem::path(path_) / name).string();
+    std::ofstream(file, std::ios::binary) << contents;
+    return file;
+  }
+  std::string PathOf(const std::string& name) const {
+    return (std::filesystem::path(path_) / name).string();
+  }
+
+ private:
+  std::string path_;
+};
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  // Env with the API key; the required URLs come from flags (RequiredFlags()).
+  ConfigTest() { env_["INSPECTION_API_KEY"] = kApiKey; }
+
+  EnvLookup Env() const {
+    return [this](const std::string& name) -> std::optional<std::string> {
+      auto it = env_.find(name);
+      if (it == env_.end()) return std::nullopt;
+      return it->second;
+    };
+  }
+
+  static std::vector<std::string> RequiredFlags() {
+    return {"--upstream-url=https://vendor.example.com/api",
+            "--webapp-url=https://app.example.com"};
+  }
+
+  absl::StatusOr<GatewayConfig> Load(std::vector<std::string> extra_args) const {
+    std::vector<std::string> args = RequiredFlags();
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    return LoadConfig(args, Env());
+  }
+
+  // Loads with a config file holding `contents` (plus the required flags).
+  absl::StatusOr<GatewayConfig> LoadWithFile(const std::string& contents,
+                                             std::vector<std::string> extra_args = {}) {
+    const std::string path = dir_.Write("config.json", contents);
+    extra_args.push_back("--config=" + path);
+    return Load(extra_args);
+  }
+
+  TempDir dir_;
+  std::map<std::string, std::string> env_;
+};
+
+TEST_F(ConfigTest, DefaultsWhenOnlyRequiredSettingsAreGiven) {
+  absl::StatusOr<GatewayConfig> config = Load({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->upstream_url, "https://vendor.example.com/api");
+  EXPECT_EQ(config->webapp_url, "https://app.example.com");
+  EXPECT_EQ(config->api_key.Reveal(), kApiKey);
+  EXPECT_EQ(config->api_key_file, "");
+  EXPECT_EQ(config->grpc_addr, "0.0.0.0:50051");
+  EXPECT_EQ(config->webhook_addr, "0.0.0.0:8080");
+  EXPECT_EQ(config->admin_addr, "0.0.0.0:9464");
+  EXPECT_EQ(config->upstream.timeout, absl::Milliseconds(30000));
+  EXPECT_EQ(config->upstream.connect_timeout, absl::Milliseconds(2000));
+  EXPECT_EQ(config->upstream.max_connections, 1024);
+  EXPECT_EQ(config->background_removal.position_ratio_key, KeySpelling::kBoth);
+  EXPECT_EQ(config->background_removal.wheel_box_key, KeySpelling::kBoth);
+  EXPECT_EQ(config->test_webhook.params_in, ParamsIn::kQuery);
+  EXPECT_THAT(config->damage.inspection_id_pointers,
+              ElementsAre("/inspectionId", "/data/inspectionId", "/inspection/id", "/id"));
+  EXPECT_EQ(config->search.max_limit, 100);
+  EXPECT_EQ(config->log.level, logging::Level::kInfo);
+  EXPECT_EQ(config->shutdown.grace, absl::Milliseconds(10000));
+  EXPECT_EQ(config->config_file, "");
+  EXPECT_FALSE(config->print_config);
+}
+
+TEST_F(ConfigTest, EveryKeyFromTheConfigFile) {
+  const std::string key_file = dir_.Write("api_key", "from-file-key\n");
+  const std::string file = dir_.Write("config.json", R"({
+    "upstream_url": "http://10.0.0.1:8000/",
+    "webapp_url": "https://app.example.com/base/",
+    "api_key_file": ")" + key_file + R"(",
+    "grpc_addr": "127.0.0.1:1",
+    "webhook_addr": "[::1]:8081",
+    "admin_addr": "localhost:0",
+    "upstream": {"timeout_ms": 5000, "connect_timeout_ms": 750, "max_connections": 8},
+    "background_removal": {"position_ratio_key": "plural", "wheel_box_key": "singular"},
+    "test_webhook": {"params_in": "body"},
+    "damage": {"inspection_id_pointers": ["/a/b", "/x~1y"]},
+    "search": {"max_limit": 25},
+    "log": {"level": "debug"},
+    "shutdown": {"grace_ms": 0}
+  })");
+  absl::StatusOr<GatewayConfig> config = LoadConfig({"--config", file}, Env());
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->config_file, file);
+  EXPECT_EQ(config->upstream_url, "http://10.0.0.1:8000");
+  EXPECT_EQ(config->webapp_url, "https://app.example.com/base");
+  EXPECT_EQ(config->api_key.Reveal(), "from-file-key");
+  EXPECT_EQ(config->grpc_addr, "127.0.0.1:1");
+  EXPECT_EQ(config->webhook_addr, "[::1]:8081");
+  EXPECT_EQ(config->admin_addr, "localhost:0");
+  EXPECT_EQ(config->upstream.timeout, absl::Milliseconds(5000));
+  EXPECT_EQ(config->upstream.connect_timeout, absl::Milliseconds(750));
+  EXPECT_EQ(config->upstream.max_connections, 8);
+  EXPECT_EQ(config->background_removal.position_ratio_key, KeySpelling::kPlural);
+  EXPECT_EQ(config->background_removal.wheel_box_key, KeySpelling::kSingular);
+  EXPECT_EQ(config->test_webhook.params_in, ParamsIn::kBody);
+  EXPECT_THAT(config->damage.inspection_id_pointers, ElementsAre("/a/b", "/x~1y"));
+  EXPECT_EQ(config->search.max_limit, 25);
+  EXPECT_EQ(config->log.level, logging::Level::kDebug);
+  EXPECT_EQ(config->shutdown.grace, absl::ZeroDuration());
+}
+
+TEST_F(ConfigTest, FileThenEnvThenFlagPrecedence) {
+  const std::string file = dir_.Write("config.json", R"({
+    "upstream_url": "https://file.example.com",
+    "webapp_url": "https://app.example.com",
+    "grpc_addr": "file-host:1",
+    "upstream": {"timeout_ms": 1111, "max_connections": 11},
+    "log": {"level": "warn"}
+  })");
+  env_["INSPECTION_CONFIG"] = file;
+  env_["INSPECTION_GRPC_ADDR"] = "env-host:2";
+  env_["INSPECTION_UPSTREAM_TIMEOUT_MS"] = "2222";
+
+  // File only for max_connections and log.level; env over file for timeout; flag over both.
+  absl::StatusOr<GatewayConfig> config =
+      LoadConfig({"--grpc-addr=flag-host:3", "--log-level", "error"}, Env());
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->config_file, file);
+  EXPECT_EQ(config->upstream_url, "https://file.example.com");
+  EXPECT_EQ(config->grpc_addr, "flag-host:3");
+  EXPECT_EQ(config->upstream.timeout, absl::Milliseconds(2222));
+  EXPECT_EQ(config->upstream.max_connections, 11);
+  EXPECT_EQ(config->log.level, logging::Level::kError);
+
+  // Without the flag, env wins over the file.
+  config = LoadConfig({}, Env());
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->grpc_addr, "env-host:2");
+  EXPECT_EQ(config->log.level, logging::Level::kWarn);
+
+  // Without env either, the file wins over the default.
+  env_.erase("INSPECTION_GRPC_ADDR");
+  env_.erase("INSPECTION_UPSTREAM_TIMEOUT_MS");
+  config = LoadConfig({}, Env());
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->grpc_addr, "file-host:1");
+  EXPECT_EQ(config->upstream.timeout, absl::Milliseconds(1111));
+}
+
+TEST_F(ConfigTest, ConfigFlagWinsOverConfigEnv) {
+  env_["INSPECTION_CONFIG"] = dir_.Write("env.json", R"({"search": {"max_limit": 1}})");
+  const std::string flag_file = dir_.Write("flag.json", R"({"search": {"max_limit": 2}})");
+  absl::StatusOr<GatewayConfig> config = Load({"--config=" + flag_file});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->search.max_limit, 2);
+}
+
+TEST_F(ConfigTest, EmptyEnvValueCountsAsUnset) {
+  env_["INSPECTION_GRPC_ADDR"] = "";
+  absl::StatusOr<GatewayConfig> config = Load({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->grpc_addr, "0.0.0.0:50051");
+}
+
+TEST_F(ConfigTest, FlagFormsWithEqualsAndSeparateValue) {
+  absl::StatusOr<GatewayConfig> config =
+      LoadConfig({"--upstream-url", "https://a.example.com", "--webapp-url=https://b.example.com",
+                  "--search-max-limit", "7", "--shutdown-grace-ms=3", "--admin-addr", "[::]:1"},
+                 Env());
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->upstream_url, "https://a.example.com");
+  EXPECT_EQ(config->webapp_url, "https://b.example.com");
+  EXPECT_EQ(config->search.max_limit, 7);
+  EXPECT_EQ(config->shutdown.grace, absl::Milliseconds(3));
+  EXPECT_EQ(config->admin_addr, "[::]:1");
+}
+
+TEST_F(ConfigTest, LaterFlagWins) {
+  absl::StatusOr<GatewayConfig> config = Load({"--search-max-limit=5", "--search-max-limit=6"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->search.max_limit, 6);
+}
+
+TEST_F(ConfigTest, FlagWithoutValueIsAnError) {
+  absl::StatusOr<GatewayConfig> config = Load({"--grpc-addr"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ErrorOf(config), HasSubstr("--grpc-addr"));
+
+  config = Load({"--grpc-addr", "--log-level=info"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("--grpc-addr needs a value"));
+}
+
+TEST_F(ConfigTest, PointerListFromFlagAndEnv) {
+  absl::StatusOr<GatewayConfig> config = Load({"--damage-inspection-id-pointers=/a, /b/c"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(config->damage.inspection_id_pointers, ElementsAre("/a", "/b/c"));
+
+  env_["INSPECTION_DAMAGE_INSPECTION_ID_POINTERS"] = R"(["/x,y", "/z"])";
+  config = Load({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_THAT(config->damage.inspection_id_pointers, ElementsAre("/x,y", "/z"));
+}
+
+TEST_F(ConfigTest, PrintConfigFlag) {
+  absl::StatusOr<GatewayConfig> config = Load({"--print-config"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->print_config);
+}
+
+TEST_F(ConfigTest, TrailingSlashStrippedOnce) {
+  absl::StatusOr<GatewayConfig> config = LoadConfig(
+      {"--upstream-url=https://v.example.com/", "--webapp-url=https://w.example.com/a/"}, Env());
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->upstream_url, "https://v.example.com");
+  EXPECT_EQ(config->webapp_url, "https://w.example.com/a");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every validation error names its key.
+// ---------------------------------------------------------------------------------------------
+
+struct BadValueCase {
+  std::string name;
+  std::vector<std::string> flags;  // Added to the required flags (later flags win).
+  std::string key;                 // Must appear in the message as `key`.
+  std::string also;                // Another substring the message must contain.
+};
+
+void PrintTo(const BadValueCase& c, std::ostream* os) { *os << c.name; }
+
+class BadValueTest : public ConfigTest, public ::testing::WithParamInterface<BadValueCase> {};
+
+TEST_P(BadValueTest, ErrorNamesKey) {
+  absl::StatusOr<GatewayConfig> config = Load(GetParam().flags);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("`" + GetParam().key + "`"),
+                                     HasSubstr(GetParam().also), Not(HasSubstr(kApiKey))));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Validation, BadValueTest,
+    ::testing::Values(
+        BadValueCase{"UrlNotHttp",
+                     {"--upstream-url=ftp://vendor.example.com"},
+                     "upstream_url",
+                     "--upstream-url"},
+        BadValueCase{
+            "UrlRelative", {"--upstream-url=vendor.example.com/api"}, "upstream_url", "http"},
+        BadValueCase{
+            "UrlWithQuery", {"--webapp-url=https://a.example.com/?x=1"}, "webapp_url", "query"},
+        BadValueCase{"UrlEmptyHost", {"--webapp-url=https:///path"}, "webapp_url", "host"},
+        BadValueCase{"UrlBadPort", {"--upstream-url=http://h:99999"}, "upstream_url", "port"},
+        BadValueCase{"UrlWithSpace", {"--upstream-url=http://h x"}, "upstream_url", "whitespace"},
+        BadValueCase{"AddrNoPort", {"--grpc-addr=0.0.0.0"}, "grpc_addr", "HOST:PORT"},
+        BadValueCase{"AddrPortTooBig", {"--webhook-addr=0.0.0.0:65536"}, "webhook_addr", "port"},
+        BadValueCase{"AddrPortNotNumber", {"--admin-addr=host:http"}, "admin_addr", "port"},
+        BadValueCase{"AddrUnbracketedIpv6", {"--admin-addr=::1:80"}, "admin_addr", "bracket"},
+        BadValueCase{"AddrEmptyHost", {"--grpc-addr=:80"}, "grpc_addr", "empty host"},
+        BadValueCase{"EnumPositionRatio",
+                     {"--background-removal-position-ratio-key=plurals"},
+                     "background_removal.position_ratio_key",
+                     "\"singular\", \"plural\", \"both\""},
+        BadValueCase{"EnumWheelBox",
+                     {"--background-removal-wheel-box-key=Both"},
+                     "background_removal.wheel_box_key",
+                     "got \"Both\""},
+        BadValueCase{"EnumParamsIn",
+                     {"--test-webhook-params-in=header"},
+                     "test_webhook.params_in",
+                     "\"query\", \"body\""},
+        BadValueCase{"EnumLogLevel", {"--log-level=verbose"}, "log.level", "verbose"},
+        BadValueCase{"PointerWithoutSlash",
+                     {"--damage-inspection-id-pointers=/ok,inspectionId"},
+                     "damage.inspection_id_pointers",
+                     "item 1"},
+        BadValueCase{"PointerBadEscape",
+                     {"--damage-inspection-id-pointers=/a~2b"},
+                     "damage.inspection_id_pointers",
+                     "'~'"},
+        BadValueCase{"PointerListEmpty",
+                     {"--damage-inspection-id-pointers="},
+                     "damage.inspection_id_pointers",
+                     "must not be empty"},
+        BadValueCase{
+            "NegativeTimeout", {"--upstream-timeout-ms", "-5"}, "upstream.timeout_ms", "got -5"},
+        BadValueCase{"ZeroTimeout", {"--upstream-timeout-ms=0"}, "upstream.timeout_ms", "got 0"},
+        BadValueCase{"ZeroConnectTimeout",
+                     {"--upstream-connect-timeout-ms=0"},
+                     "upstream.connect_timeout_ms",
+                     "got 0"},
+        BadValueCase{"TimeoutNotNumber",
+                     {"--upstream-timeout-ms=10s"},
+                     "upstream.timeout_ms",
+                     "expected integer"},
+        BadValueCase{"ZeroMaxConnections",
+                     {"--upstream-max-connections=0"},
+                     "upstream.max_connections",
+                     "got 0"},
+        BadValueCase{"ZeroMaxLimit", {"--search-max-limit=0"}, "search.max_limit", "got 0"},
+        BadValueCase{"NegativeGrace", {"--shutdown-grace-ms=-1"}, "shutdown.grace_ms", "got -1"},
+        BadValueCase{"EmptyApiKeyFile", {"--api-key-file="}, "api_key_file", "must not be empty"}),
+    [](const ::testing::TestParamInfo<BadValueCase>& info) { return info.param.name; });
+
+TEST_F(ConfigTest, BadEnvValueNamesKeyAndEnvVariable) {
+  env_["INSPECTION_UPSTREAM_TIMEOUT_MS"] = "-10";
+  absl::StatusOr<GatewayConfig> config = Load({});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("`upstream.timeout_ms`"),
+                    HasSubstr("env INSPECTION_UPSTREAM_TIMEOUT_MS"), HasSubstr("-10")));
+}
+
+TEST_F(ConfigTest, MissingUpstreamUrl) {
+  absl::StatusOr<GatewayConfig> config =
+      LoadConfig({"--webapp-url=https://app.example.com"}, Env());
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("missing required `upstream_url`"), HasSubstr("--upstream-url"),
+                    HasSubstr("INSPECTION_UPSTREAM_URL")));
+}
+
+TEST_F(ConfigTest, MissingWebappUrl) {
+  absl::StatusOr<GatewayConfig> config =
+      LoadConfig({"--upstream-url=https://vendor.example.com"}, Env());
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("missing required `webapp_url`"));
+}
+
+TEST_F(ConfigTest, MissingApiKey) {
+  env_.erase("INSPECTION_API_KEY");
+  absl::StatusOr<GatewayConfig> config = Load({});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("missing api_key"), HasSubstr("`api_key_file`"),
+                                     HasSubstr("INSPECTION_API_KEY")));
+}
+
+TEST_F(ConfigTest, BlankApiKeyEnvIsMissing) {
+  env_["INSPECTION_API_KEY"] = " \n";
+  absl::StatusOr<GatewayConfig> config = Load({});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("missing api_key"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unknown names, malformed files.
+// ---------------------------------------------------------------------------------------------
+
+TEST_F(ConfigTest, UnknownFlagIsRejectedWithItsName) {
+  absl::StatusOr<GatewayConfig> config = Load({"--upstream-ur=https://x.example.com"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("unknown flag --upstream-ur"),
+                                     HasSubstr("did you mean --upstream-url?")));
+}
+
+TEST_F(ConfigTest, UnknownFlagValueIsNotEchoed) {
+  absl::StatusOr<GatewayConfig> config = Load({std::string("--api-key=") + kApiKey});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("unknown flag --api-key"),
+                                     HasSubstr("--api-key-file"), Not(HasSubstr(kApiKey))));
+}
+
+TEST_F(ConfigTest, PositionalArgumentIsRejectedWithoutEcho) {
+  absl::StatusOr<GatewayConfig> config = Load({kApiKey});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("unexpected argument #3"), Not(HasSubstr(kApiKey))));
+  config = Load({"-config=x"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("unknown flag -config=x"));
+}
+
+TEST_F(ConfigTest, UnknownFileKeyIsRejectedWithSuggestion) {
+  absl::StatusOr<GatewayConfig> config = LoadWithFile(R"({"upstream": {"timout_ms": 5}})");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("unknown key `upstream.timout_ms` in " + dir_.PathOf("config.json")),
+                    HasSubstr("did you mean `upstream.timeout_ms`?")));
+}
+
+TEST_F(ConfigTest, UnknownTopLevelFileKeyIsRejected) {
+  absl::StatusOr<GatewayConfig> config = LoadWithFile(R"({"frobnicate": true})");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("unknown key `frobnicate`"));
+}
+
+TEST_F(ConfigTest, ApiKeyInConfigFileIsRejectedWithoutEcho) {
+  absl::StatusOr<GatewayConfig> config =
+      LoadWithFile(std::string(R"({"api_key": ")") + kApiKey + R"("})");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("unknown key `api_key`"), HasSubstr("api_key_file"),
+                                     Not(HasSubstr(kApiKey))));
+}
+
+TEST_F(ConfigTest, MalformedJsonNamesFileAndPosition) {
+  absl::StatusOr<GatewayConfig> config = LoadWithFile("{\n  \"grpc_addr\": \"a:1\",\n}\n");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr(dir_.PathOf("config.json")),
+                                     HasSubstr("not valid JSON"), HasSubstr("line 3, column 1")));
+}
+
+TEST_F(ConfigTest, ConfigFileMustBeAnObject) {
+  absl::StatusOr<GatewayConfig> config = LoadWithFile("[1, 2]");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("must hold a JSON object, got array"));
+}
+
+TEST_F(ConfigTest, MissingConfigFileNamesPath) {
+  absl::StatusOr<GatewayConfig> config = Load({"--config", dir_.PathOf("nope.json")});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("cannot read config file " + dir_.PathOf("nope.json")),
+                    HasSubstr("No such file")));
+}
+
+TEST_F(ConfigTest, WrongTypeInFileNamesKeyAndExpectedType) {
+  absl::StatusOr<GatewayConfig> config = LoadWithFile(R"({"upstream": {"timeout_ms": "5000"}})");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("`upstream.timeout_ms`"), HasSubstr("expected integer, got string")));
+
+  config = LoadWithFile(R"({"search": {"max_limit": 2.5}})");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("`search.max_limit`"), HasSubstr("expected integer")));
+
+  config = LoadWithFile(R"({"damage": {"inspection_id_pointers": ["/a", 3]}})");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("`damage.inspection_id_pointers`"),
+                    HasSubstr("expected array of strings, got array containing number")));
+
+  config = LoadWithFile(R"({"upstream": 5})");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("`upstream`"), HasSubstr("expected object")));
+}
+
+TEST_F(ConfigTest, InvalidFileValueNamesKeyAndFile) {
+  absl::StatusOr<GatewayConfig> config =
+      LoadWithFile(R"({"background_removal": {"wheel_box_key": "wheels"}})");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("`background_removal.wheel_box_key`"),
+                                     HasSubstr("in " + dir_.PathOf("config.json"))));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The API key.
+// ---------------------------------------------------------------------------------------------
+
+TEST_F(ConfigTest, ApiKeyFromFileIsTrimmedAndWinsOverEnv) {
+  const std::string key_file = dir_.Write("key", "file-key-1234\n\n");
+  absl::StatusOr<GatewayConfig> config = Load({"--api-key-file", key_file});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->api_key.Reveal(), "file-key-1234");
+  EXPECT_EQ(config->api_key_file, key_file);
+}
+
+TEST_F(ConfigTest, ApiKeyFileFromEnv) {
+  env_["INSPECTION_API_KEY_FILE"] = dir_.Write("key", "env-file-key \r\n");
+  env_.erase("INSPECTION_API_KEY");
+  absl::StatusOr<GatewayConfig> config = Load({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->api_key.Reveal(), "env-file-key");
+}
+
+TEST_F(ConfigTest, ApiKeyFromEnv) {
+  env_["INSPECTION_API_KEY"] = "env-key-5678";
+  absl::StatusOr<GatewayConfig> config = Load({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->api_key.Reveal(), "env-key-5678");
+}
+
+TEST_F(ConfigTest, UnreadableApiKeyFileNamesKeyAndPath) {
+  const std::string missing = dir_.PathOf("no-such-key");
+  absl::StatusOr<GatewayConfig> config = Load({"--api-key-file=" + missing});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("`api_key_file`"), HasSubstr(missing), HasSubstr("No such file")));
+}
+
+TEST_F(ConfigTest, ApiKeyFileThatIsADirectoryIsAnError) {
+  const std::string sub = dir_.PathOf("subdir");
+  ASSERT_EQ(::mkdir(sub.c_str(), 0700), 0);
+  absl::StatusOr<GatewayConfig> config = Load({"--api-key-file=" + sub});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("`api_key_file`"), HasSubstr(sub)));
+}
+
+TEST_F(ConfigTest, EmptyApiKeyFileIsAnError) {
+  const std::string key_file = dir_.Write("key", "\n");
+  absl::StatusOr<GatewayConfig> config = Load({"--api-key-file=" + key_file});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("`api_key_file`"), HasSubstr(key_file), HasSubstr("empty")));
+}
+
+TEST_F(ConfigTest, ApiKeyWithControlCharactersIsRejectedWithoutEcho) {
+  const std::string key_file = dir_.Write("key", std::string(kApiKey) + "\nsecond-line\n");
+  absl::StatusOr<GatewayConfig> config = Load({"--api-key-file=" + key_file});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("`api_key_file`"), HasSubstr("control characters"),
+                                     Not(HasSubstr(kApiKey)), Not(HasSubstr("second-line"))));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dump, help, secrets registration.
+// ---------------------------------------------------------------------------------------------
+
+TEST_F(ConfigTest, DumpRedactsTheApiKey) {
+  absl::StatusOr<GatewayConfig> config = Load({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  for (DumpFormat format : {DumpFormat::kMultiLine, DumpFormat::kSingleLine}) {
+    const std::string dump = DumpConfig(*config, format);
+    EXPECT_THAT(dump, Not(HasSubstr(kApiKey)));
+    const nlohmann::json parsed = nlohmann::json::parse(dump, nullptr, false);
+    ASSERT_FALSE(parsed.is_discarded()) << dump;
+    EXPECT_EQ(parsed["api_key"], "[redacted]");
+    EXPECT_EQ(parsed["upstream_url"], "https://vendor.example.com/api");
+    EXPECT_EQ(parsed["upstream"]["timeout_ms"], 30000);
+    EXPECT_EQ(parsed["background_removal"]["wheel_box_key"], "both");
+    EXPECT_EQ(parsed["log"]["level"], "info");
+    EXPECT_EQ(parsed["damage"]["inspection_id_pointers"].size(), 4u);
+  }
+  EXPECT_EQ(DumpConfig(*config, DumpFormat::kSingleLine).find('\n'), std::string::npos);
+
+  std::ostringstream streamed;
+  streamed << *config << " " << config->api_key;
+  EXPECT_THAT(streamed.str(), AllOf(HasSubstr("[redacted]"), Not(HasSubstr(kApiKey))));
+  EXPECT_EQ(::testing::PrintToString(*config).find(kApiKey), std::string::npos);
+}
+
+TEST_F(ConfigTest, DumpIsAValidConfigFileApartFromTheSecret) {
+  absl::StatusOr<GatewayConfig> config = Load({"--search-max-limit=9", "--log-level=debug"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  nlohmann::json dumped = nlohmann::json::parse(DumpConfig(*config));
+  dumped.erase("api_key");
+  dumped.erase("api_key_file");  // Empty: not a valid path.
+  absl::StatusOr<GatewayConfig> reloaded =
+      LoadConfig({"--config=" + dir_.Write("dumped.json", dumped.dump())}, Env());
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  EXPECT_EQ(DumpConfig(*reloaded), DumpConfig(*config));
+}
+
+TEST_F(ConfigTest, HelpIsSignalledAsCancelledWithUsage) {
+  absl::StatusOr<GatewayConfig> config = LoadConfig({"--bogus", "--help"}, Env());
+  ASSERT_FALSE(config.ok());
+  EXPECT_TRUE(IsHelpRequest(config.status()));
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(config.status().message(), UsageText());
+
+  EXPECT_TRUE(IsHelpRequest(LoadConfig({"-h"}, Env()).status()));
+  EXPECT_FALSE(IsHelpRequest(Load({"--bogus"}).status()));
+  EXPECT_FALSE(IsHelpRequest(absl::CancelledError("other")));
+}
+
+TEST_F(ConfigTest, UsageListsEveryFlagKeyEnvAndDefault) {
+  const std::string usage = UsageText();
+  for (const char* expected :
+       {"--config=PATH",
+        "--print-config",
+        "--help",
+        "--upstream-url=URL",
+        "key: upstream_url",
+        "env: INSPECTION_UPSTREAM_URL\n      required",
+        "--api-key-file=PATH",
+        "--webapp-url=URL",
+        "--grpc-addr=HOST:PORT",
+        "default: 0.0.0.0:50051",
+        "--webhook-addr=HOST:PORT",
+        "default: 0.0.0.0:8080",
+        "--admin-addr=HOST:PORT",
+        "default: 0.0.0.0:9464",
+        "--upstream-timeout-ms=MS",
+        "key: upstream.timeout_ms",
+        "default: 30000",
+        "--upstream-connect-timeout-ms=MS",
+        "default: 2000",
+        "--upstream-max-connections=N",
+        "default: 1024",
+        "--background-removal-position-ratio-key=singular|plural|both",
+        "--background-removal-wheel-box-key=singular|plural|both",
+        "default: both",
+        "--test-webhook-params-in=query|body",
+        "default: query",
+        "--damage-inspection-id-pointers=POINTER,...",
+        R"(default: ["/inspectionId","/data/inspectionId","/inspection/id","/id"])",
+        "--search-max-limit=N",
+        "default: 100",
+        "--log-level=debug|info|warn|error",
+        "default: info",
+        "--shutdown-grace-ms=MS",
+        "INSPECTION_SHUTDOWN_GRACE_MS",
+        "INSPECTION_API_KEY"}) {
+    EXPECT_THAT(usage, HasSubstr(expected));
+  }
+  std::istringstream lines(usage);
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_LE(line.size(), 100u) << line;
+  }
+}
+
+TEST_F(ConfigTest, RegisterSecretsRedactsApiKeyInLogs) {
+  absl::StatusOr<GatewayConfig> config = Load({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  std::string captured;
+  logging::Logger logger([&](absl::string_view line) { captured.append(std::string(line)); });
+  RegisterSecrets(*config, logger);
+  logger.Info(std::string("calling vendor with ") + kApiKey, {{"key", config->api_key.Reveal()}});
+  EXPECT_THAT(captured, AllOf(HasSubstr("[redacted]"), Not(HasSubstr(kApiKey))));
+}
+
+}  // namespace
+}  // namespace inspection::config

@@ -1,0 +1,83 @@
+#include "gateway/config/value_checks.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace inspection::config {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(NormalizeBaseUrlTest, AcceptsAndNormalizes) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"https://vendor.example.com", "https://vendor.example.com"},
+      {"https://vendor.example.com/", "https://vendor.example.com"},
+      {"http://10.0.0.1:8080/api/v1/", "http://10.0.0.1:8080/api/v1"},
+      {"https://vendor.example.com//", "https://vendor.example.com/"},  // Only one '/' stripped.
+      {"HTTPS://Vendor.Example.com/Path", "https://Vendor.Example.com/Path"},
+      {"http://[::1]:9000", "http://[::1]:9000"},
+      {"http://[2001:db8::1]/x/", "http://[2001:db8::1]/x"},
+      {"http://localhost", "http://localhost"},
+  };
+  for (const auto& [input, expected] : cases) {
+    absl::StatusOr<std::string> url = NormalizeBaseUrl(input);
+    ASSERT_TRUE(url.ok()) << input << ": " << url.status();
+    EXPECT_EQ(*url, expected) << input;
+  }
+}
+
+TEST(NormalizeBaseUrlTest, RejectsWithoutEchoingTheUrl) {
+  for (const std::string input :
+       {"", "vendor.example.com", "/relative", "ftp://vendor.example.com", "https://",
+        "https:///path", "https://user:pa55word@vendor.example.com", "https://h/?token=pa55word",
+        "https://h/#frag", "https://h:0", "https://h:65536", "https://h:", "https://h:x",
+        "https://h x", "https://h\n", "https://[::1", "https://[zz]", "https://[::1]x",
+        "https://bad!host"}) {
+    absl::StatusOr<std::string> url = NormalizeBaseUrl(input);
+    EXPECT_FALSE(url.ok()) << input;
+    EXPECT_THAT(std::string(url.status().message()),
+                AllOf(HasSubstr("http"), Not(HasSubstr("pa55word"))))
+        << input;
+  }
+}
+
+TEST(CheckHostPortTest, Accepts) {
+  for (const char* addr : {"0.0.0.0:50051", "127.0.0.1:0", "localhost:65535", "[::1]:8080",
+                           "[::]:1", "my-host.internal:9464", "[::ffff:10.0.0.1]:80"}) {
+    EXPECT_TRUE(CheckHostPort(addr).ok()) << addr << ": " << CheckHostPort(addr);
+  }
+}
+
+TEST(CheckHostPortTest, Rejects) {
+  for (const char* addr :
+       {"", "0.0.0.0", ":8080", "host:", "host:65536", "host:-1", "host:+1", "host:123456",
+        "::1:80", "[::1]", "[::1]80", "[]:80", "[zz]:80", "bad host:80", "host:80x"}) {
+    EXPECT_FALSE(CheckHostPort(addr).ok()) << addr;
+  }
+}
+
+TEST(CheckJsonPointerTest, AcceptsAndRejects) {
+  for (const char* pointer : {"/", "/a", "/a/b", "/a~0b", "/a~1b", "/0", "/a b"}) {
+    EXPECT_TRUE(CheckJsonPointer(pointer).ok()) << pointer;
+  }
+  for (const char* pointer : {"", "a", "a/b", "/a~", "/a~2", "#/a"}) {
+    EXPECT_FALSE(CheckJsonPointer(pointer).ok()) << pointer;
+  }
+}
+
+TEST(ClosestMatchTest, SuggestsOnlyPlausibleTypos) {
+  const std::vector<std::string> keys = {"upstream.timeout_ms", "upstream.connect_timeout_ms",
+                                         "grpc_addr", "log.level"};
+  EXPECT_EQ(ClosestMatch("upstream.timout_ms", keys), "upstream.timeout_ms");
+  EXPECT_EQ(ClosestMatch("grpc_adr", keys), "grpc_addr");
+  EXPECT_EQ(ClosestMatch("log.levl", keys), "log.level");
+  EXPECT_EQ(ClosestMatch("completely_different", keys), "");
+  EXPECT_EQ(ClosestMatch("x", {}), "");
+}
+
+}  // namespace
+}  // namespace inspection::config
