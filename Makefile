@@ -3,6 +3,8 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 TOOLS := $(CURDIR)/.tools/bin
 export PATH := $(TOOLS):$(PATH)
+# End-to-end tests call grpcurl through this variable (installed by scripts/install-deps.sh).
+export GRPCURL := $(TOOLS)/grpcurl
 SOURCES = $(shell git ls-files '*.h' '*.cc' 2>/dev/null)
 
 .PHONY: deps configure build test unit integration format format-check lint-proto clean

@@ -1,1 +1,104 @@
-int main() { return 0; }
+// inspection-gateway: gRPC in front of the vehicle-inspection vendor's REST API.
+// Reads the configuration, starts the server, waits for SIGTERM/SIGINT, drains.
+#include <csignal>
+#include <iostream>
+
+#include "absl/time/time.h"
+#include "gateway/config/config.h"
+#include "gateway/logging/log.h"
+#include "gateway/server/gateway_server.h"
+#include "gateway/server/rpc_log_observer.h"
+
+namespace {
+
+using inspection::config::GatewayConfig;
+
+inspection::vendor::KeySpelling ToSpelling(inspection::config::KeySpelling spelling) {
+  switch (spelling) {
+    case inspection::config::KeySpelling::kSingular:
+      return inspection::vendor::KeySpelling::kSingular;
+    case inspection::config::KeySpelling::kPlural:
+      return inspection::vendor::KeySpelling::kPlural;
+    case inspection::config::KeySpelling::kBoth:
+      return inspection::vendor::KeySpelling::kBoth;
+  }
+  return inspection::vendor::KeySpelling::kBoth;
+}
+
+inspection::server::GatewayServerOptions ServerOptions(const GatewayConfig& config) {
+  inspection::server::GatewayServerOptions options;
+  options.grpc_addr = config.grpc_addr;
+  options.vendor.base_url = config.upstream_url;
+  options.vendor.api_key = config.api_key.Reveal();
+  options.vendor.max_attempt_timeout =
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(config.upstream.timeout));
+  options.webapp_url = config.webapp_url;
+  options.connect_timeout =
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(config.upstream.connect_timeout));
+  options.max_connections = config.upstream.max_connections;
+  options.mapper.position_ratio_key = ToSpelling(config.background_removal.position_ratio_key);
+  options.mapper.wheel_box_key = ToSpelling(config.background_removal.wheel_box_key);
+  options.mapper.test_webhook_params =
+      config.test_webhook.params_in == inspection::config::ParamsIn::kBody
+          ? inspection::vendor::ParamsPlacement::kBody
+          : inspection::vendor::ParamsPlacement::kQuery;
+  options.mapper.inspection_id_pointers = config.damage.inspection_id_pointers;
+  options.limits.search_max_limit = config.search.max_limit;
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Block the shutdown signals before any thread starts, so every thread inherits the
+  // mask and sigwait() below is the only place they are delivered.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto config = inspection::config::LoadConfig(args, inspection::config::GetEnvFromProcess);
+  if (!config.ok()) {
+    if (inspection::config::IsHelpRequest(config.status())) {
+      std::cout << inspection::config::UsageText();
+      return 0;
+    }
+    std::cerr << "inspection-gateway: configuration error: " << config.status().message()
+              << "\n(run with --help for the list of flags and keys)\n";
+    return 2;
+  }
+  if (config->print_config) {
+    std::cout << inspection::config::DumpConfig(*config) << "\n";
+    return 0;
+  }
+
+  auto& logger = inspection::logging::DefaultLogger();
+  logger.SetLevel(config->log.level);
+  inspection::config::RegisterSecrets(*config, logger);
+
+  inspection::server::RpcLogObserver observer(logger);
+  auto options = ServerOptions(*config);
+  options.observer = &observer;
+  auto server = inspection::server::GatewayServer::Start(std::move(options));
+  if (!server.ok()) {
+    logger.Error("start-up failed", {{"error", std::string(server.status().message())}});
+    return 1;
+  }
+  logger.Info("inspection-gateway serving",
+              {{"grpc_port", (*server)->grpc_port()},
+               {"grpc_addr", config->grpc_addr},
+               {"upstream_url", config->upstream_url},
+               {"config", inspection::config::DumpConfig(
+                              *config, inspection::config::DumpFormat::kSingleLine)}});
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  const auto grace = std::chrono::milliseconds(absl::ToInt64Milliseconds(config->shutdown.grace));
+  logger.Info("shutting down",
+              {{"signal", signal_number}, {"grace_ms", static_cast<int64_t>(grace.count())}});
+  (*server)->Shutdown(grace);
+  logger.Info("stopped");
+  return 0;
+}

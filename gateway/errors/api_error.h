@@ -1,0 +1,79 @@
+#ifndef GATEWAY_ERRORS_API_ERROR_H_
+#define GATEWAY_ERRORS_API_ERROR_H_
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <grpcpp/support/status.h>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "adapters/http/http_transport.h"
+#include "gateway/routes/route_table.h"
+#include "gateway/validation/request_validation.h"
+
+namespace inspection::errors {
+
+// google.rpc.ErrorInfo.domain of every error the gateway returns.
+inline constexpr std::string_view kErrorDomain = "inspection-gateway";
+
+// google.rpc.ErrorInfo.reason values: stable, documented in the README.
+inline constexpr std::string_view kReasonInvalidRequest = "INVALID_REQUEST";
+inline constexpr std::string_view kReasonVendorHttpError = "VENDOR_HTTP_ERROR";
+inline constexpr std::string_view kReasonVendorUnreachable = "VENDOR_UNREACHABLE";
+inline constexpr std::string_view kReasonVendorTimeout = "VENDOR_TIMEOUT";
+inline constexpr std::string_view kReasonVendorConnectionLost = "VENDOR_CONNECTION_LOST";
+inline constexpr std::string_view kReasonVendorMalformedResponse = "VENDOR_MALFORMED_RESPONSE";
+inline constexpr std::string_view kReasonVendorUnexpectedResponse = "VENDOR_UNEXPECTED_RESPONSE";
+inline constexpr std::string_view kReasonDeadlineTooShort = "DEADLINE_TOO_SHORT";
+inline constexpr std::string_view kReasonInternal = "INTERNAL";
+
+// The vendor's body is kept in ErrorInfo.metadata["vendor_body"], cut to this many
+// bytes so the error fits in gRPC's trailer size limits (8 KiB by default);
+// metadata["vendor_body_truncated"] = "true" says when it was cut.
+inline constexpr size_t kMaxVendorBodyBytes = 4096;
+
+// The one mapping from a vendor HTTP status (non-2xx) to a gRPC code.
+absl::StatusCode MapHttpStatusToCode(int http_status);
+// The one mapping from a transport failure to a gRPC code.
+absl::StatusCode MapTransportErrorToCode(http::TransportError error);
+
+// Parses a Retry-After header value: delta-seconds ("120") or an HTTP-date
+// ("Wed, 21 Oct 2015 07:28:00 GMT", also the obsolete RFC 850 and asctime forms).
+// Dates in the past give zero. nullopt when the value is neither.
+std::optional<std::chrono::milliseconds> ParseRetryAfter(std::string_view value, absl::Time now);
+
+// An error on its way to a gRPC caller: a code, a message that never contains
+// secrets, and the google.rpc details (ErrorInfo, BadRequest, RetryInfo).
+struct ApiError {
+  absl::StatusCode code = absl::StatusCode::kInternal;
+  std::string message;
+  std::string reason;                          // ErrorInfo.reason
+  std::map<std::string, std::string> metadata;  // ErrorInfo.metadata
+  validation::Violations violations;            // BadRequest.field_violations
+  std::optional<std::chrono::milliseconds> retry_delay;  // RetryInfo.retry_delay
+
+  // grpc::Status whose binary details are a google.rpc.Status holding the details.
+  grpc::Status ToGrpcStatus() const;
+
+  static ApiError InvalidRequest(validation::Violations violations);
+  // A non-2xx vendor answer. The body (already scrubbed of secrets by the caller)
+  // is preserved in metadata; Retry-After becomes RetryInfo.
+  static ApiError FromVendorResponse(const routes::Route& route,
+                                     const http::HttpResponse& response, absl::Time now);
+  static ApiError FromTransport(const routes::Route& route, const http::HttpResult& result);
+  // A 2xx answer whose body is not the JSON we can read: `reason` is
+  // kReasonVendorMalformedResponse (not JSON, truncated) or
+  // kReasonVendorUnexpectedResponse (JSON of the wrong shape).
+  static ApiError FromBadVendorBody(const routes::Route& route,
+                                    const http::HttpResponse& response, std::string_view reason,
+                                    std::string_view detail);
+};
+
+}  // namespace inspection::errors
+
+#endif  // GATEWAY_ERRORS_API_ERROR_H_

@@ -1,0 +1,69 @@
+#ifndef GATEWAY_ROUTES_ROUTE_TABLE_H_
+#define GATEWAY_ROUTES_ROUTE_TABLE_H_
+
+#include <chrono>
+#include <string_view>
+#include <vector>
+
+namespace inspection::routes {
+
+// Every vendor endpoint the gateway calls. The route table below is the single source
+// of truth for each one: the services, the vendor client and (later) retry, cache,
+// circuit breaker and metrics read it; nobody re-decides per call site.
+enum class RouteId {
+  kCreateToken,
+  kGetTokenStatus,
+  kRemoveBackground,
+  kAssessQuality,
+  kAssessQualityBatch,
+  kSegmentVehicle,
+  kSegmentParts,
+  kDetectDamage,
+  kSearchInspections,
+  kGetDamagesReport,
+  kGetWebhookConfig,
+  kUpdateWebhookConfig,
+  kListEventConfigs,
+  kUpdateEventConfig,
+  kTestWebhook,
+};
+
+// What re-sending a request does at the vendor.
+enum class Idempotency {
+  kSafe,           // reads, and pure image analysis: no vendor state changes
+  kIdempotent,     // PUT of a configuration: sending twice = sending once
+  kNonIdempotent,  // creates something (a token, an inspection): never re-sent
+                   // once it may have reached the vendor
+};
+
+enum class HttpMethod { kGet, kPost, kPut };
+
+struct Route {
+  RouteId id;
+  // Full gRPC method name, "/inspection.v1.TokenService/CreateToken".
+  std::string_view grpc_method;
+  HttpMethod http_method;
+  // Path relative to the upstream base URL. `{name}` is replaced by the URL-encoded
+  // path parameter `name`. The spelling (apiV1 vs apiv1) is the spec's, per endpoint.
+  std::string_view path_template;
+  Idempotency idempotency;
+  // Whether a response may be cached, and for how long (used by the cache layer).
+  bool cacheable;
+  std::chrono::milliseconds cache_ttl;
+  // Per-attempt timeout; the caller's gRPC deadline shortens it further.
+  std::chrono::milliseconds timeout;
+  // Value of the `route` label in metrics: bounded, snake_case.
+  std::string_view metric_label;
+};
+
+// All routes, in RouteId order.
+const std::vector<Route>& AllRoutes();
+const Route& GetRoute(RouteId id);
+// nullptr when no route serves that gRPC method.
+const Route* FindRouteByGrpcMethod(std::string_view grpc_method);
+
+std::string_view HttpMethodName(HttpMethod method);
+
+}  // namespace inspection::routes
+
+#endif  // GATEWAY_ROUTES_ROUTE_TABLE_H_

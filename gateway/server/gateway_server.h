@@ -1,0 +1,71 @@
+#ifndef GATEWAY_SERVER_GATEWAY_SERVER_H_
+#define GATEWAY_SERVER_GATEWAY_SERVER_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "adapters/http/http_transport.h"
+#include "adapters/vendor/vendor_request.h"
+#include "gateway/services/unary_call.h"
+#include "gateway/upstream/vendor_client.h"
+#include "gateway/validation/request_validation.h"
+
+namespace inspection::server {
+
+// Everything the gateway process is built from; main() fills it from GatewayConfig,
+// tests fill it directly.
+struct GatewayServerOptions {
+  std::string grpc_addr = "0.0.0.0:50051";  // port 0: the OS picks one (see grpc_port())
+  upstream::VendorClientOptions vendor;
+  vendor::MapperOptions mapper;
+  validation::ValidationLimits limits;
+  std::string webapp_url;
+  // Transport settings used when no transport is injected.
+  std::chrono::milliseconds connect_timeout{2000};
+  int max_connections = 1024;
+  // Injected transport (tests); when null the server builds a CurlTransport.
+  std::shared_ptr<http::HttpTransport> transport;
+  // Told about every finished RPC; null for none. Must outlive the server.
+  services::RpcObserver* observer = nullptr;
+};
+
+// The composition root: builds transport -> vendor client -> services -> gRPC server
+// (with the health service and server reflection), and owns them all.
+class GatewayServer {
+ public:
+  // Builds and starts serving. Fails when the address cannot be bound or the
+  // transport cannot be created.
+  static absl::StatusOr<std::unique_ptr<GatewayServer>> Start(GatewayServerOptions options);
+  ~GatewayServer();
+
+  GatewayServer(const GatewayServer&) = delete;
+  GatewayServer& operator=(const GatewayServer&) = delete;
+
+  int grpc_port() const { return grpc_port_; }
+
+  // Stops accepting calls, reports NOT_SERVING, lets in-flight calls finish for up to
+  // `grace`, then fails the ones still waiting on the vendor with UNAVAILABLE.
+  // Idempotent; also run by the destructor with a zero grace.
+  void Shutdown(std::chrono::milliseconds grace);
+
+ private:
+  explicit GatewayServer(GatewayServerOptions options);
+
+  GatewayServerOptions options_;
+  std::shared_ptr<http::HttpTransport> transport_;
+  std::unique_ptr<upstream::VendorClient> vendor_client_;
+  services::ServiceDeps deps_;
+  std::vector<std::unique_ptr<grpc::Service>> services_;
+  std::unique_ptr<grpc::Server> server_;
+  int grpc_port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace inspection::server
+
+#endif  // GATEWAY_SERVER_GATEWAY_SERVER_H_

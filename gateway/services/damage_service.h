@@ -1,0 +1,29 @@
+#ifndef GATEWAY_SERVICES_DAMAGE_SERVICE_H_
+#define GATEWAY_SERVICES_DAMAGE_SERVICE_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include "gateway/services/unary_call.h"
+#include "inspection/v1/damage.grpc.pb.h"
+
+namespace inspection::services {
+
+// inspection.v1.DamageService: each RPC is one vendor call, described by its UnaryEndpoint
+// (route, validation, request encoding, response decoding). Thread-safe; `deps` must
+// outlive the service.
+class DamageServiceImpl final : public v1::DamageService::CallbackService {
+ public:
+  explicit DamageServiceImpl(const ServiceDeps& deps);
+
+  grpc::ServerUnaryReactor* DetectDamage(grpc::CallbackServerContext* context,
+                                         const v1::DetectDamageRequest* request,
+                                         v1::DetectDamageResponse* response) override;
+
+ private:
+  const ServiceDeps& deps_;
+  const UnaryEndpoint<v1::DetectDamageRequest, v1::DetectDamageResponse> detect_damage_;
+};
+
+}  // namespace inspection::services
+
+#endif  // GATEWAY_SERVICES_DAMAGE_SERVICE_H_

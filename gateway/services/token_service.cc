@@ -1,0 +1,41 @@
+#include "gateway/services/token_service.h"
+
+#include "adapters/vendor/token_mapper.h"
+
+namespace inspection::services {
+
+TokenServiceImpl::TokenServiceImpl(const ServiceDeps& deps)
+    : deps_(deps),
+      create_token_{
+          routes::RouteId::kCreateToken,
+          [](const v1::CreateTokenRequest& r) { return validation::ValidateCreateToken(r); },
+          [this](const v1::CreateTokenRequest& r) { return vendor::EncodeCreateTokenRequest(r); },
+          [this](const nlohmann::json& j, const v1::CreateTokenRequest& r,
+                 v1::CreateTokenResponse* out, vendor::DecodeReport* report) {
+            return vendor::DecodeCreateTokenResponse(
+                j, deps_.webapp_url, vendor::LocaleCode(r.customer().locale()), out, report);
+          }},
+      get_token_status_{
+          routes::RouteId::kGetTokenStatus,
+          [](const v1::GetTokenStatusRequest& r) { return validation::ValidateGetTokenStatus(r); },
+          [this](const v1::GetTokenStatusRequest& r) {
+            return vendor::EncodeGetTokenStatusRequest(r);
+          },
+          [this](const nlohmann::json& j, const v1::GetTokenStatusRequest& r,
+                 v1::GetTokenStatusResponse* out, vendor::DecodeReport* report) {
+            return vendor::DecodeGetTokenStatusResponse(j, out, report);
+          }} {}
+
+grpc::ServerUnaryReactor* TokenServiceImpl::CreateToken(grpc::CallbackServerContext* context,
+                                                        const v1::CreateTokenRequest* request,
+                                                        v1::CreateTokenResponse* response) {
+  return RunUnary(context, request, response, deps_, create_token_);
+}
+
+grpc::ServerUnaryReactor* TokenServiceImpl::GetTokenStatus(grpc::CallbackServerContext* context,
+                                                           const v1::GetTokenStatusRequest* request,
+                                                           v1::GetTokenStatusResponse* response) {
+  return RunUnary(context, request, response, deps_, get_token_status_);
+}
+
+}  // namespace inspection::services

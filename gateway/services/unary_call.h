@@ -1,0 +1,118 @@
+#ifndef GATEWAY_SERVICES_UNARY_CALL_H_
+#define GATEWAY_SERVICES_UNARY_CALL_H_
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "adapters/vendor/json_codec.h"
+#include "adapters/vendor/vendor_request.h"
+#include "gateway/errors/api_error.h"
+#include "gateway/routes/route_table.h"
+#include "gateway/upstream/vendor_client.h"
+#include "gateway/validation/request_validation.h"
+
+namespace inspection::services {
+
+// One finished RPC, for logs (and later metrics).
+struct RpcRecord {
+  const routes::Route* route = nullptr;
+  std::string request_id;
+  grpc::StatusCode code = grpc::StatusCode::OK;
+  std::string reason;    // ErrorInfo.reason when failed
+  long http_status = 0;  // 0 when the vendor was not reached
+  std::chrono::microseconds duration{0};
+  vendor::DecodeReport decode_report;
+};
+
+// Told about every finished RPC. Must be thread-safe and must not block.
+class RpcObserver {
+ public:
+  virtual ~RpcObserver() = default;
+  virtual void OnRpcFinished(const RpcRecord& record) = 0;
+};
+
+// What every service needs, built once by the composition root.
+struct ServiceDeps {
+  upstream::VendorClient* vendor = nullptr;
+  vendor::MapperOptions mapper_options;
+  validation::ValidationLimits limits;
+  std::string webapp_url;           // no trailing slash
+  RpcObserver* observer = nullptr;  // may be null
+};
+
+// How one unary RPC maps onto its vendor route. Built once per service.
+template <class Request, class Response>
+struct UnaryEndpoint {
+  routes::RouteId route;
+  std::function<validation::Violations(const Request&)> validate;
+  std::function<vendor::VendorRequest(const Request&)> encode;
+  // Fills `response` from the vendor's 2xx JSON; InvalidArgument when the JSON does
+  // not have the expected shape.
+  std::function<absl::Status(const nlohmann::json&, const Request&, Response*,
+                             vendor::DecodeReport*)>
+      decode;
+};
+
+// The request id of a call: the caller's `x-request-id` metadata when it is short and
+// plain, otherwise a fresh random one.
+std::string RequestIdFor(const grpc::CallbackServerContext& context);
+
+void NotifyFinished(const ServiceDeps& deps, RpcRecord& record,
+                    std::chrono::steady_clock::time_point start);
+
+// Runs one unary RPC without blocking: validate -> encode -> vendor call -> decode ->
+// Finish. The reactor finishes on the transport's event-loop thread.
+template <class Request, class Response>
+grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const Request* request,
+                                   Response* response, const ServiceDeps& deps,
+                                   const UnaryEndpoint<Request, Response>& endpoint) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const auto start = std::chrono::steady_clock::now();
+  RpcRecord record;
+  record.route = &routes::GetRoute(endpoint.route);
+  record.request_id = RequestIdFor(*context);
+  context->AddInitialMetadata("x-request-id", record.request_id);
+
+  validation::Violations violations = endpoint.validate(*request);
+  if (!violations.empty()) {
+    errors::ApiError error = errors::ApiError::InvalidRequest(std::move(violations));
+    record.code = static_cast<grpc::StatusCode>(error.code);
+    record.reason = error.reason;
+    NotifyFinished(deps, record, start);
+    reactor->Finish(error.ToGrpcStatus());
+    return reactor;
+  }
+
+  deps.vendor->Call(
+      endpoint.route, endpoint.encode(*request), context->deadline(), record.request_id,
+      [reactor, request, response, &deps, &endpoint, start,
+       record = std::move(record)](upstream::VendorResult result) mutable {
+        record.http_status = result.response.status;
+        grpc::Status status;
+        if (!result.ok()) {
+          record.reason = result.error->reason;
+          status = result.error->ToGrpcStatus();
+        } else if (absl::Status decoded =
+                       endpoint.decode(result.body, *request, response, &record.decode_report);
+                   !decoded.ok()) {
+          response->Clear();  // never a half-filled message
+          errors::ApiError error = errors::ApiError::FromBadVendorBody(
+              *record.route, result.response, errors::kReasonVendorUnexpectedResponse,
+              std::string(decoded.message()));
+          record.reason = error.reason;
+          status = error.ToGrpcStatus();
+        }
+        record.code = status.error_code();
+        NotifyFinished(deps, record, start);
+        reactor->Finish(status);
+      });
+  return reactor;
+}
+
+}  // namespace inspection::services
+
+#endif  // GATEWAY_SERVICES_UNARY_CALL_H_

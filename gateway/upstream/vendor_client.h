@@ -1,0 +1,74 @@
+#ifndef GATEWAY_UPSTREAM_VENDOR_CLIENT_H_
+#define GATEWAY_UPSTREAM_VENDOR_CLIENT_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/time/time.h"
+#include "adapters/http/http_transport.h"
+#include "adapters/vendor/vendor_request.h"
+#include "gateway/errors/api_error.h"
+#include "gateway/routes/route_table.h"
+#include "nlohmann/json.hpp"
+
+namespace inspection::upstream {
+
+// What one vendor call produced: either the parsed JSON of a 2xx answer, or an error
+// ready for the gRPC caller.
+struct VendorResult {
+  std::optional<errors::ApiError> error;
+  nlohmann::json body;           // 2xx: parsed body (null for an empty body)
+  http::HttpResponse response;   // the raw answer, when one arrived
+  bool ok() const { return !error.has_value(); }
+};
+
+using VendorCallback = absl::AnyInvocable<void(VendorResult) &&>;
+
+struct VendorClientOptions {
+  std::string base_url;  // no trailing slash
+  std::string api_key;   // sent as X-API-Key; scrubbed from anything we return
+  // Upper bound on any single attempt (config upstream.timeout_ms); routes with a
+  // longer timeout are clamped to it.
+  std::chrono::milliseconds max_attempt_timeout{30000};
+  // Margin kept from the caller's deadline so that our own answer reaches it.
+  std::chrono::milliseconds deadline_margin{5};
+  std::function<absl::Time()> clock = [] { return absl::Now(); };
+};
+
+// Turns (route, VendorRequest) into one HTTP exchange with the vendor: URL from the
+// route's path template and the percent-encoded parameters, `X-API-Key`,
+// `Content-Type: application/json` with a body, `Accept: application/json`,
+// `X-Request-Id`. The attempt's timeout is the route's, shortened to the caller's
+// deadline; a deadline that has already passed fails with DEADLINE_EXCEEDED
+// without calling the vendor. Non-2xx answers, transport failures and unreadable
+// bodies become ApiErrors with the vendor's body preserved (secrets scrubbed).
+// Thread-safe. `done` runs on the transport's event-loop thread.
+class VendorClient {
+ public:
+  VendorClient(VendorClientOptions options, http::HttpTransport* transport);
+
+  void Call(routes::RouteId route_id, const vendor::VendorRequest& request,
+            std::chrono::system_clock::time_point deadline, const std::string& request_id,
+            VendorCallback done);
+
+  // The full URL a request goes to (exposed for tests and logs; no secrets in it).
+  std::string BuildUrl(const routes::Route& route, const vendor::VendorRequest& request) const;
+
+ private:
+  VendorResult Interpret(const routes::Route& route, http::HttpResult result) const;
+  void Scrub(std::string* text) const;
+
+  const VendorClientOptions options_;
+  http::HttpTransport* const transport_;
+};
+
+// RFC 3986 percent-encoding of everything but unreserved characters.
+std::string PercentEncode(std::string_view text);
+
+}  // namespace inspection::upstream
+
+#endif  // GATEWAY_UPSTREAM_VENDOR_CLIENT_H_

@@ -1,0 +1,111 @@
+#include "gateway/errors/api_error.h"
+
+#include <gtest/gtest.h>
+
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+
+namespace inspection::errors {
+namespace {
+
+TEST(MapHttpStatusToCodeTest, FollowsTheDesignTable) {
+  EXPECT_EQ(MapHttpStatusToCode(400), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MapHttpStatusToCode(422), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MapHttpStatusToCode(401), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(MapHttpStatusToCode(403), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(MapHttpStatusToCode(404), absl::StatusCode::kNotFound);
+  EXPECT_EQ(MapHttpStatusToCode(409), absl::StatusCode::kAborted);
+  EXPECT_EQ(MapHttpStatusToCode(429), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(MapHttpStatusToCode(500), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(MapHttpStatusToCode(503), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(MapHttpStatusToCode(599), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(MapHttpStatusToCode(501), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(MapHttpStatusToCode(408), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(MapHttpStatusToCode(418), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(MapHttpStatusToCode(301), absl::StatusCode::kUnknown);
+}
+
+TEST(MapTransportErrorToCodeTest, TimeoutIsDeadlineAndConnectionsAreUnavailable) {
+  EXPECT_EQ(MapTransportErrorToCode(http::TransportError::kTimeout),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(MapTransportErrorToCode(http::TransportError::kConnect),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(MapTransportErrorToCode(http::TransportError::kReceive),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(MapTransportErrorToCode(http::TransportError::kSend), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(MapTransportErrorToCode(http::TransportError::kOther), absl::StatusCode::kInternal);
+}
+
+TEST(ParseRetryAfterTest, DeltaSeconds) {
+  const absl::Time now = absl::FromUnixSeconds(1700000000);
+  EXPECT_EQ(ParseRetryAfter("120", now), std::chrono::milliseconds(120000));
+  EXPECT_EQ(ParseRetryAfter(" 0 ", now), std::chrono::milliseconds(0));
+  EXPECT_EQ(ParseRetryAfter("-5", now), std::nullopt);
+  EXPECT_EQ(ParseRetryAfter("1.5", now), std::nullopt);
+  EXPECT_EQ(ParseRetryAfter("", now), std::nullopt);
+  EXPECT_EQ(ParseRetryAfter("soon", now), std::nullopt);
+}
+
+TEST(ParseRetryAfterTest, HttpDateForms) {
+  // Sun, 06 Nov 1994 08:49:37 GMT = 784111777.
+  const absl::Time now = absl::FromUnixSeconds(784111777 - 30);
+  EXPECT_EQ(ParseRetryAfter("Sun, 06 Nov 1994 08:49:37 GMT", now),
+            std::chrono::milliseconds(30000));
+  EXPECT_EQ(ParseRetryAfter("Sunday, 06-Nov-94 08:49:37 GMT", now),
+            std::chrono::milliseconds(30000));
+  EXPECT_EQ(ParseRetryAfter("Sun Nov  6 08:49:37 1994", now), std::chrono::milliseconds(30000));
+  // In the past: retry now.
+  EXPECT_EQ(ParseRetryAfter("Sun, 06 Nov 1994 08:49:37 GMT", now + absl::Hours(1)),
+            std::chrono::milliseconds(0));
+}
+
+TEST(ApiErrorTest, ToGrpcStatusPacksEveryDetail) {
+  ApiError error;
+  error.code = absl::StatusCode::kResourceExhausted;
+  error.message = "slow down";
+  error.reason = "VENDOR_HTTP_ERROR";
+  error.metadata["http_status"] = "429";
+  error.violations = {{"urls[1]", "must be an absolute http(s) URL"}};
+  error.retry_delay = std::chrono::milliseconds(2500);
+  grpc::Status status = error.ToGrpcStatus();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(status.error_message(), "slow down");
+
+  google::rpc::Status details;
+  ASSERT_TRUE(details.ParseFromString(status.error_details()));
+  EXPECT_EQ(details.code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  ASSERT_EQ(details.details_size(), 3);
+  google::rpc::ErrorInfo info;
+  ASSERT_TRUE(details.details(0).UnpackTo(&info));
+  EXPECT_EQ(info.reason(), "VENDOR_HTTP_ERROR");
+  EXPECT_EQ(info.domain(), "inspection-gateway");
+  EXPECT_EQ(info.metadata().at("http_status"), "429");
+  google::rpc::BadRequest bad_request;
+  ASSERT_TRUE(details.details(1).UnpackTo(&bad_request));
+  EXPECT_EQ(bad_request.field_violations(0).field(), "urls[1]");
+  google::rpc::RetryInfo retry;
+  ASSERT_TRUE(details.details(2).UnpackTo(&retry));
+  EXPECT_EQ(retry.retry_delay().seconds(), 2);
+  EXPECT_EQ(retry.retry_delay().nanos(), 500000000);
+}
+
+TEST(ApiErrorTest, LongVendorBodiesAreCutAndFlagged) {
+  http::HttpResponse response;
+  response.status = 500;
+  response.body = std::string(kMaxVendorBodyBytes + 100, 'x');
+  ApiError error = ApiError::FromVendorResponse(routes::GetRoute(routes::RouteId::kAssessQuality),
+                                                response, absl::Now());
+  EXPECT_EQ(error.metadata.at("vendor_body").size(), kMaxVendorBodyBytes);
+  EXPECT_EQ(error.metadata.at("vendor_body_truncated"), "true");
+  EXPECT_EQ(error.metadata.at("route"), "assess_quality");
+}
+
+TEST(ApiErrorTest, InvalidRequestNamesTheSingleField) {
+  ApiError error = ApiError::InvalidRequest({{"validity", "must be greater than 0"}});
+  EXPECT_EQ(error.code, absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(error.message.find("validity"), std::string::npos);
+  EXPECT_EQ(error.reason, "INVALID_REQUEST");
+}
+
+}  // namespace
+}  // namespace inspection::errors

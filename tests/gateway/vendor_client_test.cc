@@ -1,0 +1,148 @@
+#include "gateway/upstream/vendor_client.h"
+
+#include <gtest/gtest.h>
+
+namespace inspection::upstream {
+namespace {
+
+// Records requests and answers them synchronously with a scripted result.
+class RecordingTransport : public http::HttpTransport {
+ public:
+  void Send(http::HttpRequest request, http::HttpCallback done) override {
+    requests.push_back(request);
+    std::move(done)(next);
+  }
+  std::vector<http::HttpRequest> requests;
+  http::HttpResult next;
+};
+
+class VendorClientTest : public ::testing::Test {
+ protected:
+  VendorClientTest() : client_(Options(), &transport_) {}
+  static VendorClientOptions Options() {
+    VendorClientOptions options;
+    options.base_url = "https://vendor.example.test";
+    options.api_key = "sekret-key-123";
+    return options;
+  }
+  VendorResult Call(routes::RouteId route, const vendor::VendorRequest& request,
+                    std::chrono::system_clock::time_point deadline =
+                        std::chrono::system_clock::time_point::max()) {
+    VendorResult out;
+    client_.Call(route, request, deadline, "req-1",
+                 [&out](VendorResult result) { out = std::move(result); });
+    return out;
+  }
+  RecordingTransport transport_;
+  VendorClient client_;
+};
+
+TEST_F(VendorClientTest, BuildsUrlWithEncodedPathAndQuery) {
+  vendor::VendorRequest request;
+  request.path_params = {{"inspectionId", "a b/c"}};
+  EXPECT_EQ(client_.BuildUrl(routes::GetRoute(routes::RouteId::kGetDamagesReport), request),
+            "https://vendor.example.test/apiv1/inspection/apiV1_sdk/inspection/damagesReport/"
+            "a%20b%2Fc");
+  vendor::VendorRequest search;
+  search.query = {{"licensePlate", "AB 12&x=1"}, {"page", "2"}};
+  EXPECT_EQ(client_.BuildUrl(routes::GetRoute(routes::RouteId::kSearchInspections), search),
+            "https://vendor.example.test/apiv1/inspection/search?licensePlate=AB%2012%26x%3D1"
+            "&page=2");
+}
+
+TEST_F(VendorClientTest, SendsHeadersBodyAndRouteTimeout) {
+  transport_.next.response.status = 200;
+  transport_.next.response.body = R"({"status": "send"})";
+  vendor::VendorRequest request;
+  request.body = nlohmann::json{{"url", "https://img.example.test/a.jpg"}};
+  VendorResult result = Call(routes::RouteId::kAssessQuality, request);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result.body["status"], "send");
+  ASSERT_EQ(transport_.requests.size(), 1u);
+  const auto& sent = transport_.requests[0];
+  EXPECT_EQ(sent.method, "POST");
+  EXPECT_EQ(sent.url, "https://vendor.example.test/apiV1/quality/image");
+  EXPECT_EQ(sent.body, R"({"url":"https://img.example.test/a.jpg"})");
+  EXPECT_EQ(sent.timeout, routes::GetRoute(routes::RouteId::kAssessQuality).timeout);
+  auto header = [&](const std::string& name) -> std::string {
+    for (const auto& [key, value] : sent.headers) {
+      if (key == name) return value;
+    }
+    return "<missing>";
+  };
+  EXPECT_EQ(header("X-API-Key"), "sekret-key-123");
+  EXPECT_EQ(header("Content-Type"), "application/json");
+  EXPECT_EQ(header("X-Request-Id"), "req-1");
+}
+
+TEST_F(VendorClientTest, GetHasNoBodyAndNoContentType) {
+  transport_.next.response.status = 200;
+  transport_.next.response.body = "{}";
+  VendorResult result = Call(routes::RouteId::kGetWebhookConfig, {});
+  ASSERT_TRUE(result.ok());
+  ASSERT_EQ(transport_.requests.size(), 1u);
+  EXPECT_EQ(transport_.requests[0].method, "GET");
+  EXPECT_TRUE(transport_.requests[0].body.empty());
+  for (const auto& [key, value] : transport_.requests[0].headers) EXPECT_NE(key, "Content-Type");
+}
+
+TEST_F(VendorClientTest, DeadlineShortensTheAttemptTimeout) {
+  transport_.next.response.status = 200;
+  transport_.next.response.body = "{}";
+  Call(routes::RouteId::kSegmentParts, {},
+       std::chrono::system_clock::now() + std::chrono::milliseconds(800));
+  ASSERT_EQ(transport_.requests.size(), 1u);
+  EXPECT_LE(transport_.requests[0].timeout, std::chrono::milliseconds(800));
+  EXPECT_GT(transport_.requests[0].timeout, std::chrono::milliseconds(500));
+}
+
+TEST_F(VendorClientTest, ExpiredDeadlineNeverCallsTheVendor) {
+  VendorResult result = Call(routes::RouteId::kCreateToken, {},
+                             std::chrono::system_clock::now() - std::chrono::milliseconds(1));
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.error->code, absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(result.error->reason, "DEADLINE_TOO_SHORT");
+  EXPECT_TRUE(transport_.requests.empty());
+}
+
+TEST_F(VendorClientTest, EmptyTwoHundredIsNullAndGarbageIsMalformed) {
+  transport_.next.response.status = 204;
+  transport_.next.response.body = "  \n";
+  VendorResult empty = Call(routes::RouteId::kDetectDamage, {});
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty.body.is_null());
+
+  transport_.next.response.status = 200;
+  transport_.next.response.body = "<html>oops</html>";
+  VendorResult garbage = Call(routes::RouteId::kDetectDamage, {});
+  ASSERT_FALSE(garbage.ok());
+  EXPECT_EQ(garbage.error->reason, "VENDOR_MALFORMED_RESPONSE");
+  EXPECT_EQ(garbage.error->metadata.at("vendor_body"), "<html>oops</html>");
+}
+
+TEST_F(VendorClientTest, ScrubsTheApiKeyFromWhatComesBack) {
+  transport_.next.response.status = 401;
+  transport_.next.response.body = R"({"message": "bad key sekret-key-123"})";
+  VendorResult result = Call(routes::RouteId::kGetTokenStatus, {});
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.error->metadata.at("vendor_body"), R"({"message": "bad key [redacted]"})");
+  EXPECT_EQ(result.error->message.find("sekret-key-123"), std::string::npos);
+}
+
+TEST_F(VendorClientTest, TransportFailuresBecomeReasons) {
+  transport_.next.error = http::TransportError::kConnect;
+  transport_.next.error_detail = "Connection refused";
+  VendorResult result = Call(routes::RouteId::kGetTokenStatus, {});
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.error->code, absl::StatusCode::kUnavailable);
+  EXPECT_EQ(result.error->reason, "VENDOR_UNREACHABLE");
+  EXPECT_EQ(result.error->metadata.at("request_sent"), "false");
+
+  transport_.next.error = http::TransportError::kTimeout;
+  result = Call(routes::RouteId::kGetTokenStatus, {});
+  EXPECT_EQ(result.error->code, absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(result.error->reason, "VENDOR_TIMEOUT");
+}
+
+}  // namespace
+}  // namespace inspection::upstream
