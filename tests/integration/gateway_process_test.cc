@@ -1,0 +1,202 @@
+// The real inspection-gateway binary, started as a process: concurrency within a thread
+// budget, health, reflection (through grpcurl), configuration errors, SIGTERM.
+#include <signal.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+
+#include <grpcpp/generic/generic_stub.h>
+
+#include "tests/integration/gateway_fixture.h"
+#include "tests/support/subprocess.h"
+
+namespace inspection::testing {
+namespace {
+
+// A gateway process on free ports in front of a fake vendor.
+class GatewayProcess {
+ public:
+  explicit GatewayProcess(const std::string& upstream_url, std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {GATEWAY_BINARY,
+                                     "--upstream-url=" + upstream_url,
+                                     std::string("--webapp-url=") + kWebappUrl,
+                                     "--grpc-addr=127.0.0.1:0",
+                                     "--webhook-addr=127.0.0.1:0",
+                                     "--admin-addr=127.0.0.1:0"};
+    for (auto& arg : extra) argv.push_back(arg);
+    process_ = std::make_unique<Subprocess>(
+        argv, std::vector<std::string>{std::string("INSPECTION_API_KEY=") + kApiKey});
+    std::string line = process_->WaitForLine(
+        [](const std::string& l) { return l.find("inspection-gateway serving") != l.npos; },
+        std::chrono::seconds(30));
+    if (!line.empty()) {
+      auto json = nlohmann::json::parse(line, nullptr, false);
+      if (!json.is_discarded() && json.contains("grpc_port")) port_ = json["grpc_port"];
+    }
+  }
+  int port() const { return port_; }
+  Subprocess& process() { return *process_; }
+  std::string target() const { return absl::StrCat("127.0.0.1:", port_); }
+
+ private:
+  std::unique_ptr<Subprocess> process_;
+  int port_ = 0;
+};
+
+TEST(GatewayProcessTest, FiveHundredSlowVendorCallsStayWithinSixtyFourThreads) {
+  FakeVendorOptions vendor_options;
+  vendor_options.threads = 600;  // the fake must hold 500 connections at once
+  FakeVendor vendor(vendor_options);
+  ASSERT_TRUE(vendor.Start());
+  ScriptedResponse held;
+  held.kind = ScriptedResponse::Kind::kHold;
+  held.body = R"({"id": "q", "status": 200, "data": []})";
+  vendor.RespondWith(held);
+
+  GatewayProcess gateway(vendor.BaseUrl());
+  ASSERT_GT(gateway.port(), 0) << gateway.process().output();
+  auto channel = grpc::CreateChannel(gateway.target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::ImageService::NewStub(channel);
+
+  constexpr int kCalls = 500;
+  struct Call {
+    grpc::ClientContext context;
+    v1::AssessQualityRequest request;
+    v1::AssessQualityResponse response;
+  };
+  std::vector<std::unique_ptr<Call>> calls;
+  std::mutex mu;
+  std::condition_variable cv;
+  int done = 0;
+  int ok = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    auto call = std::make_unique<Call>();
+    call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    call->request.set_url(absl::StrCat("https://img.example.test/", i, ".jpg"));
+    stub->async()->AssessQuality(&call->context, &call->request, &call->response,
+                                 [&](grpc::Status status) {
+                                   std::lock_guard<std::mutex> lock(mu);
+                                   ++done;
+                                   if (status.ok()) ++ok;
+                                   cv.notify_all();
+                                 });
+    calls.push_back(std::move(call));
+  }
+  // Every call is in flight at the vendor at the same time...
+  ASSERT_TRUE(vendor.WaitForHeld(kCalls, std::chrono::seconds(60)))
+      << "held: " << vendor.HeldCount();
+  // ...and the gateway serves them all without a thread per call.
+  const int threads = gateway.process().ThreadCount();
+  EXPECT_GT(threads, 0);
+  EXPECT_LE(threads, 64) << "gateway threads with " << kCalls << " vendor calls in flight";
+
+  vendor.ReleaseHeld();
+  std::unique_lock<std::mutex> lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return done == kCalls; }));
+  EXPECT_EQ(ok, kCalls);
+  lock.unlock();
+  vendor.Stop();
+}
+
+TEST(GatewayProcessTest, HealthServingAndSigtermStopsCleanly) {
+  FakeVendor vendor;
+  ASSERT_TRUE(vendor.Start());
+  GatewayProcess gateway(vendor.BaseUrl());
+  ASSERT_GT(gateway.port(), 0) << gateway.process().output();
+
+  // grpc.health.v1.Health/Check with an empty HealthCheckRequest (service ""): the
+  // answer is HealthCheckResponse{status: SERVING = 1}, bytes 08 01.
+  auto channel = grpc::CreateChannel(gateway.target(), grpc::InsecureChannelCredentials());
+  grpc::GenericStub generic(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::ByteBuffer request, response;
+  grpc::Slice empty("", 0);
+  request = grpc::ByteBuffer(&empty, 1);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finished = false;
+  grpc::Status status;
+  generic.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                    &response, [&](grpc::Status s) {
+                      std::lock_guard<std::mutex> lock(mu);
+                      status = s;
+                      finished = true;
+                      cv.notify_all();
+                    });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return finished; }));
+  }
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (auto& slice : slices)
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+
+  EXPECT_EQ(gateway.process().Stop(SIGTERM, std::chrono::seconds(20)), 0)
+      << gateway.process().output();
+  EXPECT_NE(gateway.process().output().find("shutting down"), std::string::npos);
+}
+
+TEST(GatewayProcessTest, ReflectionListsEveryServiceThroughGrpcurl) {
+  const char* grpcurl = std::getenv("GRPCURL");
+  ASSERT_NE(grpcurl, nullptr) << "GRPCURL must name the grpcurl binary (make test sets it)";
+  FakeVendor vendor;
+  ASSERT_TRUE(vendor.Start());
+  GatewayProcess gateway(vendor.BaseUrl());
+  ASSERT_GT(gateway.port(), 0) << gateway.process().output();
+  Subprocess list({grpcurl, "-plaintext", gateway.target(), "list"});
+  ASSERT_EQ(list.Wait(std::chrono::seconds(30)), 0) << list.output();
+  for (const char* service : {"inspection.v1.TokenService", "inspection.v1.ImageService",
+                              "inspection.v1.DamageService", "inspection.v1.InspectionService",
+                              "inspection.v1.EventConfigService", "grpc.health.v1.Health"}) {
+    EXPECT_NE(list.output().find(service), std::string::npos) << service << "\n" << list.output();
+  }
+}
+
+TEST(GatewayProcessTest, GrpcurlCallReachesTheVendor) {
+  const char* grpcurl = std::getenv("GRPCURL");
+  ASSERT_NE(grpcurl, nullptr) << "GRPCURL must name the grpcurl binary (make test sets it)";
+  FakeVendor vendor;
+  ASSERT_TRUE(vendor.Start());
+  ScriptedResponse reply;
+  reply.body = R"({"status": "send"})";
+  vendor.RespondWith(reply);
+  GatewayProcess gateway(vendor.BaseUrl());
+  ASSERT_GT(gateway.port(), 0) << gateway.process().output();
+  Subprocess call({grpcurl, "-plaintext", "-d",
+                   R"({"event_name": "EVENT_NAME_CREATE_REPORT", "inspection_id": "insp_1"})",
+                   gateway.target(), "inspection.v1.EventConfigService/TestWebhook"});
+  ASSERT_EQ(call.Wait(std::chrono::seconds(30)), 0) << call.output();
+  EXPECT_NE(call.output().find(R"("status": "send")"), std::string::npos) << call.output();
+  ASSERT_EQ(vendor.RequestCount(), 1u);
+  EXPECT_EQ(vendor.Requests()[0].query, "eventName=createReport&inspectionId=insp_1");
+}
+
+TEST(GatewayProcessTest, BadConfigExitsNonZeroNamingTheKey) {
+  Subprocess bad({GATEWAY_BINARY, "--upstream-url=not a url", "--webapp-url=https://w.test"},
+                 {std::string("INSPECTION_API_KEY=") + kApiKey});
+  EXPECT_NE(bad.Wait(std::chrono::seconds(20)), 0);
+  EXPECT_NE(bad.output().find("upstream_url"), std::string::npos) << bad.output();
+  EXPECT_EQ(bad.output().find(kApiKey), std::string::npos);
+
+  Subprocess unknown({GATEWAY_BINARY, "--upstream-url=https://v.test",
+                      "--webapp-url=https://w.test", "--retries=3"},
+                     {std::string("INSPECTION_API_KEY=") + kApiKey});
+  EXPECT_NE(unknown.Wait(std::chrono::seconds(20)), 0);
+  EXPECT_NE(unknown.output().find("retries"), std::string::npos) << unknown.output();
+
+  Subprocess no_key(
+      {GATEWAY_BINARY, "--upstream-url=https://v.test", "--webapp-url=https://w.test"},
+      {"INSPECTION_API_KEY="});
+  EXPECT_NE(no_key.Wait(std::chrono::seconds(20)), 0);
+  EXPECT_NE(no_key.output().find("api_key"), std::string::npos) << no_key.output();
+}
+
+}  // namespace
+}  // namespace inspection::testing
