@@ -226,10 +226,11 @@ const std::vector<KeySpec>& Keys() {
           "Listen address of the gRPC server."),
       StringKey(
           "webhook_addr", [](auto& c) -> auto& { return c.webhook_addr; }, HostPort, "HOST:PORT",
-          "Listen address of the webhook receiver (HTTP)."),
+          "Listen address of the webhook receiver (HTTP). Reserved: validated, not served yet."),
       StringKey(
           "admin_addr", [](auto& c) -> auto& { return c.admin_addr; }, HostPort, "HOST:PORT",
-          "Listen address of the admin endpoint (metrics, health)."),
+          "Listen address of the admin endpoint (metrics, health). Reserved: validated, not served "
+          "yet."),
       IntegerKey(
           "upstream.timeout_ms", [](auto& c) -> auto& { return c.upstream.timeout; }, 1, kDayMs,
           "MS",
@@ -265,7 +266,8 @@ const std::vector<KeySpec>& Keys() {
           "damage.inspection_id_pointers",
           [](auto& c) -> auto& { return c.damage.inspection_id_pointers; }, CheckJsonPointer,
           "POINTER,...",
-          "RFC 6901 JSON pointers tried in order to find the inspection id in a damage webhook."),
+          "RFC 6901 JSON pointers tried in order to find the inspection id in the DetectDamage "
+          "response (the spec does not show its shape)."),
       IntegerKey(
           "search.max_limit", [](auto& c) -> auto& { return c.search.max_limit; }, 1, kMaxInt, "N",
           "Largest page size a search may request."),

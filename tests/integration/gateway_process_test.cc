@@ -91,6 +91,8 @@ TEST(GatewayProcessTest, FiveHundredSlowVendorCallsStayWithinSixtyFourThreads) {
   const int threads = gateway.process().ThreadCount();
   EXPECT_GT(threads, 0);
   EXPECT_LE(threads, 64) << "gateway threads with " << kCalls << " vendor calls in flight";
+  ::testing::Test::RecordProperty("gateway_threads_with_500_in_flight", threads);
+  std::cout << "gateway threads with " << kCalls << " vendor calls in flight: " << threads << "\n";
 
   vendor.ReleaseHeld();
   std::unique_lock<std::mutex> lock(mu);

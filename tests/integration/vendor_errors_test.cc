@@ -25,6 +25,9 @@ struct HttpCase {
   int http_status;
   grpc::StatusCode code;
 };
+void PrintTo(const HttpCase& c, std::ostream* os) {
+  *os << "HTTP " << c.http_status << " -> gRPC " << static_cast<int>(c.code);
+}
 
 class HttpStatusMappingTest : public VendorErrorsTest,
                               public ::testing::WithParamInterface<HttpCase> {};

@@ -1,0 +1,103 @@
+// Every `grpcurl` command of README.md, run as printed (but for the address) against a
+// gateway in front of a fake vendor that answers each endpoint with a spec-shaped body.
+#include <fstream>
+#include <set>
+
+#include "tests/integration/gateway_fixture.h"
+#include "tests/support/subprocess.h"
+
+namespace inspection::testing {
+namespace {
+
+// Splits a shell command line on spaces, honouring single quotes (all the README uses).
+std::vector<std::string> ShellWords(const std::string& line) {
+  std::vector<std::string> words;
+  std::string word;
+  bool quoted = false, in_word = false;
+  for (char c : line) {
+    if (c == '\'') {
+      quoted = !quoted;
+      in_word = true;
+    } else if (c == ' ' && !quoted) {
+      if (in_word) words.push_back(word);
+      word.clear();
+      in_word = false;
+    } else {
+      word.push_back(c);
+      in_word = true;
+    }
+  }
+  if (in_word) words.push_back(word);
+  return words;
+}
+
+std::string BodyFor(const RecordedRequest& request) {
+  const std::string& path = request.path;
+  if (path == "/apiV1/tokenmanager/token")
+    return R"({"token": {"uid": "Zx81kQ", "tradeinStatus": 0}, "webApiVersion": "v2.5"})";
+  if (path == "/apiV1/tokenmanager/test")
+    return R"({"token": {"uid": "Zx81kQ", "tradeinStatus": 1}, "webApiVersion": "v2"})";
+  if (path == "/apiV1/remarketing/removeBackground")
+    return R"({"id": "rb", "path": "https://cdn.example.com/rb.jpg", "status": "success"})";
+  if (path == "/apiV1/quality/image/list" || path == "/apiV1/quality/image")
+    return R"({"id": "q", "status": 200, "data": []})";
+  if (path == "/apiV1/damage/vehicle") return R"({"inspectionId": "insp_1"})";
+  if (path == "/apiv1/inspection/search")
+    return R"({"data": [], "paginationInfo": {"totalInspections": 0, "totalPages": 0,
+               "currentPage": 1, "range": "0-0"}})";
+  if (path == "/apiV1/eventmanager/configwebhook")
+    return R"({"webhookHeaderKey": "change-me", "webhookUrl": null,
+               "webhookUrlV2": "https://gateway.example.com/webhooks/v2"})";
+  if (path == "/apiV1/eventmanager/configevent")
+    return R"({"eventName": "createReport", "webhook": true})";
+  return "{}";
+}
+
+TEST(ReadmeExamplesTest, EveryGrpcurlCommandWorksAsPrinted) {
+  const char* grpcurl = std::getenv("GRPCURL");
+  ASSERT_NE(grpcurl, nullptr) << "GRPCURL must name the grpcurl binary (make test sets it)";
+  std::ifstream readme(std::string(SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(readme.good());
+  std::vector<std::string> commands;
+  for (std::string line; std::getline(readme, line);) {
+    if (line.rfind("grpcurl ", 0) == 0) commands.push_back(line);
+  }
+  ASSERT_GE(commands.size(), 5u);
+
+  FakeVendor vendor;
+  ASSERT_TRUE(vendor.Start());
+  vendor.SetHandler([](const RecordedRequest& request) {
+    ScriptedResponse response;
+    response.body = BodyFor(request);
+    return response;
+  });
+  server::GatewayServerOptions options;
+  options.grpc_addr = "127.0.0.1:0";
+  options.vendor.base_url = vendor.BaseUrl();
+  options.vendor.api_key = kApiKey;
+  options.webapp_url = kWebappUrl;
+  auto gateway = server::GatewayServer::Start(std::move(options));
+  ASSERT_TRUE(gateway.ok()) << gateway.status();
+  const std::string target = absl::StrCat("127.0.0.1:", (*gateway)->grpc_port());
+
+  std::set<std::string> services;
+  for (const std::string& command : commands) {
+    std::vector<std::string> words = ShellWords(command);
+    words[0] = grpcurl;
+    for (auto& word : words) {
+      if (word == "localhost:50051") word = target;
+      if (word.rfind("inspection.v1.", 0) == 0) services.insert(word.substr(0, word.find('/')));
+    }
+    const size_t before = vendor.RequestCount();
+    Subprocess run(words);
+    EXPECT_EQ(run.Wait(std::chrono::seconds(30)), 0) << command << "\n" << run.output();
+    EXPECT_EQ(vendor.RequestCount(), before + 1) << "no vendor call for: " << command;
+  }
+  EXPECT_EQ(services,
+            (std::set<std::string>{"inspection.v1.TokenService", "inspection.v1.ImageService",
+                                   "inspection.v1.DamageService", "inspection.v1.InspectionService",
+                                   "inspection.v1.EventConfigService"}));
+}
+
+}  // namespace
+}  // namespace inspection::testing
