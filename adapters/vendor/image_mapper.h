@@ -22,8 +22,7 @@ absl::Status DecodeRemoveBackgroundResponse(const nlohmann::json& body,
 // capitalised reason keys (`Dark`) decode into the same fields as `dark`.
 VendorRequest EncodeAssessQualityRequest(const v1::AssessQualityRequest& request);
 absl::Status DecodeAssessQualityResponse(const nlohmann::json& body,
-                                         v1::AssessQualityResponse* response,
-                                         DecodeReport* report);
+                                         v1::AssessQualityResponse* response, DecodeReport* report);
 VendorRequest EncodeAssessQualityBatchRequest(const v1::AssessQualityBatchRequest& request);
 absl::Status DecodeAssessQualityBatchResponse(const nlohmann::json& body,
                                               v1::AssessQualityBatchResponse* response,

@@ -32,8 +32,7 @@ absl::Status DecodeGetTokenStatusResponse(const nlohmann::json& body,
 // `<uid>-pwa`.
 std::string DeviceIdForUid(std::string_view uid);
 // `{webapp_url}/<locale>/services/<uid>`.
-std::string CustomerUrl(std::string_view webapp_url, std::string_view locale,
-                        std::string_view uid);
+std::string CustomerUrl(std::string_view webapp_url, std::string_view locale, std::string_view uid);
 // The vendor spelling of a locale (`nl-BE`), empty for LOCALE_UNSPECIFIED.
 std::string LocaleCode(v1::Locale locale);
 

@@ -59,7 +59,8 @@ absl::StatusCode MapTransportErrorToCode(http::TransportError error) {
 }
 
 std::optional<std::chrono::milliseconds> ParseRetryAfter(std::string_view value, absl::Time now) {
-  absl::string_view trimmed = absl::StripAsciiWhitespace(absl::string_view(value.data(), value.size()));
+  absl::string_view trimmed =
+      absl::StripAsciiWhitespace(absl::string_view(value.data(), value.size()));
   if (trimmed.empty()) return std::nullopt;
   bool all_digits = true;
   for (char c : trimmed) all_digits = all_digits && std::isdigit(static_cast<unsigned char>(c));
@@ -119,11 +120,11 @@ ApiError ApiError::InvalidRequest(validation::Violations violations) {
   ApiError error;
   error.code = absl::StatusCode::kInvalidArgument;
   error.reason = std::string(kReasonInvalidRequest);
-  error.message = violations.size() == 1
-                      ? absl::StrCat("invalid request: ", violations[0].field, ": ",
-                                     violations[0].description)
-                      : absl::StrCat("invalid request: ", violations.size(),
-                                     " field violations (see BadRequest details)");
+  error.message =
+      violations.size() == 1
+          ? absl::StrCat("invalid request: ", violations[0].field, ": ", violations[0].description)
+          : absl::StrCat("invalid request: ", violations.size(),
+                         " field violations (see BadRequest details)");
   error.violations = std::move(violations);
   return error;
 }
@@ -213,9 +214,8 @@ ApiError ApiError::FromTransport(const routes::Route& route, const http::HttpRes
   return error;
 }
 
-ApiError ApiError::FromBadVendorBody(const routes::Route& route,
-                                     const http::HttpResponse& response, std::string_view reason,
-                                     std::string_view detail) {
+ApiError ApiError::FromBadVendorBody(const routes::Route& route, const http::HttpResponse& response,
+                                     std::string_view reason, std::string_view detail) {
   ApiError error;
   // The vendor said 2xx but we cannot read it. Most often a truncated or garbled
   // answer, which a later call may not repeat: UNAVAILABLE tells the caller it may

@@ -52,9 +52,9 @@ std::optional<std::chrono::milliseconds> ParseRetryAfter(std::string_view value,
 struct ApiError {
   absl::StatusCode code = absl::StatusCode::kInternal;
   std::string message;
-  std::string reason;                          // ErrorInfo.reason
-  std::map<std::string, std::string> metadata;  // ErrorInfo.metadata
-  validation::Violations violations;            // BadRequest.field_violations
+  std::string reason;                                    // ErrorInfo.reason
+  std::map<std::string, std::string> metadata;           // ErrorInfo.metadata
+  validation::Violations violations;                     // BadRequest.field_violations
   std::optional<std::chrono::milliseconds> retry_delay;  // RetryInfo.retry_delay
 
   // grpc::Status whose binary details are a google.rpc.Status holding the details.
@@ -63,15 +63,14 @@ struct ApiError {
   static ApiError InvalidRequest(validation::Violations violations);
   // A non-2xx vendor answer. The body (already scrubbed of secrets by the caller)
   // is preserved in metadata; Retry-After becomes RetryInfo.
-  static ApiError FromVendorResponse(const routes::Route& route,
-                                     const http::HttpResponse& response, absl::Time now);
+  static ApiError FromVendorResponse(const routes::Route& route, const http::HttpResponse& response,
+                                     absl::Time now);
   static ApiError FromTransport(const routes::Route& route, const http::HttpResult& result);
   // A 2xx answer whose body is not the JSON we can read: `reason` is
   // kReasonVendorMalformedResponse (not JSON, truncated) or
   // kReasonVendorUnexpectedResponse (JSON of the wrong shape).
-  static ApiError FromBadVendorBody(const routes::Route& route,
-                                    const http::HttpResponse& response, std::string_view reason,
-                                    std::string_view detail);
+  static ApiError FromBadVendorBody(const routes::Route& route, const http::HttpResponse& response,
+                                    std::string_view reason, std::string_view detail);
 };
 
 }  // namespace inspection::errors

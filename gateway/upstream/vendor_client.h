@@ -21,8 +21,8 @@ namespace inspection::upstream {
 // ready for the gRPC caller.
 struct VendorResult {
   std::optional<errors::ApiError> error;
-  nlohmann::json body;           // 2xx: parsed body (null for an empty body)
-  http::HttpResponse response;   // the raw answer, when one arrived
+  nlohmann::json body;          // 2xx: parsed body (null for an empty body)
+  http::HttpResponse response;  // the raw answer, when one arrived
   bool ok() const { return !error.has_value(); }
 };
 
