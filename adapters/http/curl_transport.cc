@@ -297,6 +297,9 @@ void CurlTransport::Prepare(Exchange& exchange) const {
   curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(options_.connect_timeout.count()));
   curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(request.timeout.count()));
+  // libcurl re-sends a request once, on its own, when a reused connection dies before any
+  // answer byte; only a fresh connection rules that out for non-idempotent requests.
+  curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, request.reuse_connection ? 0L : 1L);
   curl_easy_setopt(easy, CURLOPT_USERAGENT, options_.user_agent.c_str());
   if (options_.http2) {
     // HTTP/2 only where ALPN can negotiate it (https); http:// stays HTTP/1.1.

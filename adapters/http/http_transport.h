@@ -19,6 +19,11 @@ struct HttpRequest {
   std::string body;  // sent only when non-empty
   // Whole-exchange timeout (connect + send + receive). Must be > 0.
   std::chrono::milliseconds timeout{10000};
+  // false: send on a new connection. A client that reuses a keep-alive connection may
+  // silently send the request again when that connection turns out dead (libcurl does,
+  // once); a request that must never be sent twice (token creation, damage submission)
+  // therefore asks for a fresh connection.
+  bool reuse_connection = true;
 };
 
 struct HttpResponse {

@@ -75,12 +75,16 @@ void VendorClient::Call(routes::RouteId route_id, const vendor::VendorRequest& r
   http_request.method = std::string(routes::HttpMethodName(route.http_method));
   http_request.url = BuildUrl(route, request);
   http_request.timeout = timeout;
+  // Never risk a silent re-send of a request that creates something at the vendor.
+  http_request.reuse_connection = route.idempotency != routes::Idempotency::kNonIdempotent;
   http_request.headers.emplace_back("X-API-Key", options_.api_key);
   http_request.headers.emplace_back("Accept", "application/json");
   if (!request_id.empty()) http_request.headers.emplace_back("X-Request-Id", request_id);
   if (request.body.has_value()) {
     http_request.headers.emplace_back("Content-Type", "application/json");
-    http_request.body = request.body->dump();
+    // replace, not throw: a body must never abort the call on a bad byte.
+    http_request.body =
+        request.body->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   transport_->Send(std::move(http_request),
                    [this, &route, done = std::move(done)](http::HttpResult result) mutable {

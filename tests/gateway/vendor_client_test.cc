@@ -75,6 +75,22 @@ TEST_F(VendorClientTest, SendsHeadersBodyAndRouteTimeout) {
   EXPECT_EQ(header("X-Request-Id"), "req-1");
 }
 
+TEST_F(VendorClientTest, NonIdempotentRoutesNeverReuseAConnection) {
+  transport_.next.response.status = 200;
+  transport_.next.response.body = "{}";
+  Call(routes::RouteId::kCreateToken, {});
+  Call(routes::RouteId::kDetectDamage, {});
+  Call(routes::RouteId::kTestWebhook, {});
+  Call(routes::RouteId::kGetTokenStatus, {});
+  Call(routes::RouteId::kUpdateEventConfig, {});
+  ASSERT_EQ(transport_.requests.size(), 5u);
+  EXPECT_FALSE(transport_.requests[0].reuse_connection);
+  EXPECT_FALSE(transport_.requests[1].reuse_connection);
+  EXPECT_FALSE(transport_.requests[2].reuse_connection);
+  EXPECT_TRUE(transport_.requests[3].reuse_connection);
+  EXPECT_TRUE(transport_.requests[4].reuse_connection);
+}
+
 TEST_F(VendorClientTest, GetHasNoBodyAndNoContentType) {
   transport_.next.response.status = 200;
   transport_.next.response.body = "{}";
