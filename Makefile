@@ -1,4 +1,4 @@
-# The two commands a user needs: `make run` (later) and `make test`.
+# The two commands a user needs: `make run` and `make test`.
 BUILD_DIR ?= build
 BUILD_TYPE ?= Release
 TOOLS := $(CURDIR)/.tools/bin
@@ -7,7 +7,7 @@ export PATH := $(TOOLS):$(PATH)
 export GRPCURL := $(TOOLS)/grpcurl
 SOURCES = $(shell git ls-files '*.h' '*.cc' 2>/dev/null)
 
-.PHONY: deps configure build test unit integration format format-check lint-proto clean
+.PHONY: deps configure build run test format format-check lint-proto clean
 
 deps:
 	@scripts/install-deps.sh
@@ -17,6 +17,11 @@ configure: deps
 
 build: configure
 	@cmake --build $(BUILD_DIR)
+
+# Installs what is missing, builds, and runs the gateway with the embedded sandbox as its
+# upstream; prints ready-to-paste grpcurl commands. Ctrl-C stops it.
+run: build
+	@$(BUILD_DIR)/inspection-gateway --sandbox $(RUN_ARGS)
 
 # Installs what is missing, builds, checks formatting and the proto lint, runs every test.
 test: build format-check lint-proto

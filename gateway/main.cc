@@ -1,6 +1,7 @@
 // inspection-gateway: gRPC in front of the vehicle-inspection vendor's REST API.
 // Reads the configuration, starts the server, waits for SIGTERM/SIGINT, drains.
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 
 #include "absl/time/time.h"
@@ -8,6 +9,7 @@
 #include "gateway/logging/log.h"
 #include "gateway/server/gateway_server.h"
 #include "gateway/server/rpc_log_observer.h"
+#include "gateway/server/sandbox_mode.h"
 
 namespace {
 
@@ -78,6 +80,18 @@ int main(int argc, char** argv) {
   logger.SetLevel(config->log.level);
   inspection::config::RegisterSecrets(*config, logger);
 
+  // --sandbox: the vendor emulator runs in this process and becomes the upstream.
+  std::unique_ptr<inspection::sandbox::SandboxServer> sandbox;
+  if (config->sandbox) {
+    auto started = inspection::server::StartEmbeddedSandbox(*config);
+    if (!started.ok()) {
+      logger.Error("sandbox start-up failed", {{"error", std::string(started.status().message())}});
+      return 1;
+    }
+    sandbox = std::move(*started);
+    inspection::config::RegisterSecrets(*config, logger);
+  }
+
   inspection::server::RpcLogObserver observer(logger);
   auto options = ServerOptions(*config);
   options.observer = &observer;
@@ -93,12 +107,23 @@ int main(int argc, char** argv) {
                {"config", inspection::config::DumpConfig(
                               *config, inspection::config::DumpFormat::kSingleLine)}});
 
+  if (sandbox != nullptr) {
+    inspection::server::PointSandboxWebhooksAtGateway(*config, *sandbox);
+    // `make run` passes the grpcurl it installed; otherwise assume it is on the PATH.
+    const char* grpcurl = std::getenv("GRPCURL");
+    std::cout << inspection::server::SandboxWelcome(
+                     *config, *sandbox, (*server)->grpc_port(),
+                     grpcurl != nullptr && *grpcurl != '\0' ? grpcurl : "grpcurl")
+              << std::flush;
+  }
+
   int signal_number = 0;
   sigwait(&signals, &signal_number);
   const auto grace = std::chrono::milliseconds(absl::ToInt64Milliseconds(config->shutdown.grace));
   logger.Info("shutting down",
               {{"signal", signal_number}, {"grace_ms", static_cast<int64_t>(grace.count())}});
   (*server)->Shutdown(grace);
+  if (sandbox != nullptr) sandbox->Stop();
   logger.Info("stopped");
   return 0;
 }

@@ -38,4 +38,13 @@ if [ ! -x "$tools/bin/grpcurl" ]; then
   GOBIN="$tools/bin" GOFLAGS=-mod=mod go install "github.com/fullstorydev/grpcurl/cmd/grpcurl@$GRPCURL_VERSION"
 fi
 
+# --- Python gRPC client for the end-to-end tests (PyPI), pinned, in a venv ---
+GRPCIO_VERSION=1.66.2
+if ! "$tools/venv/bin/python" -c "import grpc, grpc_tools; assert grpc.__version__ == '$GRPCIO_VERSION'" 2>/dev/null; then
+  echo "install-deps: pip install grpcio grpcio-tools==$GRPCIO_VERSION (venv .tools/venv)"
+  python3 -m venv "$tools/venv"
+  "$tools/venv/bin/pip" install --quiet --disable-pip-version-check \
+    "grpcio==$GRPCIO_VERSION" "grpcio-tools==$GRPCIO_VERSION"
+fi
+
 echo "install-deps: ok"

@@ -38,7 +38,7 @@ constexpr std::int64_t kDayMs = 24 * 60 * 60 * 1000;
 
 // The JSON type a key takes in the config file. Env and flag text is converted to it first, so
 // one `store` function validates a value whatever its source.
-enum class ValueKind { kString, kInteger, kStringList };
+enum class ValueKind { kString, kInteger, kStringList, kBool };
 
 // "upstream.timeout_ms" -> "upstream-timeout-ms" (the flag, without "--").
 std::string FlagName(absl::string_view key) {
@@ -205,9 +205,25 @@ KeySpec StringListKey(std::string key, Access access, ElementCheck check, std::s
   return spec;
 }
 
+// A boolean; as a flag, `--name` alone means true.
+template <typename Access>
+KeySpec BoolKey(std::string key, Access access, std::string help) {
+  KeySpec spec = MakeSpec(std::move(key), ValueKind::kBool, "true|false", std::move(help));
+  spec.store = [access](const json& value, GatewayConfig& config) -> absl::Status {
+    access(config) = value.get<bool>();
+    return absl::OkStatus();
+  };
+  spec.show = [access](const GatewayConfig& config) { return ordered_json(access(config)); };
+  return spec;
+}
+
 // Every setting. Rows are in --help order; the dump follows it too.
 const std::vector<KeySpec>& Keys() {
   static const std::vector<KeySpec>* const keys = new std::vector<KeySpec>{
+      BoolKey(
+          "sandbox", [](auto& c) -> auto& { return c.sandbox; },
+          "Run the vendor sandbox in-process and use it as the upstream: upstream_url, "
+          "webapp_url and the API key are then not needed (and upstream_url must not be set)."),
       StringKey(
           "upstream_url", [](auto& c) -> auto& { return c.upstream_url; }, NormalizeBaseUrl, "URL",
           "Base URL of the vendor REST API (absolute http(s); a trailing '/' is dropped).",
@@ -353,6 +369,8 @@ absl::string_view KindName(ValueKind kind) {
       return "integer";
     case ValueKind::kStringList:
       return "array of strings";
+    case ValueKind::kBool:
+      return "boolean";
   }
   return "value";
 }
@@ -363,6 +381,8 @@ bool HasKind(const json& value, ValueKind kind) {
       return value.is_string();
     case ValueKind::kInteger:
       return value.is_number_integer();
+    case ValueKind::kBool:
+      return value.is_boolean();
     case ValueKind::kStringList:
       if (!value.is_array()) return false;
       for (const json& item : value) {
@@ -410,6 +430,11 @@ absl::StatusOr<json> FromText(ValueKind kind, const std::string& text) {
         return absl::InvalidArgumentError(absl::StrCat("expected integer, got \"", text, "\""));
       }
       return json(number);
+    }
+    case ValueKind::kBool: {
+      if (text == "true" || text == "1") return json(true);
+      if (text == "false" || text == "0") return json(false);
+      return absl::InvalidArgumentError(absl::StrCat("expected true or false, got \"", text, "\""));
     }
     case ValueKind::kStringList: {
       const absl::string_view trimmed = absl::StripAsciiWhitespace(text);
@@ -620,6 +645,7 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
       spec = FindFlag(name);
       if (spec == nullptr) return UnknownFlag(name);
     }
+    if (!value && spec != nullptr && spec->kind == ValueKind::kBool) value = "true";
     if (!value) {
       if (i + 1 >= args.size() || absl::StartsWith(args[i + 1], "--")) {
         return absl::InvalidArgumentError(absl::StrCat("flag --", name, " needs a value (--", name,
@@ -685,6 +711,15 @@ absl::Status ResolveSecret(const SecretSpec& spec, const EnvLookup& getenv, Gate
 }
 
 absl::Status CheckRequired(const GatewayConfig& config) {
+  if (config.sandbox) {
+    // The embedded sandbox supplies the upstream and the web application address; a
+    // configured upstream next to it is a mistake worth stopping for.
+    if (!config.upstream_url.empty()) {
+      return absl::InvalidArgumentError(
+          "`upstream_url` and `sandbox` exclude each other: the sandbox is the upstream");
+    }
+    return absl::OkStatus();
+  }
   for (const KeySpec& spec : Keys()) {
     if (spec.required && spec.show(config) == ordered_json("")) {
       return absl::InvalidArgumentError(absl::StrCat("missing required `", spec.key,
@@ -771,6 +806,11 @@ absl::StatusOr<GatewayConfig> LoadConfig(const std::vector<std::string>& args,
   }
   if (absl::Status status = CheckRequired(config); !status.ok()) return status;
   for (const SecretSpec& secret : Secrets()) {
+    // In sandbox mode a secret nobody configured is fine: the sandbox's own key is used.
+    if (config.sandbox && (config.*secret.file_path).empty()) {
+      std::optional<std::string> env = getenv(secret.env);
+      if (!env || env->empty()) continue;
+    }
     absl::Status status = ResolveSecret(secret, getenv, config);
     if (!status.ok()) return status;
   }

@@ -102,6 +102,9 @@ struct ShutdownOptions {
 
 // The validated configuration. Copyable; read-only after LoadConfig returns it.
 struct GatewayConfig {
+  // sandbox (default false, flag --sandbox): run the vendor emulator in-process as the
+  // upstream; upstream_url, webapp_url and the API key then come from it.
+  bool sandbox = false;
   // upstream_url (required; --upstream-url): base URL of the vendor REST API, absolute
   // http(s), stored without a trailing '/'.
   std::string upstream_url;

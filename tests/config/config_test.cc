@@ -668,3 +668,56 @@ TEST_F(ConfigTest, RegisterSecretsRedactsApiKeyInLogs) {
 
 }  // namespace
 }  // namespace inspection::config
+
+namespace inspection::config {
+namespace {
+
+class SandboxConfigTest : public ConfigTest {};
+
+TEST_F(SandboxConfigTest, SandboxAloneNeedsNoUpstreamNoWebappNoKey) {
+  env_.clear();
+  absl::StatusOr<GatewayConfig> config =
+      LoadConfig({"--sandbox", "--grpc-addr", "127.0.0.1:0"}, Env());
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->sandbox);
+  EXPECT_EQ(config->grpc_addr, "127.0.0.1:0");  // `--sandbox` did not swallow the next flag
+  EXPECT_TRUE(config->api_key.empty());
+  EXPECT_TRUE(config->upstream_url.empty());
+}
+
+TEST_F(SandboxConfigTest, SandboxFromFileAndEnvAndExplicitFalse) {
+  env_.clear();
+  const std::string path = dir_.Write("sandbox.json", R"({"sandbox": true})");
+  absl::StatusOr<GatewayConfig> config = LoadConfig({"--config=" + path}, Env());
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->sandbox);
+
+  env_["INSPECTION_SANDBOX"] = "true";
+  config = LoadConfig({"--sandbox=false"}, Env());
+  ASSERT_FALSE(config.ok());  // the flag wins, and without the sandbox an upstream is required
+  EXPECT_NE(config.status().message().find("upstream_url"), std::string::npos);
+}
+
+TEST_F(SandboxConfigTest, SandboxAndUpstreamExcludeEachOther) {
+  absl::StatusOr<GatewayConfig> config = Load({"--sandbox"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("upstream_url"), std::string::npos);
+  EXPECT_NE(config.status().message().find("sandbox"), std::string::npos);
+}
+
+TEST_F(SandboxConfigTest, BadBooleanNamesTheKey) {
+  env_.clear();
+  absl::StatusOr<GatewayConfig> config = LoadConfig({"--sandbox=yes"}, Env());
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("`sandbox`"), std::string::npos)
+      << config.status().message();
+}
+
+TEST_F(SandboxConfigTest, AConfiguredKeyIsStillUsedInSandboxMode) {
+  absl::StatusOr<GatewayConfig> config = LoadConfig({"--sandbox"}, Env());
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->api_key.Reveal(), kApiKey);
+}
+
+}  // namespace
+}  // namespace inspection::config

@@ -1,0 +1,37 @@
+#ifndef GATEWAY_SERVER_SANDBOX_MODE_H_
+#define GATEWAY_SERVER_SANDBOX_MODE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "gateway/config/config.h"
+#include "sandbox/emulator/sandbox_server.h"
+
+namespace inspection::server {
+
+// `inspection-gateway --sandbox`: starts the vendor emulator in-process on a free
+// loopback port and fills `config` from it (upstream_url, webapp_url, and the API key
+// when none was configured).
+absl::StatusOr<std::unique_ptr<sandbox::SandboxServer>> StartEmbeddedSandbox(
+    config::GatewayConfig& config);
+
+// The gateway's own webhook endpoint as the sandbox should call it
+// (`http://<webhook_addr host, 0.0.0.0 -> 127.0.0.1>:<port>/webhooks/v2`).
+std::string GatewayWebhookUrl(const config::GatewayConfig& config);
+
+// Points the sandbox's webhook config at the gateway's webhook endpoint and enables
+// every event, as an operator would with UpdateWebhookConfig/UpdateEventConfig.
+void PointSandboxWebhooksAtGateway(const config::GatewayConfig& config,
+                                   sandbox::SandboxServer& sandbox);
+
+// The text printed once serving: where things are, and ready-to-paste grpcurl commands
+// for a token, a quality check, a damage detection and a search, plus the admin calls
+// that play the customer. `grpcurl` is the command printed (a full path when the tool is
+// not on the user's PATH, as after `make run`).
+std::string SandboxWelcome(const config::GatewayConfig& config, sandbox::SandboxServer& sandbox,
+                           int grpc_port, const std::string& grpcurl);
+
+}  // namespace inspection::server
+
+#endif  // GATEWAY_SERVER_SANDBOX_MODE_H_

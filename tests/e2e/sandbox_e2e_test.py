@@ -1,0 +1,447 @@
+#!/usr/bin/env python3
+"""End-to-end: real inspection-sandbox and inspection-gateway processes on free ports.
+
+Every RPC is called through an independent Python grpcio client and through grpcurl; a
+token is walked through statuses 0..6 with the sandbox's admin API and observed with
+GetTokenStatus; a damage detection's webhooks reach an HTTP receiver with the right
+x-api-key header, in order, and are retried after injected failures.
+
+Run by ctest (see CMakeLists.txt) with the venv from scripts/install-deps.sh:
+  sandbox_e2e_test.py --gateway BIN --sandbox BIN --grpcurl BIN --proto-dir DIR
+"""
+
+import argparse
+import http.server
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.request
+
+ARGS = None
+WEBHOOK_KEY = "e2e-webhook-key-5b21"
+
+
+def field(message, name):
+    """A field of grpcurl's JSON output by its proto name; grpcurl prints proto names,
+    other tools lowerCamel, so both spellings are accepted."""
+    camel = name.split("_")[0] + "".join(w.title() for w in name.split("_")[1:])
+    return message[name] if name in message else message[camel]
+
+
+def wait_for(predicate, timeout, what):
+    """Waits for predicate() with a deadline: short, growing pauses between checks (the
+    conditions live in other processes, so there is nothing to block on)."""
+    deadline = time.monotonic() + timeout
+    pause = 0.005
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class Process:
+    """A child process whose output is read on a thread; stopped by its pid."""
+
+    def __init__(self, argv, env=None):
+        self.lines = []
+        self.cond = threading.Condition()
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, **(env or {})), text=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self.cond:
+                self.lines.append(line.rstrip("\n"))
+                self.cond.notify_all()
+        with self.cond:
+            self.cond.notify_all()
+
+    def wait_json_line(self, needle, timeout=30):
+        """The first JSON line whose text contains `needle`, parsed."""
+        def find():
+            for line in self.lines:
+                if needle in line:
+                    try:
+                        return json.loads(line)
+                    except ValueError:
+                        continue
+            return None
+        with self.cond:
+            found = self.cond.wait_for(lambda: find() or self.proc.poll() is not None, timeout)
+            result = find()
+        if not result:
+            raise AssertionError(f"no '{needle}' line (exit {self.proc.poll()}):\n" +
+                                 "\n".join(self.lines[-30:]))
+        return result
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=20)
+        self.reader.join(timeout=5)
+        return self.proc.returncode
+
+
+class Receiver:
+    """An HTTP server on a free loopback port that records webhook deliveries and fails
+    the first `fail_next` of them with 503."""
+
+    def __init__(self):
+        self.deliveries = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with receiver.lock:
+                    receiver.deliveries.append({
+                        "path": self.path,
+                        "x-api-key": self.headers.get("x-api-key"),
+                        "content-type": self.headers.get("Content-Type"),
+                        "body": json.loads(body or b"null"),
+                    })
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}/webhooks/v2"
+
+    def events(self):
+        with self.lock:
+            return [d["body"].get("event") for d in self.deliveries if isinstance(d["body"], dict)]
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def load_stubs(out_dir):
+    """Generates the Python modules of our protos with grpc_tools and imports them."""
+    from grpc_tools import protoc
+    import grpc_tools
+    include = str(pathlib.Path(grpc_tools.__file__).parent / "_proto")
+    protos = sorted(str(p.relative_to(ARGS.proto_dir))
+                    for p in pathlib.Path(ARGS.proto_dir).rglob("*.proto"))
+    code = protoc.main(["protoc", f"-I{ARGS.proto_dir}", f"-I{include}",
+                        f"--python_out={out_dir}", f"--grpc_python_out={out_dir}", *protos])
+    if code != 0:
+        raise RuntimeError("grpc_tools.protoc failed")
+    sys.path.insert(0, out_dir)
+    import importlib
+    mods = {}
+    for name in ["common", "token", "image", "damage", "inspection", "event_config"]:
+        mods[name] = importlib.import_module(f"inspection.v1.{name}_pb2")
+        mods[name + "_grpc"] = importlib.import_module(f"inspection.v1.{name}_pb2_grpc")
+    return mods
+
+
+class SandboxEndToEnd(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        import grpc
+        cls.grpc = grpc
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.pb = load_stubs(cls.tmp.name)
+        cls.sandbox = Process([ARGS.sandbox, "--listen=127.0.0.1:0", "--seed=7",
+                               "--webhook-delay-ms=20"])
+        ready = cls.sandbox.wait_json_line("inspection-sandbox serving")
+        cls.sandbox_url = ready["base_url"]
+        cls.gateway = Process([ARGS.gateway, f"--upstream-url={cls.sandbox_url}",
+                               f"--webapp-url={ready['webapp_url']}",
+                               "--grpc-addr=127.0.0.1:0", "--webhook-addr=127.0.0.1:0",
+                               "--admin-addr=127.0.0.1:0"],
+                              env={"INSPECTION_API_KEY": "sandbox-api-key"})
+        cls.target = "127.0.0.1:%d" % cls.gateway.wait_json_line("inspection-gateway serving")["grpc_port"]
+        cls.channel = grpc.insecure_channel(cls.target)
+        grpc.channel_ready_future(cls.channel).result(timeout=30)
+        pb = cls.pb
+        cls.tokens = pb["token_grpc"].TokenServiceStub(cls.channel)
+        cls.images = pb["image_grpc"].ImageServiceStub(cls.channel)
+        cls.damage = pb["damage_grpc"].DamageServiceStub(cls.channel)
+        cls.inspections = pb["inspection_grpc"].InspectionServiceStub(cls.channel)
+        cls.events = pb["event_config_grpc"].EventConfigServiceStub(cls.channel)
+        cls.receiver = Receiver()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.receiver.stop()
+        gateway_exit = cls.gateway.stop()
+        sandbox_exit = cls.sandbox.stop()
+        cls.tmp.cleanup()
+        assert gateway_exit == 0, f"gateway exited {gateway_exit}"
+        assert sandbox_exit == 0, f"sandbox exited {sandbox_exit}"
+
+    # ---- helpers ----
+
+    def admin(self, method, path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.sandbox_url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            text = response.read()
+            return json.loads(text) if text else None
+
+    def create_token(self, fast_track=True, creator="agent-e2e"):
+        pb = self.pb["token"]
+        common = self.pb["common"]
+        request = pb.CreateTokenRequest(
+            options=pb.SelfInspectionOptions(shoot_inspect=True, fast_track=fast_track),
+            trade_in=pb.TradeIn(immat="EE-123-TT", sending_type=common.SENDING_TYPE_NONE),
+            customer=pb.Customer(email="<EMAIL>", firstname="<FIRST_NAME>",
+                                 lastname="<LAST_NAME>", phone="+33612345678",
+                                 locale=common.LOCALE_FR),
+            creator_user_id=creator, validity=90)
+        return self.tokens.CreateToken(request, timeout=10)
+
+    def grpcurl(self, method, payload):
+        result = subprocess.run([ARGS.grpcurl, "-plaintext", "-d", json.dumps(payload),
+                                 self.target, method],
+                                capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        return json.loads(result.stdout)
+
+    def token_status(self, uid):
+        return self.tokens.GetTokenStatus(self.pb["token"].GetTokenStatusRequest(uid=uid),
+                                          timeout=10).token
+
+    # ---- tests ----
+
+    def test_token_walks_through_every_status(self):
+        common = self.pb["common"]
+        created = self.create_token(fast_track=True)
+        uid = created.token.uid
+        self.assertTrue(uid)
+        self.assertTrue(created.customer_url.endswith(f"/fr/services/{uid}"), created.customer_url)
+        self.assertEqual(created.device_id, uid + "-pwa")
+        self.assertEqual(self.token_status(uid).tradein_status, common.TRADEIN_STATUS_CREATED)
+        steps = [("open", common.TRADEIN_STATUS_OPENED),
+                 ("start-shooting", common.TRADEIN_STATUS_SHOOTING),
+                 ("finish-shooting", common.TRADEIN_STATUS_PICTURES_TAKEN),
+                 ("fast-track", common.TRADEIN_STATUS_FAST_TRACK),
+                 ("complete", common.TRADEIN_STATUS_COMPLETED),
+                 ("chase-up", common.TRADEIN_STATUS_CHASED_UP)]
+        raw = 0
+        for step, expected in steps:
+            self.admin("POST", f"/_sandbox/tokens/{uid}/{step}")
+            raw += 1
+            token = self.token_status(uid)
+            self.assertEqual(token.tradein_status, expected, step)
+            self.assertEqual(token.tradein_status_raw, raw, step)
+        # The self-inspection exists, is searchable by the agent and has a report.
+        token = self.token_status(uid)
+        inspection_id = token.inspection_ptr.id
+        self.assertTrue(inspection_id)
+        found = self.inspections.SearchInspections(
+            self.pb["inspection"].SearchInspectionsRequest(username="agent-e2e", limit=50),
+            timeout=10)
+        self.assertIn(inspection_id, [item.id for item in found.data])
+        report = self.inspections.GetDamagesReport(
+            self.pb["inspection"].GetDamagesReportRequest(inspection_id=inspection_id), timeout=10)
+        self.assertTrue(report.report.struct_value.fields)
+
+    def test_every_rpc_through_grpcio(self):
+        pb = self.pb
+        created = self.create_token()
+        self.assertTrue(created.token.uid)
+        status = self.token_status(created.token.uid)
+        self.assertEqual(status.uid, created.token.uid)
+
+        url = "https://images.example.com/e2e/front.jpg"
+        quality = self.images.AssessQuality(pb["image"].AssessQualityRequest(url=url), timeout=10)
+        self.assertEqual(len(quality.data), 1)
+        self.assertNotEqual(quality.data[0].classification.image_quality_compliance, 0)
+        batch = self.images.AssessQualityBatch(
+            pb["image"].AssessQualityBatchRequest(urls=[url, url + "?b", url + "?corrupted"]),
+            timeout=10)
+        self.assertEqual([item.url for item in batch.data], [url, url + "?b", url + "?corrupted"])
+        self.assertEqual(batch.data[2].status, 400)  # per-image status, not an RPC error
+        seg = self.images.SegmentVehicle(pb["image"].SegmentVehicleRequest(urls=[url]), timeout=10)
+        self.assertTrue(seg.data.detection_list[0].detections.car_data.contour[0].points)
+        parts = self.images.SegmentParts(pb["image"].SegmentPartsRequest(urls=[url]), timeout=10)
+        first = parts.data.detection_list[0].detections.parts_data[0]
+        self.assertTrue(first.type)
+        self.assertEqual(first.part.code, first.type)
+        png = self.images.RemoveBackground(pb["image"].RemoveBackgroundRequest(url=url), timeout=10)
+        self.assertTrue(png.path.endswith(".png"), png.path)
+        jpg = self.images.RemoveBackground(
+            pb["image"].RemoveBackgroundRequest(url=url, color_background="#FFFFFF"), timeout=10)
+        self.assertTrue(jpg.path.endswith(".jpg"), jpg.path)
+
+        detected = self.damage.DetectDamage(pb["damage"].DetectDamageRequest(urls=[url]),
+                                            timeout=10)
+        self.assertTrue(detected.inspection_id)
+        report = self.inspections.GetDamagesReport(
+            pb["inspection"].GetDamagesReportRequest(inspection_id=detected.inspection_id),
+            timeout=10)
+        self.assertTrue(report.report.struct_value.fields)
+        search = self.inspections.SearchInspections(
+            pb["inspection"].SearchInspectionsRequest(username="agent-e2e", page=1, limit=5),
+            timeout=10)
+        self.assertEqual(search.pagination_info.current_page, 1)
+
+        events = pb["event_config"]
+        self.events.UpdateWebhookConfig(events.UpdateWebhookConfigRequest(
+            webhook_url_v2=self.receiver.url, webhook_header_key=WEBHOOK_KEY), timeout=10)
+        config = self.events.GetWebhookConfig(events.GetWebhookConfigRequest(), timeout=10)
+        self.assertEqual(config.config.webhook_url_v2, self.receiver.url)
+        listed = self.events.ListEventConfigs(events.ListEventConfigsRequest(), timeout=10)
+        self.assertEqual(len(listed.event_configs), 8)
+        updated = self.events.UpdateEventConfig(events.UpdateEventConfigRequest(
+            event_name=self.pb["common"].EVENT_NAME_SHARE_UPDATED_REPORT, webhook=True),
+            timeout=10)
+        self.assertTrue(updated.config.webhook)
+        sent = self.events.TestWebhook(events.TestWebhookRequest(
+            event_name=self.pb["common"].EVENT_NAME_SHARE_UPDATED_REPORT), timeout=10)
+        self.assertEqual(sent.status, "send")
+        wait_for(lambda: "shareUpdatedReport" in self.receiver.events(), 20, "the test webhook")
+
+    def test_every_rpc_through_grpcurl(self):
+        url = "https://images.example.com/e2e/grpcurl.jpg"
+        created = self.grpcurl("inspection.v1.TokenService/CreateToken", {
+            "options": {"shoot_inspect": True, "fast_track": False},
+            "trade_in": {"sending_type": "SENDING_TYPE_NONE"},
+            "customer": {"email": "<EMAIL>", "firstname": "<FIRST_NAME>",
+                         "lastname": "<LAST_NAME>", "phone": "<PHONE>", "locale": "LOCALE_EN"},
+            "validity": 30})
+        uid = created["token"]["uid"]
+        self.assertEqual(self.grpcurl("inspection.v1.TokenService/GetTokenStatus",
+                                      {"uid": uid})["token"]["uid"], uid)
+        self.assertIn("data", self.grpcurl("inspection.v1.ImageService/AssessQuality",
+                                           {"url": url}))
+        self.assertIn("data", self.grpcurl("inspection.v1.ImageService/AssessQualityBatch",
+                                           {"urls": [url]}))
+        self.assertIn("data", self.grpcurl("inspection.v1.ImageService/SegmentVehicle",
+                                           {"urls": [url]}))
+        self.assertIn("data", self.grpcurl("inspection.v1.ImageService/SegmentParts",
+                                           {"urls": [url]}))
+        self.assertIn("path", self.grpcurl("inspection.v1.ImageService/RemoveBackground",
+                                           {"url": url}))
+        detected = self.grpcurl("inspection.v1.DamageService/DetectDamage", {"urls": [url]})
+        inspection_id = field(detected, "inspection_id")
+        self.assertIn("report", self.grpcurl("inspection.v1.InspectionService/GetDamagesReport",
+                                             {"inspection_id": inspection_id}))
+        self.assertIsInstance(field(self.grpcurl(
+            "inspection.v1.InspectionService/SearchInspections", {"username": "nobody"}),
+            "pagination_info"), dict)
+        self.grpcurl("inspection.v1.EventConfigService/UpdateWebhookConfig",
+                     {"webhook_url_v2": self.receiver.url, "webhook_header_key": WEBHOOK_KEY})
+        self.assertEqual(field(self.grpcurl("inspection.v1.EventConfigService/GetWebhookConfig",
+                                            {})["config"], "webhook_url_v2"), self.receiver.url)
+        self.assertEqual(len(field(self.grpcurl("inspection.v1.EventConfigService/ListEventConfigs",
+                                                {}), "event_configs")), 8)
+        self.assertTrue(self.grpcurl("inspection.v1.EventConfigService/UpdateEventConfig",
+                                     {"event_name": "EVENT_NAME_DELETE_INSPECTION",
+                                      "webhook": True})["config"]["webhook"])
+        self.assertEqual(self.grpcurl("inspection.v1.EventConfigService/TestWebhook",
+                                      {"event_name": "EVENT_NAME_DELETE_INSPECTION"})["status"],
+                         "send")
+
+    def test_damage_webhooks_arrive_in_order_and_are_retried(self):
+        pb = self.pb
+        events = pb["event_config"]
+        common = pb["common"]
+        self.events.UpdateWebhookConfig(events.UpdateWebhookConfigRequest(
+            webhook_url_v2=self.receiver.url, webhook_header_key=WEBHOOK_KEY), timeout=10)
+        for name in (common.EVENT_NAME_NEW_INSPECTION, common.EVENT_NAME_DETECTION_FINISHED,
+                     common.EVENT_NAME_CREATE_REPORT):
+            self.events.UpdateEventConfig(events.UpdateEventConfigRequest(event_name=name,
+                                                                          webhook=True),
+                                          timeout=10)
+        # createReport: the first two delivery attempts fail (injected in the sandbox).
+        self.admin("POST", "/_sandbox/faults", {"webhook": True, "event": "createReport",
+                                                 "kind": "fail_first", "count": 2, "times": 1})
+        detected = self.damage.DetectDamage(
+            pb["damage"].DetectDamageRequest(urls=["https://images.example.com/e2e/hook.jpg"]),
+            timeout=10)
+        inspection_id = detected.inspection_id
+
+        def mine():
+            with self.receiver.lock:
+                return [d for d in self.receiver.deliveries
+                        if isinstance(d["body"], dict) and
+                        d["body"].get("inspectionId") == inspection_id]
+        got = wait_for(lambda: len(mine()) >= 3 and mine(), 60, "three damage webhooks")
+        self.assertEqual([d["body"]["event"] for d in got[:3]],
+                         ["newInspection", "detectionFinished", "createReport"])
+        for delivery in got:
+            self.assertEqual(delivery["x-api-key"], WEBHOOK_KEY)
+            self.assertEqual(delivery["content-type"], "application/json")
+        report = got[2]["body"]
+        self.assertEqual(report["message"], "Report OK")
+        self.assertIsInstance(report["dataAPI"]["data"]["damages"], dict)
+        log = self.admin("GET", "/_sandbox/webhooks/deliveries")
+        records = log["deliveries"] if isinstance(log, dict) else log
+        attempts = [r for r in records if r["event_name"] == "createReport" and
+                    r["outcome"] == "injected_failure"]
+        self.assertGreaterEqual(len(attempts), 2, records)
+
+
+class MakeRunCommands(unittest.TestCase):
+    """`make run` is `inspection-gateway --sandbox`: the commands it prints must work as
+    printed."""
+
+    def test_printed_commands_work(self):
+        import shlex
+        gateway = Process([ARGS.gateway, "--sandbox", "--grpc-addr=127.0.0.1:0",
+                           "--webhook-addr=127.0.0.1:0", "--admin-addr=127.0.0.1:0"],
+                          env={"GRPCURL": ARGS.grpcurl, "INSPECTION_API_KEY": ""})
+        try:
+            with gateway.cond:
+                gateway.cond.wait_for(
+                    lambda: any("Play the customer" in l for l in gateway.lines) or
+                    gateway.proc.poll() is not None, 60)
+                lines = list(gateway.lines)
+            commands = [l for l in lines if l.startswith(ARGS.grpcurl + " ")]
+            self.assertEqual(len(commands), 4, "\n".join(lines))
+            outputs = []
+            for command in commands:
+                result = subprocess.run(shlex.split(command), capture_output=True, text=True,
+                                        timeout=60)
+                self.assertEqual(result.returncode, 0, command + "\n" + result.stderr)
+                outputs.append(json.loads(result.stdout))
+            self.assertIn("/services/", field(outputs[0], "customer_url"))
+            self.assertTrue(field(outputs[2], "inspection_id"))
+            found = [item["id"] for item in outputs[3].get("data", [])]
+            self.assertIn(field(outputs[2], "inspection_id"), found,
+                          "the printed search finds the printed damage detection")
+        finally:
+            self.assertEqual(gateway.stop(), 0, "\n".join(gateway.lines[-20:]))
+
+
+def main():
+    global ARGS
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gateway", required=True)
+    parser.add_argument("--sandbox", required=True)
+    parser.add_argument("--grpcurl", required=True)
+    parser.add_argument("--proto-dir", required=True)
+    ARGS, rest = parser.parse_known_args()
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
