@@ -1,0 +1,100 @@
+#ifndef ADAPTERS_EVENTLOG_EVENT_LOG_H_
+#define ADAPTERS_EVENTLOG_EVENT_LOG_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace inspection::eventlog {
+
+// A vendor event as the webhook receiver hands it to the log.
+struct NewEvent {
+  std::string event_name;  // raw, as the vendor sent it ("createReport", or unknown names)
+  std::string inspection_id;
+  std::string token_id;
+  std::string vehicle_id;
+  std::string payload;         // the webhook body, JSON text exactly as received
+  std::string content_hash;    // lower-case hex SHA-256 of `payload`: the duplicate key
+  int64_t received_at_ms = 0;  // Unix milliseconds
+};
+
+struct StoredEvent {
+  std::string cursor;  // opaque; totally orders the log
+  NewEvent event;
+};
+
+struct AppendResult {
+  std::string cursor;
+  // True when an event with the same content_hash is retained: nothing was written and
+  // `cursor` is that event's.
+  bool duplicate = false;
+};
+
+struct RetentionPolicy {
+  std::chrono::seconds max_age{std::chrono::hours(24 * 7)};
+  int64_t max_events = 1000000;
+};
+
+// The durable, totally ordered log of vendor events, shared by every replica that
+// points at the same store. Backends: SQLite (one process; default) and Redis Streams
+// (replicas). Thread-safe: every method may be called concurrently.
+class EventLog {
+ public:
+  virtual ~EventLog() = default;
+
+  // Stores `event` durably before returning (the receiver acknowledges the webhook
+  // only after this), unless an event with the same content_hash is retained.
+  // Unavailable when the store cannot take it (the receiver then answers 503).
+  virtual absl::StatusOr<AppendResult> Append(const NewEvent& event) = 0;
+
+  // Up to `limit` events strictly after `after`, in log order; "" reads from the oldest
+  // retained event. OutOfRange when retention removed events after `after` (the
+  // caller must resync); InvalidArgument when `after` is not a cursor of this backend.
+  virtual absl::StatusOr<std::vector<StoredEvent>> ReadAfter(const std::string& after,
+                                                             size_t limit) = 0;
+
+  // Cursor of the newest event; "" when the log is empty.
+  virtual absl::StatusOr<std::string> LastCursor() = 0;
+
+  // Returns when an event after `after` may exist (another replica's appends included)
+  // or `timeout` passed; spurious returns are allowed. Used by the fan-out tailer.
+  virtual void WaitForAppend(const std::string& after, std::chrono::milliseconds timeout) = 0;
+
+  // Removes what the retention policy no longer keeps; returns how many events.
+  virtual absl::StatusOr<int64_t> ApplyRetention(absl::Time now) = 0;
+
+  // OK when an append would be accepted now (the readiness check).
+  virtual absl::Status CheckWritable() = 0;
+
+  // Human-readable backend description without secrets ("sqlite:/var/lib/x.db").
+  virtual std::string Describe() const = 0;
+};
+
+// SQLite in WAL mode at `path` (created if missing). Appends that arrive together are
+// committed in one transaction (group commit) with synchronous=FULL, so every
+// acknowledged event survives a crash of the process or the machine.
+absl::StatusOr<std::unique_ptr<EventLog>> OpenSqliteEventLog(const std::string& path,
+                                                             RetentionPolicy retention);
+
+// Redis Streams at `url`: redis://[:password@]host:port[/db][?stream=name] (stream
+// default "inspection:events"). Duplicate detection and the append are one atomic
+// script, so replicas never store an event twice.
+absl::StatusOr<std::unique_ptr<EventLog>> OpenRedisEventLog(const std::string& url,
+                                                            RetentionPolicy retention);
+
+// Orders two cursors of the same backend: <0, 0, >0. "" sorts before every cursor.
+// Knows both formats: SQLite "s:<seq>" and Redis stream ids "<ms>-<seq>".
+// InvalidArgument for anything else, or for cursors of different backends.
+absl::StatusOr<int> CompareCursors(const std::string& a, const std::string& b);
+
+// Lower-case hex SHA-256 of `data`.
+std::string Sha256Hex(const std::string& data);
+
+}  // namespace inspection::eventlog
+
+#endif  // ADAPTERS_EVENTLOG_EVENT_LOG_H_

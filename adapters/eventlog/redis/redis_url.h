@@ -1,0 +1,39 @@
+#ifndef ADAPTERS_EVENTLOG_REDIS_REDIS_URL_H_
+#define ADAPTERS_EVENTLOG_REDIS_REDIS_URL_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace inspection::eventlog {
+
+inline constexpr char kDefaultRedisStream[] = "inspection:events";
+inline constexpr int kDefaultRedisPort = 6379;
+
+// Where the Redis event log lives, parsed from
+//   redis://[[user]:password@]host[:port][/db][?stream=name]
+// `password`, `user` and `stream` are percent-decoded; an IPv6 host is written in
+// brackets ("redis://[::1]:6379"). Port defaults to 6379, db to 0, stream to
+// "inspection:events". Plain value type; thread-compatible.
+struct RedisUrl {
+  std::string host;
+  int port = kDefaultRedisPort;
+  int db = 0;
+  std::string user;      // empty: AUTH with the password alone (the "default" user)
+  std::string password;  // empty: no AUTH
+  std::string stream = kDefaultRedisStream;
+
+  // "redis://host:port/db?stream=name": never the user or the password.
+  std::string Describe() const;
+};
+
+// InvalidArgument naming the offending part when `url` is not of the form above
+// (another scheme, "rediss://" (TLS is not supported), a missing host, a port outside
+// 1..65535, a db that is not a non-negative integer, an unknown or empty query
+// parameter, a fragment, a malformed percent-escape). Messages never contain the
+// password, nor the URL itself (it may hold the password).
+absl::StatusOr<RedisUrl> ParseRedisUrl(const std::string& url);
+
+}  // namespace inspection::eventlog
+
+#endif  // ADAPTERS_EVENTLOG_REDIS_REDIS_URL_H_
