@@ -1,0 +1,294 @@
+#include "gateway/webhooks/webhook_receiver.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include <httplib.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gateway/webhooks/webhook_http_server.h"
+#include "nlohmann/json.hpp"
+
+namespace inspection::webhooks {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kApiKeyHeader[] = "x-api-key";
+
+// Serialises an answer. `replace` instead of the default `strict`: a configured string
+// (a JSON pointer in a message) or a backend's cursor that is not valid UTF-8 must not
+// turn into an exception on the request path.
+std::string Dump(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+void Reply(httplib::Response& response, int status, const std::string& error,
+           const std::string& message) {
+  response.status = status;
+  response.set_content(Dump(json{{"error", error}, {"message", message}}), "application/json");
+}
+
+// A correlation id: strings as-is, integers in decimal (some payloads carry numeric ids),
+// anything else (absent, null, fractional numbers, objects...) is no id.
+std::string IdAt(const JsonPointer& pointer, const json& document) {
+  const json* value = pointer.Resolve(document);
+  if (value == nullptr) return "";
+  if (value->is_string()) return value->get<std::string>();
+  if (value->is_number_unsigned()) return std::to_string(value->get<uint64_t>());
+  if (value->is_number_integer()) return std::to_string(value->get<int64_t>());
+  return "";
+}
+
+absl::StatusOr<JsonPointer> ParsePointer(const std::string& option, const std::string& text) {
+  absl::StatusOr<JsonPointer> pointer = JsonPointer::Parse(text);
+  if (!pointer.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("webhook receiver option ", option, ": ", pointer.status().message()));
+  }
+  return pointer;
+}
+
+}  // namespace
+
+std::set<std::string> SpecEventNames() {
+  return {"newInspection",    "detectionFinished", "createReport", "shareUpdatedReport",
+          "deleteInspection", "tradeinVehicle",    "newDamage",    "chaseUpVehicle"};
+}
+
+absl::StatusOr<std::unique_ptr<WebhookReceiver>> WebhookReceiver::Start(
+    WebhookReceiverOptions options, eventlog::EventLog* log) {
+  // The key first: a receiver without one must not start, whatever else is wrong.
+  absl::StatusOr<WebhookKeyMatcher> keys =
+      WebhookKeyMatcher::Create(options.current_key, options.previous_key);
+  if (!keys.ok()) return keys.status();
+  if (log == nullptr) return absl::InvalidArgumentError("webhook receiver: no event log");
+  if (options.path.empty() || options.path[0] != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("webhook receiver path \"", options.path, "\" must start with '/'"));
+  }
+  if (options.max_body_bytes == 0) {
+    return absl::InvalidArgumentError("webhook receiver max_body_bytes must be positive");
+  }
+  if (options.threads < 1) {
+    return absl::InvalidArgumentError("webhook receiver threads must be at least 1");
+  }
+  absl::StatusOr<JsonPointer> event_name =
+      ParsePointer("event_name_pointer", options.event_name_pointer);
+  if (!event_name.ok()) return event_name.status();
+  absl::StatusOr<JsonPointer> inspection_id =
+      ParsePointer("inspection_id_pointer", options.inspection_id_pointer);
+  if (!inspection_id.ok()) return inspection_id.status();
+  absl::StatusOr<JsonPointer> token_id = ParsePointer("token_id_pointer", options.token_id_pointer);
+  if (!token_id.ok()) return token_id.status();
+  absl::StatusOr<JsonPointer> vehicle_id =
+      ParsePointer("vehicle_id_pointer", options.vehicle_id_pointer);
+  if (!vehicle_id.ok()) return vehicle_id.status();
+  if (!options.clock) options.clock = [] { return absl::Now(); };
+
+  // Only the digests are needed from here on; the keys are not kept in memory.
+  options.current_key.clear();
+  options.previous_key.clear();
+
+  const std::string host = options.host;
+  const int port = options.port;
+  Pointers pointers{*std::move(event_name), *std::move(inspection_id), *std::move(token_id),
+                    *std::move(vehicle_id)};
+  std::unique_ptr<WebhookReceiver> receiver(
+      new WebhookReceiver(std::move(options), *std::move(keys), std::move(pointers), log));
+
+  WebhookHttpServerSettings settings;
+  settings.threads = receiver->options_.threads;
+  // A sender whose just-too-large body we refused still gets to read the 413.
+  settings.linger_max_bytes = receiver->options_.max_body_bytes + 64 * 1024;
+  receiver->server_ = std::make_unique<WebhookHttpServer>(
+      [self = receiver.get()](const httplib::Request& request, httplib::Response& response,
+                              const httplib::ContentReader& read_body) {
+        self->Handle(request, response, read_body);
+      },
+      settings);
+  absl::StatusOr<int> bound = receiver->server_->Bind(host, port);
+  if (!bound.ok()) return bound.status();
+  receiver->port_ = *bound;
+  const absl::Status serving = receiver->server_->Serve();
+  if (!serving.ok()) return serving;
+  return receiver;
+}
+
+WebhookReceiver::WebhookReceiver(WebhookReceiverOptions options, WebhookKeyMatcher keys,
+                                 Pointers pointers, eventlog::EventLog* log)
+    : options_(std::move(options)),
+      keys_(std::move(keys)),
+      pointers_(std::move(pointers)),
+      log_(log) {}
+
+WebhookReceiver::~WebhookReceiver() { Stop(); }
+
+void WebhookReceiver::Stop() {
+  if (server_ != nullptr) server_->Stop();
+}
+
+WebhookReceiver::Stats WebhookReceiver::stats() const {
+  Stats stats;
+  stats.accepted = accepted_.load();
+  stats.duplicates = duplicates_.load();
+  stats.unauthorized = unauthorized_.load();
+  stats.too_large = too_large_.load();
+  stats.bad_json = bad_json_.load();
+  stats.no_event_name = no_event_name_.load();
+  stats.unknown_event_names = unknown_event_names_.load();
+  stats.store_failures = store_failures_.load();
+  stats.bad_requests = bad_requests_.load();
+  stats.not_found = not_found_.load();
+  stats.method_not_allowed = method_not_allowed_.load();
+  return stats;
+}
+
+void WebhookReceiver::Handle(const httplib::Request& request, httplib::Response& response,
+                             const httplib::ContentReader& read_body) {
+  // 1. Method, then path: cheap, and they say nothing about the key.
+  if (request.method != "POST") {
+    ++method_not_allowed_;
+    response.set_header("Allow", "POST");
+    Reply(response, 405, "method_not_allowed", "webhook deliveries are POST requests");
+    return;
+  }
+  if (request.path != options_.path) {
+    ++not_found_;
+    Reply(response, 404, "not_found", "no webhook endpoint at this path");
+    return;
+  }
+
+  // 2. The key, before reading any of the body: an unauthenticated sender costs us no
+  // body reading. A repeated header is refused rather than guessing which one counts.
+  if (request.get_header_value_count(kApiKeyHeader) != 1 ||
+      !keys_.Matches(request.get_header_value(kApiKeyHeader))) {
+    ++unauthorized_;
+    Reply(response, 401, "unauthorized", "missing or invalid x-api-key header");
+    return;
+  }
+
+  // 3. Size. The declared length is checked before reading (httplib alone would read and
+  // drop a too-large body first, and does not limit chunked bodies at all); the receiver
+  // below enforces the limit on what actually arrives (chunked, or decompressed).
+  const size_t max_body_bytes = options_.max_body_bytes;
+  // httplib decodes only `chunked`; with any other transfer coding it would read until the
+  // connection ends. RFC 9112 6.1: answer 400 and close.
+  const size_t transfer_encodings = request.get_header_value_count("Transfer-Encoding");
+  if (transfer_encodings > 1 ||
+      (transfer_encodings == 1 &&
+       !absl::EqualsIgnoreCase(request.get_header_value("Transfer-Encoding"), "chunked"))) {
+    ++bad_requests_;
+    Reply(response, 400, "bad_request", "unsupported Transfer-Encoding (only chunked)");
+    return;
+  }
+  size_t declared_length = 0;
+  const size_t length_headers = request.get_header_value_count("Content-Length");
+  if (length_headers > 0) {
+    // Two lengths, or a length next to Transfer-Encoding, is how requests get smuggled
+    // past proxies that pick a different one than we do (RFC 9112 6.3): refuse.
+    uint64_t length = 0;
+    if (length_headers > 1 || request.has_header("Transfer-Encoding") ||
+        !absl::SimpleAtoi(request.get_header_value("Content-Length"), &length)) {
+      ++bad_requests_;
+      Reply(response, 400, "bad_request", "invalid or ambiguous Content-Length");
+      return;
+    }
+    if (length > max_body_bytes) {
+      ++too_large_;
+      Reply(response, 413, "payload_too_large",
+            absl::StrCat("the body is larger than ", max_body_bytes, " bytes"));
+      return;
+    }
+    declared_length = static_cast<size_t>(length);
+  }
+  if (request.is_multipart_form_data()) {
+    ++bad_json_;
+    Reply(response, 400, "bad_json", "the body is not JSON (multipart/form-data)");
+    return;
+  }
+  std::string body;
+  body.reserve(declared_length);
+  bool over_limit = false;
+  const bool complete = read_body([&](const char* data, size_t size) {
+    if (size > max_body_bytes - body.size()) {
+      over_limit = true;
+      return false;  // stop reading; the connection ends after the answer
+    }
+    body.append(data, size);
+    return true;
+  });
+  if (over_limit) {
+    ++too_large_;
+    Reply(response, 413, "payload_too_large",
+          absl::StrCat("the body is larger than ", max_body_bytes, " bytes"));
+    return;
+  }
+  if (!complete) {
+    ++bad_requests_;
+    Reply(response, 400, "bad_request", "the request body could not be read");
+    return;
+  }
+
+  // 4. A JSON object. Parsing never throws here.
+  const json document = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (document.is_discarded()) {
+    ++bad_json_;
+    Reply(response, 400, "bad_json", "the body is not valid JSON");
+    return;
+  }
+  if (!document.is_object()) {
+    ++bad_json_;
+    Reply(response, 400, "bad_json", "the body is not a JSON object");
+    return;
+  }
+
+  // 5. The event name: required, because an event without one can be neither filtered
+  // by subscribers nor routed, and a 400 shows the sender its mistake at once.
+  const json* name = pointers_.event_name.Resolve(document);
+  if (name == nullptr || !name->is_string() || name->get_ref<const std::string&>().empty()) {
+    ++no_event_name_;
+    Reply(response, 400, "no_event_name",
+          absl::StrCat("no event name (a non-empty string) at \"", pointers_.event_name.text(),
+                       "\""));
+    return;
+  }
+
+  // 6. Stored before answered: a 2xx promises the event is in the log.
+  eventlog::NewEvent event;
+  event.event_name = name->get<std::string>();
+  event.inspection_id = IdAt(pointers_.inspection_id, document);
+  event.token_id = IdAt(pointers_.token_id, document);
+  event.vehicle_id = IdAt(pointers_.vehicle_id, document);
+  event.content_hash = eventlog::Sha256Hex(body);
+  event.payload = std::move(body);
+  event.received_at_ms = absl::ToUnixMillis(options_.clock());
+  const absl::StatusOr<eventlog::AppendResult> appended = log_->Append(event);
+  if (!appended.ok()) {
+    // Any error, not only Unavailable: nothing was stored, so the only safe answer is one
+    // that makes the sender try again. The backend's message stays out of the answer (it
+    // could name the store's address).
+    ++store_failures_;
+    response.set_header("Retry-After", "1");
+    Reply(response, 503, "store_unavailable",
+          "the event could not be stored; deliver it again later");
+    return;
+  }
+  if (appended->duplicate) {
+    ++duplicates_;
+  } else {
+    ++accepted_;
+    if (options_.known_event_names.count(event.event_name) == 0) ++unknown_event_names_;
+  }
+  response.status = 200;
+  response.set_content(
+      Dump(json{
+          {"status", "stored"}, {"cursor", appended->cursor}, {"duplicate", appended->duplicate}}),
+      "application/json");
+}
+
+}  // namespace inspection::webhooks

@@ -1,0 +1,162 @@
+#ifndef GATEWAY_WEBHOOKS_WEBHOOK_RECEIVER_H_
+#define GATEWAY_WEBHOOKS_WEBHOOK_RECEIVER_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "adapters/eventlog/event_log.h"
+#include "gateway/webhooks/json_pointer.h"
+#include "gateway/webhooks/webhook_key_matcher.h"
+
+namespace httplib {
+struct Request;
+struct Response;
+class ContentReader;
+}  // namespace httplib
+
+namespace inspection::webhooks {
+
+class WebhookHttpServer;
+
+// The event names of the vendor's spec ("Events"); anything else is stored too, and
+// counted as unknown.
+std::set<std::string> SpecEventNames();
+
+// Plain configuration, filled by the composition root from the gateway config.
+struct WebhookReceiverOptions {
+  // Listen address. Port 0 lets the OS pick a free port; read it back with port().
+  std::string host = "0.0.0.0";
+  int port = 8080;
+  // The one path deliveries are accepted on (the path of our webhookUrlV2); any other
+  // path is answered 404. The query string is ignored.
+  std::string path = "/webhooks/v2";
+  // The vendor's webhookHeaderKey, expected in the `x-api-key` header. Required: Start()
+  // fails without it. Never logged, echoed or kept (only its SHA-256 is).
+  std::string current_key;
+  // During a key rotation the key being replaced, also accepted; "" when none.
+  std::string previous_key;
+  // Largest accepted body (after any Content-Encoding is undone); larger ones get 413.
+  size_t max_body_bytes = 8 * 1024 * 1024;
+  // RFC 6901 pointers into the body. The event name must be a non-empty string there;
+  // the ids may be strings (taken as-is) or integers (decimal); otherwise they are "".
+  std::string event_name_pointer = "/event";
+  std::string inspection_id_pointer = "/inspectionId";
+  std::string token_id_pointer = "/tokenId";
+  std::string vehicle_id_pointer = "/vehicleId";
+  // Names not in this set are stored and streamed all the same, and counted
+  // (Stats::unknown_event_names). An empty set counts every name as unknown.
+  std::set<std::string> known_event_names = SpecEventNames();
+  // HTTP worker threads. Each serves one connection at a time (idle keep-alive
+  // connections close after 5 s), so this bounds concurrent senders, not requests.
+  int threads = 16;
+  // Source of NewEvent::received_at_ms.
+  std::function<absl::Time()> clock = [] { return absl::Now(); };
+};
+
+// Counts of deliveries by outcome since Start() (a snapshot).
+struct WebhookReceiverStats {
+  int64_t accepted = 0;             // 200, stored as a new event
+  int64_t duplicates = 0;           // 200, same content already stored: not stored again
+  int64_t unauthorized = 0;         // 401, missing or wrong x-api-key
+  int64_t too_large = 0;            // 413, body over max_body_bytes
+  int64_t bad_json = 0;             // 400, body not a JSON object
+  int64_t no_event_name = 0;        // 400, no non-empty string at event_name_pointer
+  int64_t unknown_event_names = 0;  // of `accepted`: names not in known_event_names
+  int64_t store_failures = 0;       // 503, the event log did not take the event
+  int64_t bad_requests = 0;         // 400, unreadable body or ambiguous framing
+  int64_t not_found = 0;            // 404, another path
+  int64_t method_not_allowed = 0;   // 405, not POST
+};
+
+// The HTTP endpoint the vendor delivers events (webhooks) to. For each request, in this
+// order:
+//   1. not POST -> 405 (with `Allow: POST`); another path -> 404;
+//   2. `x-api-key` missing, repeated, or matching neither the current nor the previous
+//      key (constant-time) -> 401, before any of the body is read;
+//   3. Content-Length over max_body_bytes -> 413 before reading; a body (chunked or
+//      compressed) that turns out larger -> 413 as soon as it passes the limit;
+//      invalid or ambiguous framing, or a body that cannot be read -> 400;
+//   4. body not JSON, or JSON but not an object -> 400;
+//   5. no non-empty string at event_name_pointer -> 400 (an event without a name can
+//      be neither filtered nor routed, and the vendor should see its mistake);
+//   6. EventLog::Append(NewEvent{name, ids, payload = the body exactly as received
+//      (decoded), content_hash = Sha256Hex(payload), received_at_ms = clock()}) and only
+//      then the answer: 200 {"status":"stored","cursor":...,"duplicate":bool} (a
+//      duplicate is answered 200 too, so the sender stops retrying), or, on any error,
+//      503 with `Retry-After: 1` so that an at-least-once sender delivers it again.
+// Every other answer is {"error":"<reason>","message":"..."}; answers never contain the
+// body or a key. A rejected request whose body was not read ends its connection.
+//
+// Thread-safety: all methods may be called from any thread. Requests are handled
+// concurrently on the worker threads.
+class WebhookReceiver {
+ public:
+  using Stats = WebhookReceiverStats;
+
+  // Validates `options`, binds and starts serving; returns once connections are accepted.
+  // FailedPrecondition when no webhook key is configured (the receiver never runs open);
+  // InvalidArgument for a null `log`, a path not starting with '/', an invalid JSON
+  // pointer, max_body_bytes 0 or threads < 1; Unavailable when the address cannot be
+  // bound. `log` is not owned and must outlive the receiver.
+  static absl::StatusOr<std::unique_ptr<WebhookReceiver>> Start(WebhookReceiverOptions options,
+                                                                eventlog::EventLog* log);
+
+  ~WebhookReceiver();  // Stop()
+  WebhookReceiver(const WebhookReceiver&) = delete;
+  WebhookReceiver& operator=(const WebhookReceiver&) = delete;
+
+  // The bound port (the OS's choice when options.port was 0).
+  int port() const { return port_; }
+
+  Stats stats() const;
+
+  // Stops accepting, closes idle connections, lets requests being handled finish (an
+  // append in progress is answered), and joins the threads. A body still being received
+  // is cut off and not stored. Idempotent; a concurrent caller returns once stopped.
+  void Stop();
+
+ private:
+  struct Pointers {
+    JsonPointer event_name;
+    JsonPointer inspection_id;
+    JsonPointer token_id;
+    JsonPointer vehicle_id;
+  };
+
+  WebhookReceiver(WebhookReceiverOptions options, WebhookKeyMatcher keys, Pointers pointers,
+                  eventlog::EventLog* log);
+
+  void Handle(const httplib::Request& request, httplib::Response& response,
+              const httplib::ContentReader& read_body);
+
+  const WebhookReceiverOptions options_;  // keys cleared
+  const WebhookKeyMatcher keys_;
+  const Pointers pointers_;
+  eventlog::EventLog* const log_;
+  int port_ = 0;
+
+  std::atomic<int64_t> accepted_{0};
+  std::atomic<int64_t> duplicates_{0};
+  std::atomic<int64_t> unauthorized_{0};
+  std::atomic<int64_t> too_large_{0};
+  std::atomic<int64_t> bad_json_{0};
+  std::atomic<int64_t> no_event_name_{0};
+  std::atomic<int64_t> unknown_event_names_{0};
+  std::atomic<int64_t> store_failures_{0};
+  std::atomic<int64_t> bad_requests_{0};
+  std::atomic<int64_t> not_found_{0};
+  std::atomic<int64_t> method_not_allowed_{0};
+
+  std::unique_ptr<WebhookHttpServer> server_;  // last: its workers use everything above
+};
+
+}  // namespace inspection::webhooks
+
+#endif  // GATEWAY_WEBHOOKS_WEBHOOK_RECEIVER_H_

@@ -1,0 +1,111 @@
+// The receiver over the real default backend (SQLite): what a 200 promises is in the
+// durable log, byte for byte, once, and readable by a second handle on the same file.
+#include <stdlib.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "adapters/eventlog/event_log.h"
+#include "gateway/webhooks/webhook_receiver.h"
+#include "nlohmann/json.hpp"
+
+namespace inspection::webhooks {
+namespace {
+
+constexpr char kKey[] = "whk-sqlite-test-key";
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = ::testing::TempDir() + "webhooks_sqlite_XXXXXX";
+    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(WebhookReceiverSqliteTest, AcknowledgedDeliveriesAreDurableAndStoredOnce) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string db = dir.path() + "/events.db";
+  absl::StatusOr<std::unique_ptr<eventlog::EventLog>> log =
+      eventlog::OpenSqliteEventLog(db, eventlog::RetentionPolicy{});
+  ASSERT_TRUE(log.ok()) << log.status();
+
+  WebhookReceiverOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  options.current_key = kKey;
+  options.clock = [] { return absl::FromUnixMillis(1700000000456); };
+  absl::StatusOr<std::unique_ptr<WebhookReceiver>> receiver =
+      WebhookReceiver::Start(std::move(options), log->get());
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+
+  httplib::Client client("127.0.0.1", (*receiver)->port());
+  client.set_tcp_nodelay(true);
+  client.set_keep_alive(true);
+  const httplib::Headers headers = {{"x-api-key", kKey}};
+  const std::vector<std::string> bodies = {
+      R"({"message":"Report OK","event":"createReport","inspectionId":"i1","tokenId":"t1",)"
+      R"("vehicleId":"v1","dataAPI":{"totalTime":3.2,"status":200,"data":{}}})",
+      R"({ "event" : "detectionFinished", "inspectionId" : 42 })",
+  };
+  std::vector<std::string> cursors;
+  for (const std::string& body : bodies) {
+    const httplib::Result result = client.Post("/webhooks/v2", headers, body, "application/json");
+    ASSERT_TRUE(result) << httplib::to_string(result.error());
+    ASSERT_EQ(result->status, 200) << result->body;
+    const nlohmann::json answer = nlohmann::json::parse(result->body);
+    EXPECT_FALSE(answer.at("duplicate").get<bool>());
+    cursors.push_back(answer.at("cursor").get<std::string>());
+  }
+  // The vendor retries the first one: acknowledged again, not stored again.
+  const httplib::Result again = client.Post("/webhooks/v2", headers, bodies[0], "application/json");
+  ASSERT_TRUE(again);
+  ASSERT_EQ(again->status, 200);
+  const nlohmann::json again_answer = nlohmann::json::parse(again->body);
+  EXPECT_TRUE(again_answer.at("duplicate").get<bool>());
+  EXPECT_EQ(again_answer.at("cursor").get<std::string>(), cursors[0]);
+  (*receiver)->Stop();
+
+  // A second handle on the same file (another process, after a restart) reads them.
+  absl::StatusOr<std::unique_ptr<eventlog::EventLog>> reopened =
+      eventlog::OpenSqliteEventLog(db, eventlog::RetentionPolicy{});
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  absl::StatusOr<std::vector<eventlog::StoredEvent>> events = (*reopened)->ReadAfter("", 10);
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const eventlog::StoredEvent& stored = (*events)[i];
+    EXPECT_EQ(stored.cursor, cursors[i]);
+    EXPECT_EQ(stored.event.payload, bodies[i]);
+    EXPECT_EQ(stored.event.content_hash, eventlog::Sha256Hex(bodies[i]));
+    EXPECT_EQ(stored.event.received_at_ms, 1700000000456);
+  }
+  EXPECT_EQ((*events)[0].event.event_name, "createReport");
+  EXPECT_EQ((*events)[0].event.token_id, "t1");
+  EXPECT_EQ((*events)[1].event.event_name, "detectionFinished");
+  EXPECT_EQ((*events)[1].event.inspection_id, "42");
+  EXPECT_EQ((*receiver)->stats().accepted, 2);
+  EXPECT_EQ((*receiver)->stats().duplicates, 1);
+}
+
+}  // namespace
+}  // namespace inspection::webhooks
