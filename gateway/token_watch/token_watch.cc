@@ -1,0 +1,213 @@
+#include "gateway/token_watch/token_watch.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+
+namespace inspection::token_watch {
+
+namespace {
+
+// The same values as gateway/errors (ErrorInfo.domain, reason of request validation). This
+// library does not link gateway_core, so they are spelled here; keep them in step.
+constexpr char kErrorDomain[] = "inspection-gateway";
+constexpr char kReasonInvalidRequest[] = "INVALID_REQUEST";
+
+bool IsSpaceOrControl(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return u <= 0x20 || u == 0x7f;
+}
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  std::string details;
+  if (absl::optional<absl::Cord> payload = status.GetPayload(kGrpcStatusDetailsPayloadUrl)) {
+    details = std::string(*payload);
+  }
+  // absl and gRPC share the canonical code numbers.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()),
+                      std::move(details));
+}
+
+grpc::Status ValidateWatchUid(const std::string& uid) {
+  std::vector<std::string> problems;
+  if (uid.empty()) {
+    problems.push_back("uid is required: the token uid returned by CreateToken.");
+  } else {
+    bool bad_char = uid.find_first_of("/?#&") != std::string::npos;
+    for (char c : uid) bad_char = bad_char || IsSpaceOrControl(c);
+    if (bad_char) {
+      problems.push_back(
+          "uid must not contain '/', '?', '#', '&', spaces or control characters because it "
+          "is placed in the vendor URL.");
+    } else if (uid == "." || uid == "..") {
+      problems.push_back("uid must not be '.' or '..' because it is placed in the vendor URL.");
+    }
+    if (absl::EndsWith(uid, "-pwa")) {
+      problems.push_back(
+          "uid must be the token uid without the \"-pwa\" suffix: pass the uid, the gateway "
+          "appends -pwa to build the deviceId.");
+    }
+  }
+  if (problems.empty()) return grpc::Status::OK;
+
+  const std::string message = problems.size() == 1
+                                  ? absl::StrCat("invalid request: uid: ", problems[0])
+                                  : absl::StrCat("invalid request: ", problems.size(),
+                                                 " field violations (see BadRequest details)");
+  google::rpc::Status status;
+  status.set_code(grpc::StatusCode::INVALID_ARGUMENT);
+  status.set_message(message);
+  google::rpc::ErrorInfo info;
+  info.set_reason(kReasonInvalidRequest);
+  info.set_domain(kErrorDomain);
+  status.add_details()->PackFrom(info);
+  google::rpc::BadRequest bad_request;
+  for (const std::string& problem : problems) {
+    auto* violation = bad_request.add_field_violations();
+    violation->set_field("uid");
+    violation->set_description(problem);
+  }
+  status.add_details()->PackFrom(bad_request);
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message, status.SerializeAsString());
+}
+
+WatchTokenStatusReactor::WatchTokenStatusReactor(TokenStatusPoller* poller,
+                                                 const std::string& uid) {
+  if (grpc::Status invalid = ValidateWatchUid(uid); !invalid.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      finished_ = true;
+    }
+    Finish(std::move(invalid));
+    return;
+  }
+  grpc::Status failed;
+  {
+    // Held across Watch so that a callback arriving on another thread right after
+    // registration waits until watch_ is set. (Watch never calls back before returning,
+    // so this cannot deadlock.)
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<std::shared_ptr<TokenWatch>> watch = poller->Watch(
+        uid, [this](const v1::GetTokenStatusResponse& status) { OnStatus(status); },
+        [this](absl::Status status) { OnEnd(std::move(status)); });
+    if (watch.ok()) {
+      watch_ = *std::move(watch);
+    } else {
+      // Poller shut down: no callback will come.
+      finished_ = true;
+      failed = ToGrpcStatus(watch.status());
+    }
+  }
+  if (!failed.ok()) Finish(std::move(failed));
+}
+
+void WatchTokenStatusReactor::OnStatus(const v1::GetTokenStatusResponse& status) {
+  Next next;
+  {
+    absl::MutexLock lock(&mu_);
+    if (cancelled_ || finished_) return;
+    v1::WatchTokenStatusResponse message;
+    if (status.has_token()) *message.mutable_token() = status.token();
+    if (status.has_web_api_version()) message.set_web_api_version(status.web_api_version());
+    pending_ = std::move(message);  // replaces an older pending status: latest wins
+    next = NextLocked();
+  }
+  Perform(next);
+}
+
+void WatchTokenStatusReactor::OnEnd(absl::Status status) {
+  Next next;
+  {
+    absl::MutexLock lock(&mu_);
+    end_ = ToGrpcStatus(status);
+    next = NextLocked();
+  }
+  Perform(next);
+}
+
+void WatchTokenStatusReactor::OnWriteDone(bool ok) {
+  Next next;
+  std::shared_ptr<TokenWatch> to_cancel;
+  {
+    absl::MutexLock lock(&mu_);
+    write_in_flight_ = false;
+    if (!ok) {
+      // The stream is broken (client gone, deadline): stop writing and end the watch; its
+      // on_end (CANCELLED) then finishes the call, unless it has ended already.
+      cancelled_ = true;
+      pending_.reset();
+      to_cancel = watch_;
+    }
+    next = NextLocked();
+  }
+  Perform(next);
+  if (to_cancel != nullptr) to_cancel->Cancel();
+}
+
+void WatchTokenStatusReactor::OnCancel() {
+  std::shared_ptr<TokenWatch> to_cancel;
+  {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    pending_.reset();
+    to_cancel = watch_;
+  }
+  // Releases the poller's watcher now (the last one stops the uid's polling); on_end then
+  // finishes the call. gRPC needs Finish even for a cancelled call before OnDone.
+  if (to_cancel != nullptr) to_cancel->Cancel();
+}
+
+void WatchTokenStatusReactor::OnDone() { delete this; }
+
+WatchTokenStatusReactor::Next WatchTokenStatusReactor::NextLocked() {
+  if (finished_ || write_in_flight_) return Next::kNothing;
+  if (pending_.has_value() && !cancelled_) {
+    writing_ = *std::move(pending_);
+    pending_.reset();
+    write_in_flight_ = true;
+    return Next::kWrite;
+  }
+  if (end_.has_value()) {
+    finished_ = true;
+    return Next::kFinish;
+  }
+  return Next::kNothing;
+}
+
+void WatchTokenStatusReactor::Perform(Next next) {
+  switch (next) {
+    case Next::kNothing:
+      return;
+    case Next::kWrite:
+      // writing_ is stable until OnWriteDone: NextLocked only refills it with no write in
+      // flight.
+      StartWrite(&writing_);
+      return;
+    case Next::kFinish: {
+      grpc::Status status;
+      {
+        absl::MutexLock lock(&mu_);
+        status = *end_;
+      }
+      // After Finish, OnDone may delete this object at any moment: touch nothing after it.
+      Finish(std::move(status));
+      return;
+    }
+  }
+}
+
+grpc::ServerWriteReactor<v1::WatchTokenStatusResponse>* NewWatchTokenStatusReactor(
+    TokenStatusPoller* poller, grpc::CallbackServerContext* context,
+    const v1::WatchTokenStatusRequest* request) {
+  return new WatchTokenStatusReactor(poller, request->uid());
+}
+
+}  // namespace inspection::token_watch

@@ -1,0 +1,91 @@
+#ifndef GATEWAY_TOKEN_WATCH_TOKEN_WATCH_H_
+#define GATEWAY_TOKEN_WATCH_TOKEN_WATCH_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "gateway/token_watch/token_status_poller.h"
+#include "inspection/v1/token.grpc.pb.h"
+
+namespace inspection::token_watch {
+
+// An absl::Status may carry the rich gRPC error details (a serialized google.rpc.Status
+// with ErrorInfo, RetryInfo...) as a payload under this type URL; ToGrpcStatus passes them
+// on as the grpc::Status binary details. FetchStatus should attach them to its errors
+// (ApiError::ToGrpcStatus().error_details()) so a watch ending on a vendor error carries the
+// same details as GetTokenStatus would.
+inline constexpr char kGrpcStatusDetailsPayloadUrl[] = "type.googleapis.com/google.rpc.Status";
+
+// The code, message and (if present) kGrpcStatusDetailsPayloadUrl details of `status`.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// The WatchTokenStatus uid rules, the same as GetTokenStatus's (the uid goes into the vendor
+// URL as deviceId=<uid>-pwa): required; no '/', '?', '#', '&', spaces or control
+// characters; not "." or ".."; no "-pwa" suffix. OK, or INVALID_ARGUMENT whose details are
+// a google.rpc.Status with ErrorInfo (reason INVALID_REQUEST, domain inspection-gateway) and
+// BadRequest (one field violation on "uid" per broken rule).
+grpc::Status ValidateWatchUid(const std::string& uid);
+
+// One WatchTokenStatus call: validates the uid (INVALID_ARGUMENT finishes at once), watches
+// it on the poller and writes each status as WatchTokenStatusResponse{token,
+// web_api_version}; finishes with the watch's end status (OK when the token expired or
+// reached a final status, the vendor's error, UNAVAILABLE on gateway shutdown).
+//
+// One write in flight at a time. A status arriving while a write is in flight waits as the
+// single pending message; a newer one replaces it (only the latest matters for a status, and
+// a slow client then costs one message of memory, not a queue). So a client always ends up
+// with the latest status, but may skip intermediate ones if it reads slower than they
+// change. The final status is always written before Finish.
+//
+// Client cancellation (or deadline, or a failed write) cancels the watch, which releases the
+// poller's watcher; the call then finishes with CANCELLED. Deletes itself in OnDone. Finish
+// is called exactly once, never with a write in flight, and only after the watch has ended
+// (or when there is no watch: invalid uid, poller shut down), so no poller callback can
+// reach a deleted reactor.
+class WatchTokenStatusReactor final
+    : public grpc::ServerWriteReactor<v1::WatchTokenStatusResponse> {
+ public:
+  // `poller` must outlive the call (it does if it is shut down before the server).
+  WatchTokenStatusReactor(TokenStatusPoller* poller, const std::string& uid);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  enum class Next { kNothing, kWrite, kFinish };
+
+  void OnStatus(const v1::GetTokenStatusResponse& status) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnEnd(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+  // Picks the next stream operation; the caller performs it after unlocking, so that no
+  // gRPC operation is started with mu_ held (a reaction run inline would take mu_ again).
+  Next NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Perform(Next next) ABSL_LOCKS_EXCLUDED(mu_);
+
+  absl::Mutex mu_;
+  std::shared_ptr<TokenWatch> watch_ ABSL_GUARDED_BY(mu_);
+  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;  // no more writes: client gone
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;   // Finish decided
+  std::optional<v1::WatchTokenStatusResponse> pending_ ABSL_GUARDED_BY(mu_);
+  std::optional<grpc::Status> end_ ABSL_GUARDED_BY(mu_);  // the watch's end, to finish with
+  // The message being written. Only changed when no write is in flight.
+  v1::WatchTokenStatusResponse writing_;
+};
+
+// What TokenServiceImpl::WatchTokenStatus returns:
+//   return token_watch::NewWatchTokenStatusReactor(poller_, context, request);
+// `context` is not used yet (kept for logging and metadata).
+grpc::ServerWriteReactor<v1::WatchTokenStatusResponse>* NewWatchTokenStatusReactor(
+    TokenStatusPoller* poller, grpc::CallbackServerContext* context,
+    const v1::WatchTokenStatusRequest* request);
+
+}  // namespace inspection::token_watch
+
+#endif  // GATEWAY_TOKEN_WATCH_TOKEN_WATCH_H_
