@@ -10,6 +10,7 @@
 #include "gateway/server/gateway_server.h"
 #include "gateway/server/rpc_log_observer.h"
 #include "gateway/server/sandbox_mode.h"
+#include "gateway/server/webhook_registration.h"
 
 namespace {
 
@@ -46,6 +47,31 @@ inspection::server::GatewayServerOptions ServerOptions(const GatewayConfig& conf
           : inspection::vendor::ParamsPlacement::kQuery;
   options.mapper.inspection_id_pointers = config.damage.inspection_id_pointers;
   options.limits.search_max_limit = config.search.max_limit;
+
+  options.event_log_url = config.event_log;
+  options.retention.max_age = std::chrono::hours(config.event_log_retention.max_age_hours);
+  options.retention.max_events = config.event_log_retention.max_events;
+  options.stream_queue_size = static_cast<size_t>(config.streams.queue_size);
+  options.token_watch.interval = config.token_watch.interval;
+  options.token_watch.max_backoff = config.token_watch.max_backoff;
+  if (!config.webhook_key.empty()) {
+    auto& webhook = options.webhook;
+    const std::string& addr = config.webhook_addr;  // validated HOST:PORT
+    const size_t colon = addr.rfind(':');
+    webhook.host = addr.substr(0, colon);
+    if (webhook.host.size() > 1 && webhook.host.front() == '[') {
+      webhook.host = webhook.host.substr(1, webhook.host.size() - 2);
+    }
+    webhook.port = std::stoi(addr.substr(colon + 1));
+    webhook.path = config.webhook.path;
+    webhook.current_key = config.webhook_key.Reveal();
+    webhook.previous_key = config.webhook_previous_key.Reveal();
+    webhook.max_body_bytes = static_cast<size_t>(config.webhook.max_body_bytes);
+    webhook.event_name_pointer = config.webhook.event_name_pointer;
+    webhook.inspection_id_pointer = config.webhook.inspection_id_pointer;
+    webhook.token_id_pointer = config.webhook.token_id_pointer;
+    webhook.vehicle_id_pointer = config.webhook.vehicle_id_pointer;
+  }
   return options;
 }
 
@@ -100,19 +126,37 @@ int main(int argc, char** argv) {
     logger.Error("start-up failed", {{"error", std::string(server.status().message())}});
     return 1;
   }
+  if (!config->register_webhook.empty()) {
+    absl::Status registered = inspection::server::RegisterWebhookAtVendor(
+        (*server)->vendor(), config->register_webhook, config->webhook_key.Reveal(),
+        config->register_webhook_events, std::chrono::seconds(10));
+    if (!registered.ok()) {
+      logger.Error("start-up failed", {{"error", std::string(registered.message())}});
+      return 1;
+    }
+    logger.Info("webhook registered at the vendor",
+                {{"url", config->register_webhook},
+                 {"events", static_cast<int64_t>(config->register_webhook_events.size())}});
+  }
+  if ((*server)->webhook_port() == 0) {
+    logger.Warn(
+        "no webhook key configured (webhook_key_file or INSPECTION_WEBHOOK_KEY): the "
+        "webhook receiver is not started, streams only carry events stored by replicas");
+  }
   logger.Info("inspection-gateway serving",
               {{"grpc_port", (*server)->grpc_port()},
+               {"webhook_port", (*server)->webhook_port()},
                {"grpc_addr", config->grpc_addr},
                {"upstream_url", config->upstream_url},
                {"config", inspection::config::DumpConfig(
                               *config, inspection::config::DumpFormat::kSingleLine)}});
 
   if (sandbox != nullptr) {
-    inspection::server::PointSandboxWebhooksAtGateway(*config, *sandbox);
+    inspection::server::PointSandboxWebhooksAtGateway(*config, (*server)->webhook_port(), *sandbox);
     // `make run` passes the grpcurl it installed; otherwise assume it is on the PATH.
     const char* grpcurl = std::getenv("GRPCURL");
     std::cout << inspection::server::SandboxWelcome(
-                     *config, *sandbox, (*server)->grpc_port(),
+                     *config, *sandbox, (*server)->grpc_port(), (*server)->webhook_port(),
                      grpcurl != nullptr && *grpcurl != '\0' ? grpcurl : "grpcurl")
               << std::flush;
   }

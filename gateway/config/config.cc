@@ -89,6 +89,37 @@ absl::StatusOr<std::string> NonEmpty(std::string value) {
   return value;
 }
 
+absl::StatusOr<std::string> AbsolutePath(std::string value) {
+  if (value.empty() || value[0] != '/' || value.find_first_of(" ?#") != std::string::npos) {
+    return absl::InvalidArgumentError("must be an absolute path like /webhooks/v2");
+  }
+  return value;
+}
+
+absl::StatusOr<std::string> Pointer(std::string value) {
+  absl::Status status = CheckJsonPointer(value);
+  if (!status.ok()) return status;
+  return value;
+}
+
+absl::StatusOr<std::string> EventLogUrl(std::string value) {
+  if (absl::StartsWith(value, "sqlite:") && value.size() > 7) return value;
+  if (absl::StartsWith(value, "redis://") && value.size() > 8) return value;
+  return absl::InvalidArgumentError("must be sqlite:<path> or redis://host:port[/db]");
+}
+
+absl::StatusOr<std::string> OptionalUrl(std::string value) {
+  if (value.empty()) return value;
+  return NormalizeBaseUrl(std::move(value));
+}
+
+absl::Status EventNameCheck(absl::string_view name) {
+  if (name.empty() || name.find_first_of(" \t\r\n") != absl::string_view::npos) {
+    return absl::InvalidArgumentError("an event name must be non-empty, without spaces");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> HostPort(std::string value) {
   absl::Status status = CheckHostPort(value);
   if (!status.ok()) return status;
@@ -242,7 +273,7 @@ const std::vector<KeySpec>& Keys() {
           "Listen address of the gRPC server."),
       StringKey(
           "webhook_addr", [](auto& c) -> auto& { return c.webhook_addr; }, HostPort, "HOST:PORT",
-          "Listen address of the webhook receiver (HTTP). Reserved: validated, not served yet."),
+          "Listen address of the webhook receiver (HTTP; started when a webhook key is set)."),
       StringKey(
           "admin_addr", [](auto& c) -> auto& { return c.admin_addr; }, HostPort, "HOST:PORT",
           "Listen address of the admin endpoint (metrics, health). Reserved: validated, not served "
@@ -297,6 +328,67 @@ const std::vector<KeySpec>& Keys() {
       IntegerKey(
           "shutdown.grace_ms", [](auto& c) -> auto& { return c.shutdown.grace; }, 0, kDayMs, "MS",
           "How long in-flight RPCs may run on after SIGTERM."),
+      StringKey(
+          "webhook.path", [](auto& c) -> auto& { return c.webhook.path; }, AbsolutePath, "PATH",
+          "HTTP path of the webhook receiver."),
+      IntegerKey(
+          "webhook.max_body_bytes", [](auto& c) -> auto& { return c.webhook.max_body_bytes; }, 1,
+          1 << 30, "BYTES", "Largest webhook body accepted (larger: 413)."),
+      StringKey(
+          "webhook.event_name_pointer",
+          [](auto& c) -> auto& { return c.webhook.event_name_pointer; }, Pointer, "POINTER",
+          "JSON pointer to the event name in a webhook body."),
+      StringKey(
+          "webhook.inspection_id_pointer",
+          [](auto& c) -> auto& { return c.webhook.inspection_id_pointer; }, Pointer, "POINTER",
+          "JSON pointer to the inspection id in a webhook body."),
+      StringKey(
+          "webhook.token_id_pointer", [](auto& c) -> auto& { return c.webhook.token_id_pointer; },
+          Pointer, "POINTER", "JSON pointer to the token id (uid) in a webhook body."),
+      StringKey(
+          "webhook.vehicle_id_pointer",
+          [](auto& c) -> auto& { return c.webhook.vehicle_id_pointer; }, Pointer, "POINTER",
+          "JSON pointer to the vehicle id in a webhook body."),
+      StringKey(
+          "webhook_key_file", [](auto& c) -> auto& { return c.webhook_key_file; }, NonEmpty, "PATH",
+          "File holding the key the vendor sends in x-api-key with webhooks. When not set, "
+          "read from env INSPECTION_WEBHOOK_KEY; without a key the receiver is not started."),
+      StringKey(
+          "webhook_previous_key_file", [](auto& c) -> auto& { return c.webhook_previous_key_file; },
+          NonEmpty, "PATH",
+          "File holding the previous webhook key, still accepted during a rotation (else env "
+          "INSPECTION_WEBHOOK_PREVIOUS_KEY)."),
+      StringKey(
+          "event_log", [](auto& c) -> auto& { return c.event_log; }, EventLogUrl, "URL",
+          "Where events are stored: sqlite:<path> (one process) or "
+          "redis://[:password@]host:port[/db][?stream=name] (replicas share it)."),
+      IntegerKey(
+          "event_log_retention.max_age_hours",
+          [](auto& c) -> auto& { return c.event_log_retention.max_age_hours; }, 1, 24 * 366,
+          "HOURS", "Events older than this are removed."),
+      IntegerKey(
+          "event_log_retention.max_events",
+          [](auto& c) -> auto& { return c.event_log_retention.max_events; }, 1, 1000000000, "N",
+          "At most this many events are kept (the oldest go first)."),
+      IntegerKey(
+          "streams.queue_size", [](auto& c) -> auto& { return c.streams.queue_size; }, 1, 1000000,
+          "N",
+          "Events buffered per Subscribe stream; a subscriber further behind is ended with "
+          "RESOURCE_EXHAUSTED and its last cursor."),
+      IntegerKey(
+          "token_watch.interval_ms", [](auto& c) -> auto& { return c.token_watch.interval; }, 100,
+          kDayMs, "MS", "How often WatchTokenStatus polls each watched token at the vendor."),
+      IntegerKey(
+          "token_watch.max_backoff_ms", [](auto& c) -> auto& { return c.token_watch.max_backoff; },
+          100, kDayMs, "MS", "Longest pause between polls of a token while the vendor fails."),
+      StringKey(
+          "register_webhook", [](auto& c) -> auto& { return c.register_webhook; }, OptionalUrl,
+          "URL",
+          "The gateway's public webhook URL: when set, it is registered at the vendor on "
+          "start-up with the webhook key, and register_webhook_events are enabled."),
+      StringListKey(
+          "register_webhook_events", [](auto& c) -> auto& { return c.register_webhook_events; },
+          EventNameCheck, "NAME,...", "Events enabled at the vendor when register_webhook is set."),
   };
   return *keys;
 }
@@ -316,6 +408,11 @@ const std::vector<SecretSpec>& Secrets() {
   static const std::vector<SecretSpec>* const secrets = new std::vector<SecretSpec>{
       {"api_key", "api_key_file", "INSPECTION_API_KEY", /*required=*/true,
        &GatewayConfig::api_key_file, &GatewayConfig::api_key},
+      {"webhook_key", "webhook_key_file", "INSPECTION_WEBHOOK_KEY", /*required=*/false,
+       &GatewayConfig::webhook_key_file, &GatewayConfig::webhook_key},
+      {"webhook_previous_key", "webhook_previous_key_file", "INSPECTION_WEBHOOK_PREVIOUS_KEY",
+       /*required=*/false, &GatewayConfig::webhook_previous_key_file,
+       &GatewayConfig::webhook_previous_key},
   };
   return *secrets;
 }
@@ -757,6 +854,13 @@ std::string DefaultText(const KeySpec& spec) {
     const std::string text = value.get<std::string>();
     return text.empty() ? "default: none" : absl::StrCat("default: ", text);
   }
+  if (value.is_array()) {
+    // Comma-separated (the flag and env syntax), so --help can wrap it.
+    std::vector<std::string> items;
+    for (const auto& item : value)
+      items.push_back(item.is_string() ? item.get<std::string>() : item.dump());
+    return absl::StrCat("default: ", absl::StrJoin(items, ", "));
+  }
   return absl::StrCat("default: ", value.dump());
 }
 
@@ -843,7 +947,7 @@ std::string UsageText() {
   for (const KeySpec& spec : Keys()) {
     absl::StrAppend(&text, "  --", spec.Flag(), "=", spec.placeholder, "\n",
                     Wrap(spec.help, "      "), "      key: ", spec.key, "\n      env: ", spec.Env(),
-                    "\n      ", DefaultText(spec), "\n");
+                    "\n", Wrap(DefaultText(spec), "      "));
   }
   absl::StrAppend(&text, "\nSecrets (never accepted in the config file or as flags):\n");
   for (const SecretSpec& secret : Secrets()) {

@@ -101,6 +101,34 @@ struct ShutdownOptions {
 };
 
 // The validated configuration. Copyable; read-only after LoadConfig returns it.
+// webhook.*: the vendor-facing webhook receiver.
+struct WebhookOptions {
+  std::string path = "/webhooks/v2";
+  int max_body_bytes = 8 << 20;
+  // RFC 6901 pointers into the webhook body (defaults fit the spec's createReport body).
+  std::string event_name_pointer = "/event";
+  std::string inspection_id_pointer = "/inspectionId";
+  std::string token_id_pointer = "/tokenId";
+  std::string vehicle_id_pointer = "/vehicleId";
+};
+
+// event_log_*: retention of the event log.
+struct EventLogRetention {
+  int max_age_hours = 168;
+  int max_events = 1000000;
+};
+
+// streams.*: server-streaming RPCs.
+struct StreamOptions {
+  int queue_size = 1000;  // events buffered per subscriber before it is dropped
+};
+
+// token_watch.*: WatchTokenStatus polling.
+struct TokenWatchOptions {
+  absl::Duration interval = absl::Milliseconds(2000);
+  absl::Duration max_backoff = absl::Milliseconds(30000);
+};
+
 struct GatewayConfig {
   // sandbox (default false, flag --sandbox): run the vendor emulator in-process as the
   // upstream; upstream_url, webapp_url and the API key then come from it.
@@ -131,6 +159,28 @@ struct GatewayConfig {
   SearchOptions search;
   LogOptions log;
   ShutdownOptions shutdown;
+
+  WebhookOptions webhook;
+  // event_log (default "sqlite:inspection-events.db"): "sqlite:<path>" or
+  // "redis://[:password@]host:port[/db][?stream=name]" (replicas share it).
+  std::string event_log = "sqlite:inspection-events.db";
+  EventLogRetention event_log_retention;
+  StreamOptions streams;
+  TokenWatchOptions token_watch;
+  // register_webhook (default none): the gateway's public webhook URL; when set, the
+  // gateway registers it (and the webhook key) at the vendor on start-up and enables
+  // register_webhook_events.
+  std::string register_webhook;
+  std::vector<std::string> register_webhook_events = {
+      "newInspection",    "detectionFinished", "createReport",  "shareUpdatedReport",
+      "deleteInspection", "tradeinVehicle",    "chaseUpVehicle"};
+  // The key the vendor sends in `x-api-key` with each webhook (file or env
+  // INSPECTION_WEBHOOK_KEY), and the previous one during a rotation. Without a key the
+  // webhook receiver is not started.
+  std::string webhook_key_file;
+  Secret webhook_key;
+  std::string webhook_previous_key_file;
+  Secret webhook_previous_key;
 
   // Not settings: what the command line asked for.
   // The config file that was read (--config or INSPECTION_CONFIG); empty if none.

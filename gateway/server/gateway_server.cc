@@ -8,20 +8,31 @@
 
 #include "absl/strings/str_cat.h"
 #include "adapters/http/curl_transport.h"
+#include "adapters/vendor/token_mapper.h"
 #include "gateway/services/damage_service.h"
 #include "gateway/services/event_config_service.h"
+#include "gateway/services/event_service.h"
 #include "gateway/services/image_service.h"
 #include "gateway/services/inspection_service.h"
 #include "gateway/services/token_service.h"
+#include "gateway/token_watch/token_watch.h"
 
 namespace inspection::server {
 namespace {
 
 constexpr const char* kServiceNames[] = {
-    "inspection.v1.TokenService", "inspection.v1.ImageService", "inspection.v1.DamageService",
-    "inspection.v1.InspectionService", "inspection.v1.EventConfigService"};
+    "inspection.v1.TokenService",       "inspection.v1.ImageService",
+    "inspection.v1.DamageService",      "inspection.v1.InspectionService",
+    "inspection.v1.EventConfigService", "inspection.v1.EventService"};
 
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<eventlog::EventLog>> OpenEventLog(
+    const std::string& url, const eventlog::RetentionPolicy& retention) {
+  if (url.rfind("sqlite:", 0) == 0) return eventlog::OpenSqliteEventLog(url.substr(7), retention);
+  if (url.rfind("redis://", 0) == 0) return eventlog::OpenRedisEventLog(url, retention);
+  return absl::InvalidArgumentError("event_log must be sqlite:<path> or redis://host:port");
+}
 
 GatewayServer::GatewayServer(GatewayServerOptions options) : options_(std::move(options)) {}
 
@@ -41,7 +52,69 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   server->vendor_client_ =
       std::make_unique<upstream::VendorClient>(opts.vendor, server->transport_.get());
 
+  server->event_log_ = opts.event_log;
+  if (server->event_log_ == nullptr) {
+    auto log = OpenEventLog(opts.event_log_url, opts.retention);
+    if (!log.ok()) {
+      return absl::Status(log.status().code(), absl::StrCat("event_log: ", log.status().message()));
+    }
+    server->event_log_ = std::shared_ptr<eventlog::EventLog>(std::move(*log));
+  }
+  server->hub_ = std::make_unique<streaming::EventHub>(server->event_log_.get(), opts.hub);
+  if (absl::Status started = server->hub_->Start(); !started.ok()) return started;
+  if (!opts.webhook.current_key.empty()) {
+    auto receiver = webhooks::WebhookReceiver::Start(opts.webhook, server->event_log_.get());
+    if (!receiver.ok()) {
+      return absl::Status(receiver.status().code(),
+                          absl::StrCat("webhook receiver: ", receiver.status().message()));
+    }
+    server->receiver_ = std::move(*receiver);
+  }
+
+  // WatchTokenStatus: polls go through the vendor client like GetTokenStatus (same
+  // route, same errors), on the poller's timer thread, never blocking it.
+  server->scheduler_ = std::make_unique<token_watch::TimerThreadScheduler>();
+  upstream::VendorClient* vendor = server->vendor_client_.get();
+  server->token_poller_ = std::make_unique<token_watch::TokenStatusPoller>(
+      opts.token_watch,
+      [vendor](const std::string& uid,
+               absl::AnyInvocable<void(absl::StatusOr<v1::GetTokenStatusResponse>) &&> done) {
+        v1::GetTokenStatusRequest request;
+        request.set_uid(uid);
+        const auto& route = routes::GetRoute(routes::RouteId::kGetTokenStatus);
+        vendor->Call(route.id, vendor::EncodeGetTokenStatusRequest(request),
+                     std::chrono::system_clock::now() + route.timeout, /*request_id=*/"",
+                     [done = std::move(done), &route](upstream::VendorResult result) mutable {
+                       v1::GetTokenStatusResponse response;
+                       if (!result.ok()) {
+                         grpc::Status status = result.error->ToGrpcStatus();
+                         absl::Status error(static_cast<absl::StatusCode>(status.error_code()),
+                                            status.error_message());
+                         error.SetPayload(token_watch::kGrpcStatusDetailsPayloadUrl,
+                                          absl::Cord(status.error_details()));
+                         std::move(done)(std::move(error));
+                         return;
+                       }
+                       if (absl::Status decoded = vendor::DecodeGetTokenStatusResponse(
+                               result.body, &response, nullptr);
+                           !decoded.ok()) {
+                         grpc::Status status =
+                             errors::ApiError::FromBadVendorBody(
+                                 route, result.response, errors::kReasonVendorUnexpectedResponse,
+                                 std::string(decoded.message()))
+                                 .ToGrpcStatus();
+                         std::move(done)(absl::UnavailableError(status.error_message()));
+                         return;
+                       }
+                       std::move(done)(std::move(response));
+                     });
+      },
+      server->scheduler_.get());
+
   services::ServiceDeps& deps = server->deps_;
+  deps.token_poller = server->token_poller_.get();
+  deps.hub = server->hub_.get();
+  deps.stream_queue_size = opts.stream_queue_size;
   deps.vendor = server->vendor_client_.get();
   deps.mapper_options = opts.mapper;
   deps.limits = opts.limits;
@@ -53,6 +126,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   server->services_.push_back(std::make_unique<services::DamageServiceImpl>(deps));
   server->services_.push_back(std::make_unique<services::InspectionServiceImpl>(deps));
   server->services_.push_back(std::make_unique<services::EventConfigServiceImpl>(deps));
+  server->services_.push_back(std::make_unique<services::EventServiceImpl>(deps));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -76,6 +150,11 @@ void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
   if (server_ == nullptr) return;
   // Load balancers and health probes see NOT_SERVING before connections close.
   server_->GetHealthCheckService()->Shutdown();
+  // No new webhooks (the vendor retries them, here or on another replica), then every
+  // stream ends with UNAVAILABLE and its resumable cursor.
+  if (receiver_ != nullptr) receiver_->Stop();
+  if (hub_ != nullptr) hub_->Stop();
+  if (token_poller_ != nullptr) token_poller_->Shutdown();
   // grpc::Server::Shutdown waits for every started call to finish. Calls waiting on
   // the vendor finish when their HTTP exchange ends; after the grace period the
   // transport is told to fail what is left so shutdown is bounded.
@@ -92,6 +171,11 @@ GatewayServer::~GatewayServer() {
   Shutdown(std::chrono::milliseconds(0));
   server_.reset();
   services_.clear();
+  receiver_.reset();
+  hub_.reset();
+  token_poller_.reset();
+  scheduler_.reset();
+  event_log_.reset();
   vendor_client_.reset();
   transport_.reset();
 }

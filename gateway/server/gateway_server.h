@@ -9,11 +9,16 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "adapters/eventlog/event_log.h"
 #include "adapters/http/http_transport.h"
 #include "adapters/vendor/vendor_request.h"
 #include "gateway/services/unary_call.h"
+#include "gateway/streaming/event_hub.h"
+#include "gateway/token_watch/scheduler.h"
+#include "gateway/token_watch/token_status_poller.h"
 #include "gateway/upstream/vendor_client.h"
 #include "gateway/validation/request_validation.h"
+#include "gateway/webhooks/webhook_receiver.h"
 
 namespace inspection::server {
 
@@ -32,7 +37,23 @@ struct GatewayServerOptions {
   std::shared_ptr<http::HttpTransport> transport;
   // Told about every finished RPC; null for none. Must outlive the server.
   services::RpcObserver* observer = nullptr;
+
+  // The event log: injected (tests, replicas in one process) or opened from the URL
+  // ("sqlite:<path>" or "redis://...").
+  std::shared_ptr<eventlog::EventLog> event_log;
+  std::string event_log_url = "sqlite:inspection-events.db";
+  eventlog::RetentionPolicy retention;
+  streaming::EventHub::Options hub;
+  size_t stream_queue_size = 1000;
+  // The webhook receiver, started when webhook.current_key is set.
+  webhooks::WebhookReceiverOptions webhook;
+  // WatchTokenStatus polling.
+  token_watch::TokenStatusPollerOptions token_watch;
 };
+
+// Opens "sqlite:<path>" or "redis://..." (config key event_log).
+absl::StatusOr<std::unique_ptr<eventlog::EventLog>> OpenEventLog(
+    const std::string& url, const eventlog::RetentionPolicy& retention);
 
 // The composition root: builds transport -> vendor client -> services -> gRPC server
 // (with the health service and server reflection), and owns them all.
@@ -47,6 +68,13 @@ class GatewayServer {
   GatewayServer& operator=(const GatewayServer&) = delete;
 
   int grpc_port() const { return grpc_port_; }
+  // The webhook receiver's port; 0 when it is not running (no webhook key).
+  int webhook_port() const { return receiver_ == nullptr ? 0 : receiver_->port(); }
+  const webhooks::WebhookReceiver* receiver() const { return receiver_.get(); }
+  streaming::EventHub& hub() { return *hub_; }
+  upstream::VendorClient& vendor() { return *vendor_client_; }
+  const token_watch::TokenStatusPoller& token_poller() const { return *token_poller_; }
+  eventlog::EventLog& event_log() { return *event_log_; }
 
   // Stops accepting calls, reports NOT_SERVING, lets in-flight calls finish for up to
   // `grace`, then fails the ones still waiting on the vendor with UNAVAILABLE.
@@ -59,6 +87,11 @@ class GatewayServer {
   GatewayServerOptions options_;
   std::shared_ptr<http::HttpTransport> transport_;
   std::unique_ptr<upstream::VendorClient> vendor_client_;
+  std::shared_ptr<eventlog::EventLog> event_log_;
+  std::unique_ptr<streaming::EventHub> hub_;
+  std::unique_ptr<webhooks::WebhookReceiver> receiver_;
+  std::unique_ptr<token_watch::TimerThreadScheduler> scheduler_;
+  std::unique_ptr<token_watch::TokenStatusPoller> token_poller_;
   services::ServiceDeps deps_;
   std::vector<std::unique_ptr<grpc::Service>> services_;
   std::unique_ptr<grpc::Server> server_;

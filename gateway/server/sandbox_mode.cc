@@ -25,37 +25,35 @@ absl::StatusOr<std::unique_ptr<sandbox::SandboxServer>> StartEmbeddedSandbox(
   auto started = sandbox::SandboxServer::Start(std::move(options));
   if (!started.ok()) return started.status();
   config.upstream_url = (*started)->BaseUrl();
+  // The sandbox sends its webhooks with this key; the gateway's receiver accepts it.
+  if (config.webhook_key.empty()) config.webhook_key = config::Secret(kSandboxWebhookKey);
   if (config.webapp_url.empty()) config.webapp_url = (*started)->WebappUrl();
   if (config.api_key.empty()) config.api_key = config::Secret(sandbox::kDefaultSandboxApiKey);
   return started;
 }
 
-std::string GatewayWebhookUrl(const config::GatewayConfig& config) {
-  std::string host_port = config.webhook_addr;
+std::string GatewayWebhookUrl(const config::GatewayConfig& config, int webhook_port) {
+  std::string host = config.webhook_addr.substr(0, config.webhook_addr.rfind(':'));
   // A wildcard listen address is reachable on loopback from the same machine.
-  for (const char* any : {"0.0.0.0:", "[::]:"}) {
-    if (host_port.rfind(any, 0) == 0) {
-      host_port = absl::StrCat("127.0.0.1:", host_port.substr(std::string(any).size()));
-    }
-  }
-  return absl::StrCat("http://", host_port, "/webhooks/v2");
+  if (host == "0.0.0.0" || host == "[::]" || host.empty()) host = "127.0.0.1";
+  return absl::StrCat("http://", host, ":", webhook_port, config.webhook.path);
 }
 
-void PointSandboxWebhooksAtGateway(const config::GatewayConfig& config,
+void PointSandboxWebhooksAtGateway(const config::GatewayConfig& config, int webhook_port,
                                    sandbox::SandboxServer& sandbox) {
-  sandbox.ConfigureWebhook(GatewayWebhookUrl(config), kSandboxWebhookKey,
+  sandbox.ConfigureWebhook(GatewayWebhookUrl(config, webhook_port), config.webhook_key.Reveal(),
                            std::vector<std::string>(std::begin(kAllEvents), std::end(kAllEvents)));
 }
 
 std::string SandboxWelcome(const config::GatewayConfig& config, sandbox::SandboxServer& sandbox,
-                           int grpc_port, const std::string& grpcurl) {
+                           int grpc_port, int webhook_port, const std::string& grpcurl) {
   const std::string target = absl::StrCat("localhost:", grpc_port);
   const std::string admin = absl::StrCat(sandbox.BaseUrl(), "/_sandbox");
   std::string text =
       absl::StrCat("\ninspection-gateway is serving gRPC on ", target,
                    " in front of the embedded sandbox (vendor API ", sandbox.BaseUrl(),
                    ", admin API ", admin, "/).\nThe sandbox's webhooks are configured to go to ",
-                   GatewayWebhookUrl(config), ".\n\nTry it (ready to paste):\n\n");
+                   GatewayWebhookUrl(config, webhook_port), ".\n\nTry it (ready to paste):\n\n");
   const std::string commands =
       R"(# a self-inspection token (placeholders for the customer, no message sent)
 grpcurl -plaintext -d '{"options": {"shoot_inspect": true, "fast_track": true}, "trade_in": {"immat": "DE-123-MO", "sending_type": "SENDING_TYPE_NONE"}, "customer": {"email": "<EMAIL>", "firstname": "<FIRST_NAME>", "lastname": "<LAST_NAME>", "phone": "<PHONE>", "locale": "LOCALE_EN"}, "creator_user_id": "demo-agent", "validity": 30}' TARGET inspection.v1.TokenService/CreateToken

@@ -17,12 +17,13 @@ absl::StatusOr<std::unique_ptr<sandbox::SandboxServer>> StartEmbeddedSandbox(
     config::GatewayConfig& config);
 
 // The gateway's own webhook endpoint as the sandbox should call it
-// (`http://<webhook_addr host, 0.0.0.0 -> 127.0.0.1>:<port>/webhooks/v2`).
-std::string GatewayWebhookUrl(const config::GatewayConfig& config);
+// (`http://<webhook_addr host, 0.0.0.0 -> 127.0.0.1>:<webhook_port><webhook.path>`).
+std::string GatewayWebhookUrl(const config::GatewayConfig& config, int webhook_port);
 
-// Points the sandbox's webhook config at the gateway's webhook endpoint and enables
-// every event, as an operator would with UpdateWebhookConfig/UpdateEventConfig.
-void PointSandboxWebhooksAtGateway(const config::GatewayConfig& config,
+// Points the sandbox's webhook config at the gateway's webhook endpoint (with the
+// gateway's webhook key) and enables every event, as an operator would with
+// UpdateWebhookConfig/UpdateEventConfig.
+void PointSandboxWebhooksAtGateway(const config::GatewayConfig& config, int webhook_port,
                                    sandbox::SandboxServer& sandbox);
 
 // The text printed once serving: where things are, and ready-to-paste grpcurl commands
@@ -30,7 +31,7 @@ void PointSandboxWebhooksAtGateway(const config::GatewayConfig& config,
 // that play the customer. `grpcurl` is the command printed (a full path when the tool is
 // not on the user's PATH, as after `make run`).
 std::string SandboxWelcome(const config::GatewayConfig& config, sandbox::SandboxServer& sandbox,
-                           int grpc_port, const std::string& grpcurl);
+                           int grpc_port, int webhook_port, const std::string& grpcurl);
 
 }  // namespace inspection::server
 

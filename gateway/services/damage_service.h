@@ -19,6 +19,10 @@ class DamageServiceImpl final : public v1::DamageService::CallbackService {
                                          const v1::DetectDamageRequest* request,
                                          v1::DetectDamageResponse* response) override;
 
+  // Submits like DetectDamage, then streams the inspection's events until createReport.
+  grpc::ServerWriteReactor<v1::StreamDamageResultsResponse>* StreamDamageResults(
+      grpc::CallbackServerContext* context, const v1::StreamDamageResultsRequest* request) override;
+
  private:
   const ServiceDeps& deps_;
   const UnaryEndpoint<v1::DetectDamageRequest, v1::DetectDamageResponse> detect_damage_;

@@ -1,6 +1,7 @@
 #include "gateway/services/token_service.h"
 
 #include "adapters/vendor/token_mapper.h"
+#include "gateway/token_watch/token_watch.h"
 
 namespace inspection::services {
 
@@ -36,6 +37,11 @@ grpc::ServerUnaryReactor* TokenServiceImpl::GetTokenStatus(grpc::CallbackServerC
                                                            const v1::GetTokenStatusRequest* request,
                                                            v1::GetTokenStatusResponse* response) {
   return RunUnary(context, request, response, deps_, get_token_status_);
+}
+
+grpc::ServerWriteReactor<v1::WatchTokenStatusResponse>* TokenServiceImpl::WatchTokenStatus(
+    grpc::CallbackServerContext* context, const v1::WatchTokenStatusRequest* request) {
+  return token_watch::NewWatchTokenStatusReactor(deps_.token_poller, context, request);
 }
 
 }  // namespace inspection::services

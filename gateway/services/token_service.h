@@ -22,6 +22,10 @@ class TokenServiceImpl final : public v1::TokenService::CallbackService {
                                            const v1::GetTokenStatusRequest* request,
                                            v1::GetTokenStatusResponse* response) override;
 
+  // Streams the token's status changes from the shared poller (token_watch/).
+  grpc::ServerWriteReactor<v1::WatchTokenStatusResponse>* WatchTokenStatus(
+      grpc::CallbackServerContext* context, const v1::WatchTokenStatusRequest* request) override;
+
  private:
   const ServiceDeps& deps_;
   const UnaryEndpoint<v1::CreateTokenRequest, v1::CreateTokenResponse> create_token_;

@@ -12,6 +12,8 @@
 #include "adapters/vendor/vendor_request.h"
 #include "gateway/errors/api_error.h"
 #include "gateway/routes/route_table.h"
+#include "gateway/streaming/event_hub.h"
+#include "gateway/token_watch/token_status_poller.h"
 #include "gateway/upstream/vendor_client.h"
 #include "gateway/validation/request_validation.h"
 
@@ -42,6 +44,11 @@ struct ServiceDeps {
   validation::ValidationLimits limits;
   std::string webapp_url;           // no trailing slash
   RpcObserver* observer = nullptr;  // may be null
+  // Streaming: the event fan-out and the per-stream queue bound (streams.queue_size).
+  streaming::EventHub* hub = nullptr;
+  size_t stream_queue_size = 1000;
+  // WatchTokenStatus: one shared upstream poll per watched token.
+  token_watch::TokenStatusPoller* token_poller = nullptr;
 };
 
 // How one unary RPC maps onto its vendor route. Built once per service.

@@ -590,8 +590,11 @@ TEST_F(ConfigTest, DumpIsAValidConfigFileApartFromTheSecret) {
   absl::StatusOr<GatewayConfig> config = Load({"--search-max-limit=9", "--log-level=debug"});
   ASSERT_TRUE(config.ok()) << config.status();
   nlohmann::json dumped = nlohmann::json::parse(DumpConfig(*config));
-  dumped.erase("api_key");
-  dumped.erase("api_key_file");  // Empty: not a valid path.
+  // Secrets are never read from a file, and their empty file keys are not valid paths.
+  for (const char* key : {"api_key", "api_key_file", "webhook_key", "webhook_key_file",
+                          "webhook_previous_key", "webhook_previous_key_file"}) {
+    dumped.erase(key);
+  }
   absl::StatusOr<GatewayConfig> reloaded =
       LoadConfig({"--config=" + dir_.Write("dumped.json", dumped.dump())}, Env());
   ASSERT_TRUE(reloaded.ok()) << reloaded.status();
@@ -612,42 +615,41 @@ TEST_F(ConfigTest, HelpIsSignalledAsCancelledWithUsage) {
 
 TEST_F(ConfigTest, UsageListsEveryFlagKeyEnvAndDefault) {
   const std::string usage = UsageText();
-  for (const char* expected :
-       {"--config=PATH",
-        "--print-config",
-        "--help",
-        "--upstream-url=URL",
-        "key: upstream_url",
-        "env: INSPECTION_UPSTREAM_URL\n      required",
-        "--api-key-file=PATH",
-        "--webapp-url=URL",
-        "--grpc-addr=HOST:PORT",
-        "default: 0.0.0.0:50051",
-        "--webhook-addr=HOST:PORT",
-        "default: 0.0.0.0:8080",
-        "--admin-addr=HOST:PORT",
-        "default: 0.0.0.0:9464",
-        "--upstream-timeout-ms=MS",
-        "key: upstream.timeout_ms",
-        "default: 30000",
-        "--upstream-connect-timeout-ms=MS",
-        "default: 2000",
-        "--upstream-max-connections=N",
-        "default: 1024",
-        "--background-removal-position-ratio-key=singular|plural|both",
-        "--background-removal-wheel-box-key=singular|plural|both",
-        "default: both",
-        "--test-webhook-params-in=query|body",
-        "default: query",
-        "--damage-inspection-id-pointers=POINTER,...",
-        R"(default: ["/inspectionId","/data/inspectionId","/inspection/id","/id"])",
-        "--search-max-limit=N",
-        "default: 100",
-        "--log-level=debug|info|warn|error",
-        "default: info",
-        "--shutdown-grace-ms=MS",
-        "INSPECTION_SHUTDOWN_GRACE_MS",
-        "INSPECTION_API_KEY"}) {
+  for (const char* expected : {"--config=PATH",
+                               "--print-config",
+                               "--help",
+                               "--upstream-url=URL",
+                               "key: upstream_url",
+                               "env: INSPECTION_UPSTREAM_URL\n      required",
+                               "--api-key-file=PATH",
+                               "--webapp-url=URL",
+                               "--grpc-addr=HOST:PORT",
+                               "default: 0.0.0.0:50051",
+                               "--webhook-addr=HOST:PORT",
+                               "default: 0.0.0.0:8080",
+                               "--admin-addr=HOST:PORT",
+                               "default: 0.0.0.0:9464",
+                               "--upstream-timeout-ms=MS",
+                               "key: upstream.timeout_ms",
+                               "default: 30000",
+                               "--upstream-connect-timeout-ms=MS",
+                               "default: 2000",
+                               "--upstream-max-connections=N",
+                               "default: 1024",
+                               "--background-removal-position-ratio-key=singular|plural|both",
+                               "--background-removal-wheel-box-key=singular|plural|both",
+                               "default: both",
+                               "--test-webhook-params-in=query|body",
+                               "default: query",
+                               "--damage-inspection-id-pointers=POINTER,...",
+                               "default: /inspectionId, /data/inspectionId, /inspection/id, /id",
+                               "--search-max-limit=N",
+                               "default: 100",
+                               "--log-level=debug|info|warn|error",
+                               "default: info",
+                               "--shutdown-grace-ms=MS",
+                               "INSPECTION_SHUTDOWN_GRACE_MS",
+                               "INSPECTION_API_KEY"}) {
     EXPECT_THAT(usage, HasSubstr(expected));
   }
   std::istringstream lines(usage);

@@ -172,7 +172,8 @@ class SandboxEndToEnd(unittest.TestCase):
         cls.gateway = Process([ARGS.gateway, f"--upstream-url={cls.sandbox_url}",
                                f"--webapp-url={ready['webapp_url']}",
                                "--grpc-addr=127.0.0.1:0", "--webhook-addr=127.0.0.1:0",
-                               "--admin-addr=127.0.0.1:0"],
+                               "--admin-addr=127.0.0.1:0",
+                               f"--event-log=sqlite:{cls.tmp.name}/events.db"],
                               env={"INSPECTION_API_KEY": "sandbox-api-key"})
         cls.target = "127.0.0.1:%d" % cls.gateway.wait_json_line("inspection-gateway serving")["grpc_port"]
         cls.channel = grpc.insecure_channel(cls.target)
@@ -406,8 +407,11 @@ class MakeRunCommands(unittest.TestCase):
 
     def test_printed_commands_work(self):
         import shlex
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
         gateway = Process([ARGS.gateway, "--sandbox", "--grpc-addr=127.0.0.1:0",
-                           "--webhook-addr=127.0.0.1:0", "--admin-addr=127.0.0.1:0"],
+                           "--webhook-addr=127.0.0.1:0", "--admin-addr=127.0.0.1:0",
+                           f"--event-log=sqlite:{tmp.name}/events.db"],
                           env={"GRPCURL": ARGS.grpcurl, "INSPECTION_API_KEY": ""})
         try:
             with gateway.cond:

@@ -20,6 +20,7 @@
 #include "inspection/v1/token.grpc.pb.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/fake_vendor.h"
+#include "tests/support/temp_dir.h"
 
 namespace inspection::testing {
 
@@ -44,6 +45,7 @@ class GatewayTest : public ::testing::Test {
     options.vendor.api_key = kApiKey;
     options.webapp_url = kWebappUrl;
     options.connect_timeout = std::chrono::milliseconds(1000);
+    options.event_log_url = "sqlite:" + temp_.File(absl::StrCat("events-", ++gateways_, ".db"));
     if (tweak) tweak(options);
     auto started = server::GatewayServer::Start(std::move(options));
     ASSERT_TRUE(started.ok()) << started.status();
@@ -129,6 +131,8 @@ class GatewayTest : public ::testing::Test {
   static nlohmann::json Json(const std::string& text) { return nlohmann::json::parse(text); }
 
  protected:
+  TempDir temp_;
+  int gateways_ = 0;
   FakeVendor vendor_;
   std::unique_ptr<server::GatewayServer> gateway_;
   std::shared_ptr<grpc::Channel> channel_;

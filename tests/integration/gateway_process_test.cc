@@ -11,6 +11,7 @@
 
 #include "tests/integration/gateway_fixture.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
 
 namespace inspection::testing {
 namespace {
@@ -24,7 +25,8 @@ class GatewayProcess {
                                      std::string("--webapp-url=") + kWebappUrl,
                                      "--grpc-addr=127.0.0.1:0",
                                      "--webhook-addr=127.0.0.1:0",
-                                     "--admin-addr=127.0.0.1:0"};
+                                     "--admin-addr=127.0.0.1:0",
+                                     "--event-log=sqlite:" + temp_.File("events.db")};
     for (auto& arg : extra) argv.push_back(arg);
     process_ = std::make_unique<Subprocess>(
         argv, std::vector<std::string>{std::string("INSPECTION_API_KEY=") + kApiKey});
@@ -37,10 +39,12 @@ class GatewayProcess {
     }
   }
   int port() const { return port_; }
+  const TempDir& temp() const { return temp_; }
   Subprocess& process() { return *process_; }
   std::string target() const { return absl::StrCat("127.0.0.1:", port_); }
 
  private:
+  TempDir temp_;  // before process_: removed after the process stopped
   std::unique_ptr<Subprocess> process_;
   int port_ = 0;
 };

@@ -2,11 +2,16 @@
 // vendor with fault injection.
 #include <httplib.h>
 
+#include "gateway/server/webhook_registration.h"
+#include "inspection/v1/event.grpc.pb.h"
 #include "sandbox/emulator/sandbox_server.h"
 #include "tests/integration/gateway_fixture.h"
+#include "tests/support/temp_dir.h"
 
 namespace inspection::testing {
 namespace {
+
+constexpr char kWebhookKey[] = "gateway-webhook-key";
 
 class SandboxUpstreamTest : public ::testing::Test {
  protected:
@@ -19,6 +24,11 @@ class SandboxUpstreamTest : public ::testing::Test {
     options.vendor.base_url = sandbox_->BaseUrl();
     options.vendor.api_key = sandbox::kDefaultSandboxApiKey;
     options.webapp_url = sandbox_->WebappUrl();
+    options.event_log_url = "sqlite:" + temp_.File("events.db");
+    options.webhook.host = "127.0.0.1";
+    options.webhook.port = 0;
+    options.webhook.current_key = kWebhookKey;
+    options.token_watch.interval = absl::Milliseconds(20);
     auto gateway = server::GatewayServer::Start(std::move(options));
     ASSERT_TRUE(gateway.ok()) << gateway.status();
     gateway_ = std::move(*gateway);
@@ -26,6 +36,19 @@ class SandboxUpstreamTest : public ::testing::Test {
                                        grpc::InsecureChannelCredentials());
     token_ = v1::TokenService::NewStub(channel);
     event_config_ = v1::EventConfigService::NewStub(channel);
+    damage_ = v1::DamageService::NewStub(channel);
+    events_ = v1::EventService::NewStub(channel);
+    // The sandbox delivers its webhooks to this gateway, as the vendor would.
+    sandbox_->ConfigureWebhook(
+        absl::StrCat("http://127.0.0.1:", gateway_->webhook_port(), "/webhooks/v2"), kWebhookKey,
+        {"newInspection", "detectionFinished", "createReport", "tradeinVehicle"});
+  }
+
+  void Admin(const std::string& path) {
+    httplib::Client client(sandbox_->BaseUrl());
+    auto response = client.Post(path.c_str(), "", "application/json");
+    ASSERT_TRUE(response) << path;
+    ASSERT_EQ(response->status, 200) << path << ": " << response->body;
   }
 
   nlohmann::json SandboxState() {
@@ -36,10 +59,13 @@ class SandboxUpstreamTest : public ::testing::Test {
     return nlohmann::json::parse(response->body, nullptr, false);
   }
 
+  TempDir temp_;
   std::unique_ptr<sandbox::SandboxServer> sandbox_;
   std::unique_ptr<server::GatewayServer> gateway_;
   std::unique_ptr<v1::TokenService::Stub> token_;
   std::unique_ptr<v1::EventConfigService::Stub> event_config_;
+  std::unique_ptr<v1::DamageService::Stub> damage_;
+  std::unique_ptr<v1::EventService::Stub> events_;
 };
 
 v1::CreateTokenRequest ValidTokenRequest() {
@@ -98,6 +124,146 @@ TEST_F(SandboxUpstreamTest, SandboxValidationErrorsReachTheCallerWithTheVendorBo
   auto info = GatewayTest::ErrorInfoOf(status);
   EXPECT_EQ(info.reason(), "VENDOR_HTTP_ERROR");
   EXPECT_NE(info.metadata().at("vendor_body").find("customer.email"), std::string::npos);
+}
+
+TEST_F(SandboxUpstreamTest, RegisterWebhookSetsTheUrlKeyAndEvents) {
+  ASSERT_TRUE(server::RegisterWebhookAtVendor(gateway_->vendor(), "https://gw.example.test/hook",
+                                              "registered-key", {"createReport", "chaseUpVehicle"},
+                                              std::chrono::seconds(10))
+                  .ok());
+  v1::GetWebhookConfigResponse config;
+  ASSERT_TRUE(
+      event_config_
+          ->GetWebhookConfig(GatewayTest::Context().get(), v1::GetWebhookConfigRequest(), &config)
+          .ok());
+  EXPECT_EQ(config.config().webhook_url_v2(), "https://gw.example.test/hook");
+  EXPECT_EQ(config.config().webhook_header_key(), "registered-key");
+  v1::ListEventConfigsResponse events;
+  ASSERT_TRUE(
+      event_config_
+          ->ListEventConfigs(GatewayTest::Context().get(), v1::ListEventConfigsRequest(), &events)
+          .ok());
+  std::set<std::string> enabled;
+  for (const auto& event : events.event_configs()) {
+    if (event.webhook()) enabled.insert(event.event_name_raw());
+  }
+  // newInspection, detectionFinished and tradeinVehicle were enabled by the fixture.
+  EXPECT_TRUE(enabled.count("createReport"));
+  EXPECT_TRUE(enabled.count("chaseUpVehicle"));
+  // A vendor refusal stops registration with the vendor's reason.
+  absl::Status refused =
+      server::RegisterWebhookAtVendor(gateway_->vendor(), "https://gw.example.test/hook", "k",
+                                      {"noSuchEvent"}, std::chrono::seconds(10));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("noSuchEvent"), std::string::npos);
+}
+
+TEST_F(SandboxUpstreamTest, StreamDamageResultsEndsAfterTheReport) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::StreamDamageResultsRequest request;
+  request.add_urls("https://images.example.com/stream/front.jpg");
+  request.add_urls("https://images.example.com/stream/back.jpg");
+  auto reader = damage_->StreamDamageResults(&context, request);
+  std::vector<v1::StreamDamageResultsResponse> messages;
+  v1::StreamDamageResultsResponse message;
+  while (reader->Read(&message)) messages.push_back(message);
+  grpc::Status status = reader->Finish();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(messages.size(), 4u);
+  ASSERT_TRUE(messages[0].has_submitted());
+  const std::string inspection_id = messages[0].submitted().inspection_id();
+  EXPECT_FALSE(inspection_id.empty());
+  std::vector<std::string> names;
+  for (size_t i = 1; i < messages.size(); ++i) {
+    ASSERT_TRUE(messages[i].has_event());
+    EXPECT_EQ(messages[i].event().inspection_id(), inspection_id);
+    names.push_back(messages[i].event().event_name_raw());
+  }
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"newInspection", "detectionFinished", "createReport"}));
+  EXPECT_FALSE(messages[3].event().create_report().data_api().data().damages().empty());
+}
+
+TEST_F(SandboxUpstreamTest, DuplicateWebhookDeliveriesAreStoredOnce) {
+  sandbox_->faults().AddRules(*sandbox::ParseFaultRules(nlohmann::json::parse(
+      R"([{"webhook": true, "event": "createReport", "kind": "duplicate"},
+          {"webhook": true, "event": "newInspection", "kind": "duplicate"}])")));
+  grpc::ClientContext context;
+  v1::StreamDamageResultsRequest request;
+  request.add_urls("https://images.example.com/dup/front.jpg");
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto reader = damage_->StreamDamageResults(&context, request);
+  v1::StreamDamageResultsResponse message;
+  std::string inspection_id;
+  while (reader->Read(&message)) {
+    if (message.has_submitted()) inspection_id = message.submitted().inspection_id();
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  // Every delivery, the duplicates included, has reached the receiver...
+  ASSERT_TRUE(sandbox_->webhooks().WaitIdle(std::chrono::seconds(20)));
+  int delivered = 0;
+  for (const auto& record : sandbox_->webhooks().Log()) {
+    if (record.outcome == "delivered") ++delivered;
+  }
+  EXPECT_GE(delivered, 5);  // 3 events + 2 duplicates
+  // ...and the log holds each event once.
+  auto stored = gateway_->event_log().ReadAfter("", 1000);
+  ASSERT_TRUE(stored.ok());
+  std::map<std::string, int> counts;
+  for (const auto& event : *stored) {
+    if (event.event.inspection_id == inspection_id) ++counts[event.event.event_name];
+  }
+  EXPECT_EQ(counts, (std::map<std::string, int>{
+                        {"newInspection", 1}, {"detectionFinished", 1}, {"createReport", 1}}));
+}
+
+TEST_F(SandboxUpstreamTest, WatchTokenStatusFollowsTheCustomerThroughOnePollPerToken) {
+  v1::CreateTokenResponse created;
+  ASSERT_TRUE(
+      token_->CreateToken(GatewayTest::Context().get(), ValidTokenRequest(), &created).ok());
+  const std::string uid = created.token().uid();
+  constexpr int kWatchers = 3;
+  struct Watcher {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::WatchTokenStatusResponse>> reader;
+  };
+  std::vector<std::unique_ptr<Watcher>> watchers;
+  v1::WatchTokenStatusRequest request;
+  request.set_uid(uid);
+  for (int i = 0; i < kWatchers; ++i) {
+    auto watcher = std::make_unique<Watcher>();
+    watcher->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    watcher->reader = token_->WatchTokenStatus(&watcher->context, request);
+    watchers.push_back(std::move(watcher));
+  }
+  // Walk the customer one step at a time, each after every watcher saw the previous one.
+  const std::vector<std::pair<std::string, v1::TradeinStatus>> steps = {
+      {"", v1::TRADEIN_STATUS_CREATED},
+      {"open", v1::TRADEIN_STATUS_OPENED},
+      {"start-shooting", v1::TRADEIN_STATUS_SHOOTING},
+      {"finish-shooting", v1::TRADEIN_STATUS_PICTURES_TAKEN},
+      {"complete", v1::TRADEIN_STATUS_COMPLETED}};
+  for (const auto& [step, expected] : steps) {
+    if (!step.empty()) Admin("/_sandbox/tokens/" + uid + "/" + step);
+    for (auto& watcher : watchers) {
+      v1::WatchTokenStatusResponse response;
+      ASSERT_TRUE(watcher->reader->Read(&response)) << "waiting for " << step;
+      EXPECT_EQ(response.token().tradein_status(), expected) << step;
+    }
+    // Three watchers, one token: one shared poll loop (until completion ends them all).
+    if (expected != v1::TRADEIN_STATUS_COMPLETED) {
+      const auto stats = gateway_->token_poller().stats();
+      EXPECT_EQ(stats.active_uids, 1u) << step;
+      EXPECT_EQ(stats.watchers, static_cast<size_t>(kWatchers)) << step;
+    }
+  }
+  // Completed is final: every stream ends OK.
+  for (auto& watcher : watchers) {
+    v1::WatchTokenStatusResponse extra;
+    EXPECT_FALSE(watcher->reader->Read(&extra));
+    EXPECT_TRUE(watcher->reader->Finish().ok());
+  }
 }
 
 }  // namespace

@@ -1,0 +1,55 @@
+#include "gateway/services/event_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "adapters/vendor/event_config_mapper.h"
+#include "gateway/streaming/event_stream.h"
+
+namespace inspection::services {
+
+validation::Violations ValidateSubscribe(const v1::SubscribeRequest& request) {
+  validation::Violations violations;
+  for (int i = 0; i < request.event_names_size(); ++i) {
+    if (request.event_names(i) == v1::EVENT_NAME_UNSPECIFIED ||
+        !v1::EventName_IsValid(request.event_names(i))) {
+      violations.push_back({absl::StrCat("event_names[", i, "]"),
+                            "must be a known event name (use event_names_raw for others)"});
+    }
+  }
+  for (int i = 0; i < request.event_names_raw_size(); ++i) {
+    if (request.event_names_raw(i).empty()) {
+      violations.push_back({absl::StrCat("event_names_raw[", i, "]"), "must not be empty"});
+    }
+  }
+  if (!request.after_cursor().empty()) {
+    if (!eventlog::CompareCursors(request.after_cursor(), request.after_cursor()).ok()) {
+      violations.push_back({"after_cursor", "is not a cursor returned by this gateway"});
+    } else if (request.from_start()) {
+      violations.push_back({"from_start", "set only one of after_cursor and from_start"});
+    }
+  }
+  return violations;
+}
+
+grpc::ServerWriteReactor<v1::SubscribeResponse>* EventServiceImpl::Subscribe(
+    grpc::CallbackServerContext* context, const v1::SubscribeRequest* request) {
+  auto* reactor = new streaming::EventStreamReactor<v1::SubscribeResponse>(
+      deps_.hub, deps_.stream_queue_size,
+      [](const v1::Event& event, v1::SubscribeResponse* out) { *out->mutable_event() = event; });
+  validation::Violations violations = ValidateSubscribe(*request);
+  if (!violations.empty()) {
+    reactor->End(errors::ApiError::InvalidRequest(std::move(violations)).ToGrpcStatus(),
+                 /*as_is=*/true);
+    return reactor;
+  }
+  streaming::EventFilter filter;
+  for (int name : request->event_names()) {
+    filter.names.insert(vendor::EventNameString(static_cast<v1::EventName>(name), /*raw=*/""));
+  }
+  for (const std::string& raw : request->event_names_raw()) filter.names.insert(raw);
+  filter.inspection_id = request->inspection_id();
+  filter.token_uid = request->token_uid();
+  reactor->Attach(std::move(filter), request->after_cursor(), request->from_start());
+  return reactor;
+}
+
+}  // namespace inspection::services

@@ -1,0 +1,269 @@
+#include "gateway/streaming/event_hub.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "adapters/vendor/event_mapper.h"
+#include "adapters/vendor/json_codec.h"
+#include "gateway/logging/log.h"
+#include "nlohmann/json.hpp"
+
+namespace inspection::streaming {
+
+bool EventFilter::Matches(const v1::Event& event) const {
+  if (!names.empty() && names.count(event.event_name_raw()) == 0) return false;
+  if (!inspection_id.empty() && event.inspection_id() != inspection_id) return false;
+  if (!token_uid.empty() && event.token_id() != token_uid) return false;
+  return true;
+}
+
+v1::Event ToApiEvent(const eventlog::StoredEvent& stored) {
+  v1::Event out;
+  const eventlog::NewEvent& in = stored.event;
+  out.set_cursor(stored.cursor);
+  out.set_event_name_raw(in.event_name);
+  out.set_event_name(vendor::EventNameFromString(in.event_name));
+  out.set_inspection_id(in.inspection_id);
+  out.set_token_id(in.token_id);
+  out.set_vehicle_id(in.vehicle_id);
+  out.set_received_at(absl::FormatTime(
+      "%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(in.received_at_ms), absl::UTCTimeZone()));
+  nlohmann::json body = nlohmann::json::parse(in.payload, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
+    // The receiver only stores JSON; keep anything else as a string rather than lose it.
+    out.mutable_payload()->set_string_value(in.payload);
+    return out;
+  }
+  *out.mutable_payload() = vendor::JsonToValue(body);
+  if (in.event_name == "createReport" && body.is_object()) {
+    if (!vendor::DecodeCreateReport(body, out.mutable_create_report(), nullptr).ok()) {
+      out.clear_create_report();
+    }
+  }
+  return out;
+}
+
+EventHub::EventHub(eventlog::EventLog* log, Options options) : log_(log), options_(options) {}
+
+EventHub::~EventHub() { Stop(); }
+
+absl::Status EventHub::Start() {
+  absl::StatusOr<std::string> last = log_->LastCursor();
+  if (!last.ok()) return last.status();
+  absl::MutexLock lock(&mu_);
+  if (started_) return absl::OkStatus();
+  tail_ = *last;
+  started_ = true;
+  thread_ = std::thread([this] { Run(); });
+  return absl::OkStatus();
+}
+
+void EventHub::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!started_ || stopping_) return;
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+uint64_t EventHub::Subscribe(std::shared_ptr<EventSink> sink, EventFilter filter,
+                             std::string after_cursor, bool from_start) {
+  mu_.Lock();
+  const uint64_t id = next_id_++;
+  Subscription subscription;
+  subscription.sink = std::move(sink);
+  subscription.filter = std::move(filter);
+  if (!after_cursor.empty() || from_start) {
+    subscription.position = std::move(after_cursor);  // caught up by the hub thread
+  } else {
+    subscription.position = tail_;  // "from now": the next event the hub dispatches
+    subscription.live = true;
+  }
+  if (stopping_) {
+    mu_.Unlock();
+    return 0;  // the caller ends its stream: the gateway is stopping
+  }
+  subscriptions_.emplace(id, std::move(subscription));
+  wake_.store(true);
+  mu_.Unlock();
+  return id;
+}
+
+void EventHub::Unsubscribe(uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  removed_.push_back(id);
+}
+
+void EventHub::Wake() { wake_.store(true); }
+
+std::string EventHub::TailCursor() const {
+  absl::MutexLock lock(&mu_);
+  return tail_;
+}
+
+size_t EventHub::SubscriberCount() const {
+  absl::MutexLock lock(&mu_);
+  return subscriptions_.size() - std::min(subscriptions_.size(), removed_.size());
+}
+
+bool EventHub::Offer(Subscription& subscription, const std::shared_ptr<const v1::Event>& event) {
+  if (!subscription.filter.Matches(*event)) return true;
+  if (subscription.sink->Room() == 0) {
+    subscription.sink->End(grpc::Status(
+        grpc::StatusCode::RESOURCE_EXHAUSTED,
+        "the subscriber fell behind: its queue of events is full; resume from the last cursor"));
+    return false;
+  }
+  return subscription.sink->Deliver(event);
+}
+
+void EventHub::DispatchTail() {
+  for (;;) {
+    std::string tail;
+    std::vector<std::pair<uint64_t, Subscription*>> live;
+    {
+      absl::MutexLock lock(&mu_);
+      tail = tail_;
+      for (auto& [id, subscription] : subscriptions_) {
+        if (subscription.live) live.emplace_back(id, &subscription);
+      }
+    }
+    absl::StatusOr<std::vector<eventlog::StoredEvent>> page =
+        log_->ReadAfter(tail, options_.read_batch);
+    if (!page.ok()) {
+      if (page.status().code() == absl::StatusCode::kOutOfRange) {
+        // Retention removed events this process never dispatched: its live subscribers
+        // may have missed some. End them (they resume from their cursor, or resync)
+        // and continue from the log's end.
+        logging::Warn("event hub fell behind the event log's retention",
+                      {{"log", log_->Describe()}});
+        for (auto& [id, subscription] : live) {
+          subscription->sink->End(
+              grpc::Status(grpc::StatusCode::UNAVAILABLE, "events were removed before delivery"));
+          Unsubscribe(id);
+        }
+        absl::StatusOr<std::string> last = log_->LastCursor();
+        absl::MutexLock lock(&mu_);
+        if (last.ok()) tail_ = *last;
+      } else {
+        logging::Warn("event log read failed", {{"error", std::string(page.status().message())}});
+      }
+      return;
+    }
+    if (page->empty()) return;
+    for (const eventlog::StoredEvent& stored : *page) {
+      auto event = std::make_shared<const v1::Event>(ToApiEvent(stored));
+      for (auto& [id, subscription] : live) {
+        absl::StatusOr<int> order = eventlog::CompareCursors(stored.cursor, subscription->position);
+        if (order.ok() && *order <= 0) continue;  // it already has this one (caught up past it)
+        subscription->position = stored.cursor;
+        if (!Offer(*subscription, event)) Unsubscribe(id);
+      }
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      tail_ = page->back().cursor;
+    }
+    if (page->size() < options_.read_batch) return;
+  }
+}
+
+void EventHub::CatchUp(Subscription& subscription) {
+  for (;;) {
+    const size_t room = subscription.sink->Room();
+    if (room == 0) return;
+    absl::StatusOr<std::vector<eventlog::StoredEvent>> page =
+        log_->ReadAfter(subscription.position, options_.read_batch);
+    if (!page.ok()) {
+      const bool expired = page.status().code() == absl::StatusCode::kOutOfRange;
+      subscription.sink->End(grpc::Status(
+          expired ? grpc::StatusCode::OUT_OF_RANGE : grpc::StatusCode::INVALID_ARGUMENT,
+          expired ? "the cursor is older than the event log's retention: resync, then "
+                    "subscribe without after_cursor"
+                  : absl::StrCat("cannot resume from that cursor: ", page.status().message())));
+      subscription.live = false;
+      subscription.sink.reset();
+      return;
+    }
+    size_t delivered = 0;
+    for (const eventlog::StoredEvent& stored : *page) {
+      auto event = std::make_shared<const v1::Event>(ToApiEvent(stored));
+      if (subscription.filter.Matches(*event)) {
+        if (delivered == room) return;  // no room: continue from `position` later
+        if (!subscription.sink->Deliver(event)) {
+          subscription.sink.reset();
+          return;
+        }
+        ++delivered;
+      }
+      subscription.position = stored.cursor;
+    }
+    if (page->size() < options_.read_batch) {
+      // The end of the log: from now on the tail dispatch feeds it (events after its
+      // position only, so nothing twice and nothing skipped).
+      subscription.live = true;
+      return;
+    }
+  }
+}
+
+void EventHub::Run() {
+  auto next_retention = std::chrono::steady_clock::now();
+  for (;;) {
+    std::vector<uint64_t> removed;
+    {
+      absl::MutexLock lock(&mu_);
+      removed.swap(removed_);
+      for (uint64_t id : removed) subscriptions_.erase(id);
+      if (stopping_) break;
+    }
+    wake_.store(false);
+    DispatchTail();
+
+    std::vector<std::pair<uint64_t, Subscription*>> catching_up;
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto& [id, subscription] : subscriptions_) {
+        if (!subscription.live) catching_up.emplace_back(id, &subscription);
+      }
+    }
+    bool waiting_for_room = false;
+    for (auto& [id, subscription] : catching_up) {
+      CatchUp(*subscription);
+      if (subscription->sink == nullptr) {
+        Unsubscribe(id);
+      } else if (!subscription->live) {
+        waiting_for_room = true;
+      }
+    }
+
+    if (std::chrono::steady_clock::now() >= next_retention) {
+      absl::StatusOr<int64_t> trimmed = log_->ApplyRetention(absl::Now());
+      if (!trimmed.ok()) {
+        logging::Warn("event log retention failed",
+                      {{"error", std::string(trimmed.status().message())}});
+      }
+      next_retention = std::chrono::steady_clock::now() + options_.retention_every;
+    }
+    if (wake_.load()) continue;
+    // Catching-up subscribers continue as soon as they have room; otherwise wait for
+    // the next append (the log wakes us at once for appends in this process).
+    std::string tail = TailCursor();
+    log_->WaitForAppend(tail, waiting_for_room ? std::chrono::milliseconds(5) : options_.idle_wait);
+  }
+  // Shutdown: every stream ends with a status its client can resume from.
+  std::map<uint64_t, Subscription> left;
+  {
+    absl::MutexLock lock(&mu_);
+    left.swap(subscriptions_);
+  }
+  for (auto& [id, subscription] : left) {
+    if (subscription.sink != nullptr) {
+      subscription.sink->End(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                          "the gateway is shutting down; resume from the last "
+                                          "cursor on another replica or after the restart"));
+    }
+  }
+}
+
+}  // namespace inspection::streaming

@@ -1,0 +1,113 @@
+#ifndef GATEWAY_STREAMING_EVENT_HUB_H_
+#define GATEWAY_STREAMING_EVENT_HUB_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/support/status.h>
+
+#include "absl/synchronization/mutex.h"
+#include "adapters/eventlog/event_log.h"
+#include "inspection/v1/event.pb.h"
+
+namespace inspection::streaming {
+
+// Which events a subscriber wants.
+struct EventFilter {
+  std::set<std::string> names;  // vendor event names; empty = all
+  std::string inspection_id;    // empty = any
+  std::string token_uid;        // empty = any
+  bool Matches(const v1::Event& event) const;
+};
+
+// The receiving end of a subscription (a gRPC stream). Called on the hub's thread only.
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  // Room left in the sink's bounded queue.
+  virtual size_t Room() const = 0;
+  // Queues `event` for the client. Returns false when the sink is already closed.
+  virtual bool Deliver(std::shared_ptr<const v1::Event> event) = 0;
+  // Ends the stream with `status` (OUT_OF_RANGE for an expired cursor, RESOURCE_EXHAUSTED
+  // when it fell behind, UNAVAILABLE on shutdown). The sink adds its last cursor.
+  virtual void End(const grpc::Status& status) = 0;
+};
+
+// v1::Event from a stored event: names, ids, payload as a Value, and for createReport
+// the typed report.
+v1::Event ToApiEvent(const eventlog::StoredEvent& stored);
+
+// Fans the event log out to every subscriber of this process. One thread tails the log
+// (so replicas sharing a Redis log each see every event) and dispatches to live
+// subscribers; a subscriber resuming from a cursor first catches up from the log,
+// paced by the room in its queue, then joins the live dispatch with no gap and no
+// duplicate (per-subscriber positions, compared with eventlog::CompareCursors). A live
+// subscriber whose queue is full is ended with RESOURCE_EXHAUSTED: memory stays bounded.
+// Thread-safe.
+class EventHub {
+ public:
+  struct Options {
+    size_t read_batch = 256;                   // events read from the log at once
+    std::chrono::milliseconds idle_wait{100};  // longest wait for an append per loop
+    std::chrono::milliseconds retention_every{std::chrono::minutes(1)};
+  };
+
+  EventHub(eventlog::EventLog* log, Options options);
+  ~EventHub();  // Stop()
+
+  // Starts the tailer from the log's current end.
+  absl::Status Start();
+  // Ends every subscription with UNAVAILABLE (and its cursor) and stops the thread.
+  void Stop();
+
+  // Subscribes `sink`. `after_cursor` non-empty: catch up from the log after it;
+  // empty with `from_start`: from the oldest retained event; empty otherwise: only
+  // events after the hub's current position. Returns an id for Unsubscribe, or 0 when
+  // the hub is stopping (nothing was subscribed; the caller ends its stream).
+  uint64_t Subscribe(std::shared_ptr<EventSink> sink, EventFilter filter, std::string after_cursor,
+                     bool from_start);
+  void Unsubscribe(uint64_t id);
+  // A sink that had no room has room again (call from its write-completion).
+  void Wake();
+
+  // The newest event the hub has dispatched ("" before any).
+  std::string TailCursor() const;
+  size_t SubscriberCount() const;
+
+ private:
+  struct Subscription {
+    std::shared_ptr<EventSink> sink;
+    EventFilter filter;
+    std::string position;  // last event considered for this subscriber
+    bool live = false;
+  };
+
+  void Run();
+  void DispatchTail();
+  void CatchUp(Subscription& subscription);
+  bool Offer(Subscription& subscription, const std::shared_ptr<const v1::Event>& event);
+
+  eventlog::EventLog* const log_;
+  const Options options_;
+
+  mutable absl::Mutex mu_;
+  std::map<uint64_t, Subscription> subscriptions_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> removed_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::string tail_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> wake_{false};
+  std::thread thread_;
+};
+
+}  // namespace inspection::streaming
+
+#endif  // GATEWAY_STREAMING_EVENT_HUB_H_

@@ -1,0 +1,256 @@
+#ifndef GATEWAY_STREAMING_EVENT_STREAM_H_
+#define GATEWAY_STREAMING_EVENT_STREAM_H_
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/synchronization/mutex.h"
+#include "gateway/errors/api_error.h"
+#include "gateway/streaming/event_hub.h"
+
+namespace inspection::streaming {
+
+// A server stream of events from the hub, for any response type: keeps one write in
+// flight, buffers at most `capacity` messages (the hub ends it with RESOURCE_EXHAUSTED
+// beyond that), never calls Finish while a write is outstanding, and ends every error
+// with ErrorInfo.metadata["last_cursor"]: the cursor of the last event written, from
+// which the client resumes with no gap and no duplicate. Deletes itself in OnDone.
+template <class Response>
+class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
+ public:
+  // Builds the message for one event.
+  using Wrap = std::function<void(const v1::Event&, Response*)>;
+  // True for the event after which the stream is complete (then Finish(OK)).
+  using IsFinal = std::function<bool(const v1::Event&)>;
+
+  EventStreamReactor(EventHub* hub, size_t capacity, Wrap wrap, IsFinal is_final = nullptr)
+      : hub_(hub),
+        capacity_(capacity),
+        wrap_(std::move(wrap)),
+        is_final_(std::move(is_final)),
+        link_(std::make_shared<Link>(this)) {}
+
+  // Starts receiving events from the hub.
+  void Attach(EventFilter filter, std::string after_cursor, bool from_start) {
+    const uint64_t id =
+        hub_->Subscribe(link_, std::move(filter), std::move(after_cursor), from_start);
+    absl::MutexLock lock(&mu_);
+    if (id == 0) {  // the hub is stopping
+      EndLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the gateway is shutting down"));
+      return;
+    }
+    subscription_ = id;
+    attached_ = true;
+    if (finished_) hub_->Unsubscribe(id);
+  }
+
+  // Queues a message that is not an event (the first message of StreamDamageResults).
+  void Send(Response response) {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    queue_.push_back({std::move(response), std::string(), false});
+    MaybeWriteLocked();
+  }
+
+  // Ends the stream now (pending messages are dropped if a status is not OK). The
+  // status gets ErrorInfo with last_cursor unless `as_is` (a status already carrying
+  // its details, such as a vendor error).
+  void End(const grpc::Status& status, bool as_is = false) {
+    absl::MutexLock lock(&mu_);
+    EndLocked(status, as_is);
+  }
+
+  class Link;
+
+  // A handle that stays valid after the reactor is gone (its calls then do nothing),
+  // for asynchronous work that finishes after a possible cancellation.
+  class Handle {
+   public:
+    void Send(Response response) const {
+      absl::MutexLock lock(&link_->mu_);
+      if (link_->reactor_ != nullptr) link_->reactor_->Send(std::move(response));
+    }
+    void Attach(EventFilter filter, std::string after_cursor, bool from_start) const {
+      absl::MutexLock lock(&link_->mu_);
+      if (link_->reactor_ != nullptr) {
+        link_->reactor_->Attach(std::move(filter), std::move(after_cursor), from_start);
+      }
+    }
+    void End(const grpc::Status& status, bool as_is = false) const {
+      absl::MutexLock lock(&link_->mu_);
+      if (link_->reactor_ != nullptr) link_->reactor_->End(status, as_is);
+    }
+
+   private:
+    friend class EventStreamReactor;
+    explicit Handle(std::shared_ptr<Link> link) : link_(std::move(link)) {}
+    std::shared_ptr<Link> link_;
+  };
+  Handle handle() { return Handle(link_); }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {  // the client is gone; OnCancel/OnDone follow
+      EndLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+      return;
+    }
+    const Item& written = queue_.front();
+    if (!written.cursor.empty()) last_cursor_ = written.cursor;
+    const bool was_final = written.final;
+    queue_.pop_front();
+    if (was_final) {
+      EndLocked(grpc::Status::OK);
+      return;
+    }
+    if (pending_finish_.has_value()) {
+      grpc::Status status = *pending_finish_;
+      pending_finish_.reset();
+      FinishLocked(status);
+      return;
+    }
+    MaybeWriteLocked();
+    hub_->Wake();  // room again: a catching-up subscription continues
+  }
+
+  void OnCancel() override { End(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled")); }
+
+  void OnDone() override {
+    link_->Detach();
+    {
+      absl::MutexLock lock(&mu_);
+      if (attached_) hub_->Unsubscribe(subscription_);
+    }
+    delete this;
+  }
+
+ private:
+  struct Item {
+    Response message;
+    std::string cursor;  // of the event it carries; empty for other messages
+    bool final = false;
+  };
+
+ public:
+  // What the hub holds: outlives the reactor, forwards until the reactor is done.
+  class Link : public EventSink {
+   public:
+    friend class Handle;
+    explicit Link(EventStreamReactor* reactor) : reactor_(reactor) {}
+    void Detach() {
+      absl::MutexLock lock(&mu_);
+      reactor_ = nullptr;
+    }
+    size_t Room() const override {
+      absl::MutexLock lock(&mu_);
+      return reactor_ == nullptr ? 0 : reactor_->Room();
+    }
+    bool Deliver(std::shared_ptr<const v1::Event> event) override {
+      absl::MutexLock lock(&mu_);
+      return reactor_ != nullptr && reactor_->DeliverEvent(*event);
+    }
+    void End(const grpc::Status& status) override {
+      absl::MutexLock lock(&mu_);
+      if (reactor_ != nullptr) reactor_->End(status);
+    }
+
+    mutable absl::Mutex mu_;
+    EventStreamReactor* reactor_ ABSL_GUARDED_BY(mu_);
+  };
+
+ private:
+  size_t Room() const {
+    absl::MutexLock lock(&mu_);
+    if (finished_ || pending_finish_.has_value()) return 0;
+    return queue_.size() >= capacity_ ? 0 : capacity_ - queue_.size();
+  }
+
+  bool DeliverEvent(const v1::Event& event) {
+    absl::MutexLock lock(&mu_);
+    if (finished_ || pending_finish_.has_value()) return false;
+    Item item{Response(), event.cursor(), is_final_ && is_final_(event)};
+    wrap_(event, &item.message);
+    queue_.push_back(std::move(item));
+    MaybeWriteLocked();
+    return true;
+  }
+
+  void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || queue_.empty() || finished_) return;
+    writing_ = true;
+    this->StartWrite(&queue_.front().message);
+  }
+
+  void EndLocked(const grpc::Status& status, bool as_is = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || pending_finish_.has_value()) return;
+    as_is_ = as_is;
+    if (!status.ok()) {
+      // Drop what was not written: the client resumes after last_cursor_.
+      while (queue_.size() > (writing_ ? 1u : 0u)) queue_.pop_back();
+    }
+    if (writing_) {
+      pending_finish_ = status;  // Finish once the write in flight completes
+      return;
+    }
+    if (status.ok() && !queue_.empty()) {
+      pending_finish_ = status;  // flush first
+      MaybeWriteLocked();
+      return;
+    }
+    FinishLocked(status);
+  }
+
+  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    finished_ = true;
+    if (status.ok() || as_is_ || status.error_code() == grpc::StatusCode::CANCELLED) {
+      this->Finish(status);
+      return;
+    }
+    errors::ApiError error;
+    error.code = static_cast<absl::StatusCode>(status.error_code());
+    error.message = status.error_message();
+    switch (status.error_code()) {
+      case grpc::StatusCode::RESOURCE_EXHAUSTED:
+        error.reason = "SUBSCRIBER_TOO_SLOW";
+        break;
+      case grpc::StatusCode::OUT_OF_RANGE:
+        error.reason = "CURSOR_EXPIRED";
+        break;
+      case grpc::StatusCode::UNAVAILABLE:
+        error.reason = "STREAM_INTERRUPTED";
+        error.retry_delay = std::chrono::milliseconds(0);
+        break;
+      default:
+        error.reason = "STREAM_ENDED";
+        break;
+    }
+    error.metadata["last_cursor"] = last_cursor_;
+    this->Finish(error.ToGrpcStatus());
+  }
+
+  EventHub* const hub_;
+  const size_t capacity_;
+  const Wrap wrap_;
+  const IsFinal is_final_;
+  const std::shared_ptr<Link> link_;
+
+  mutable absl::Mutex mu_;
+  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);
+  std::string last_cursor_ ABSL_GUARDED_BY(mu_);
+  uint64_t subscription_ ABSL_GUARDED_BY(mu_) = 0;
+  bool attached_ ABSL_GUARDED_BY(mu_) = false;
+  bool as_is_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace inspection::streaming
+
+#endif  // GATEWAY_STREAMING_EVENT_STREAM_H_

@@ -1,0 +1,344 @@
+// Webhooks in, gRPC streams out: the in-process gateway with its webhook receiver and a
+// SQLite event log; webhooks are posted over HTTP like the vendor does.
+#include <httplib.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
+#include "inspection/v1/event.grpc.pb.h"
+#include "sandbox/emulator/sandbox_server.h"
+#include "tests/integration/gateway_fixture.h"
+
+namespace inspection::testing {
+namespace {
+
+constexpr char kWebhookKey[] = "webhook-key-9c1e";
+
+class StreamingTest : public GatewayTest {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(vendor_.Start());
+    StartStreamingGateway();
+  }
+
+  void StartStreamingGateway(size_t queue_size = 1000, int max_events = 1000000) {
+    StartGateway(vendor_.BaseUrl(), [&](server::GatewayServerOptions& options) {
+      options.webhook.host = "127.0.0.1";
+      options.webhook.port = 0;
+      options.webhook.current_key = kWebhookKey;
+      options.stream_queue_size = queue_size;
+      options.retention.max_events = max_events;
+    });
+    events_ = v1::EventService::NewStub(channel_);
+  }
+
+  // Posts a webhook as the vendor does; returns the HTTP status.
+  int PostWebhook(const nlohmann::json& body, const std::string& key = kWebhookKey) {
+    httplib::Client client("127.0.0.1", gateway_->webhook_port());
+    auto response =
+        client.Post("/webhooks/v2", {{"x-api-key", key}}, body.dump(), "application/json");
+    return response ? response->status : -1;
+  }
+
+  static nlohmann::json Event(const std::string& name, const std::string& inspection, int n = 0) {
+    return {{"event", name},
+            {"inspectionId", inspection},
+            {"tokenId", "tok"},
+            {"vehicleId", "veh"},
+            {"n", n}};
+  }
+
+  // A Subscribe stream read on its own thread into a list.
+  struct Stream {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::SubscribeResponse>> reader;
+    std::thread thread;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<v1::Event> events;
+    bool done = false;
+    grpc::Status status;
+
+    bool WaitFor(size_t n, std::chrono::seconds deadline = std::chrono::seconds(20)) {
+      std::unique_lock<std::mutex> lock(mu);
+      return cv.wait_for(lock, deadline, [&] { return events.size() >= n || done; }) &&
+             events.size() >= n;
+    }
+    bool WaitDone(std::chrono::seconds deadline = std::chrono::seconds(20)) {
+      std::unique_lock<std::mutex> lock(mu);
+      return cv.wait_for(lock, deadline, [&] { return done; });
+    }
+    ~Stream() {
+      context.TryCancel();
+      if (thread.joinable()) thread.join();
+    }
+  };
+
+  std::unique_ptr<Stream> Subscribe(const v1::SubscribeRequest& request) {
+    auto stream = std::make_unique<Stream>();
+    stream->reader = events_->Subscribe(&stream->context, request);
+    Stream* s = stream.get();
+    s->thread = std::thread([s] {
+      v1::SubscribeResponse response;
+      while (s->reader->Read(&response)) {
+        std::lock_guard<std::mutex> lock(s->mu);
+        s->events.push_back(response.event());
+        s->cv.notify_all();
+      }
+      grpc::Status status = s->reader->Finish();
+      std::lock_guard<std::mutex> lock(s->mu);
+      s->status = status;
+      s->done = true;
+      s->cv.notify_all();
+    });
+    return stream;
+  }
+
+  // Waits until the hub has this many subscribers (a new stream is registered
+  // asynchronously; posting before that would be "before the subscription").
+  void WaitSubscribers(size_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (gateway_->hub().SubscriberCount() < n && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    ASSERT_GE(gateway_->hub().SubscriberCount(), n);
+  }
+
+  std::unique_ptr<v1::EventService::Stub> events_;
+};
+
+TEST_F(StreamingTest, WebhooksReachSubscribersInOrderWithCursors) {
+  auto stream = Subscribe(v1::SubscribeRequest());
+  WaitSubscribers(1);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(PostWebhook(Event("newInspection", "i1", i)), 200);
+  ASSERT_TRUE(stream->WaitFor(3));
+  std::lock_guard<std::mutex> lock(stream->mu);
+  for (int i = 0; i < 3; ++i) {
+    const v1::Event& event = stream->events[i];
+    EXPECT_EQ(event.event_name(), v1::EVENT_NAME_NEW_INSPECTION);
+    EXPECT_EQ(event.event_name_raw(), "newInspection");
+    EXPECT_EQ(event.inspection_id(), "i1");
+    EXPECT_EQ(event.token_id(), "tok");
+    EXPECT_EQ(event.vehicle_id(), "veh");
+    EXPECT_FALSE(event.cursor().empty());
+    EXPECT_EQ(event.payload().struct_value().fields().at("n").number_value(), i);
+    if (i > 0) {
+      EXPECT_LT(*eventlog::CompareCursors(stream->events[i - 1].cursor(), event.cursor()), 0);
+    }
+  }
+}
+
+TEST_F(StreamingTest, WrongKeyIsRejectedAndNothingIsStreamed) {
+  v1::SubscribeRequest request;
+  request.set_from_start(true);
+  auto stream = Subscribe(request);
+  WaitSubscribers(1);
+  EXPECT_EQ(PostWebhook(Event("newInspection", "i1"), "wrong-key"), 401);
+  ASSERT_EQ(PostWebhook(Event("detectionFinished", "i1"), kWebhookKey), 200);
+  ASSERT_TRUE(stream->WaitFor(1));
+  std::lock_guard<std::mutex> lock(stream->mu);
+  ASSERT_EQ(stream->events.size(), 1u);
+  EXPECT_EQ(stream->events[0].event_name_raw(), "detectionFinished");
+}
+
+TEST_F(StreamingTest, ResumeAfterACursorHasNoGapAndNoDuplicate) {
+  for (int i = 0; i < 6; ++i) ASSERT_EQ(PostWebhook(Event("newInspection", "i", i)), 200);
+  v1::SubscribeRequest first;
+  first.set_from_start(true);
+  auto stream = Subscribe(first);
+  ASSERT_TRUE(stream->WaitFor(6));
+  std::string cursor;
+  {
+    std::lock_guard<std::mutex> lock(stream->mu);
+    cursor = stream->events[2].cursor();
+  }
+  stream.reset();  // the client goes away after processing three events
+  ASSERT_EQ(PostWebhook(Event("newInspection", "i", 6)), 200);
+
+  v1::SubscribeRequest resume;
+  resume.set_after_cursor(cursor);
+  auto resumed = Subscribe(resume);
+  ASSERT_TRUE(resumed->WaitFor(4));
+  std::lock_guard<std::mutex> lock(resumed->mu);
+  std::vector<int> numbers;
+  for (const auto& event : resumed->events) {
+    numbers.push_back(
+        static_cast<int>(event.payload().struct_value().fields().at("n").number_value()));
+  }
+  EXPECT_EQ(numbers, (std::vector<int>{3, 4, 5, 6}));
+}
+
+TEST_F(StreamingTest, FiltersByNameInspectionAndToken) {
+  v1::SubscribeRequest request;
+  request.add_event_names(v1::EVENT_NAME_CREATE_REPORT);
+  request.add_event_names_raw("futureEvent");
+  request.set_inspection_id("wanted");
+  auto stream = Subscribe(request);
+  WaitSubscribers(1);
+  ASSERT_EQ(PostWebhook(Event("createReport", "other")), 200);
+  ASSERT_EQ(PostWebhook(Event("newInspection", "wanted")), 200);
+  ASSERT_EQ(PostWebhook(Event("futureEvent", "wanted")), 200);
+  ASSERT_EQ(PostWebhook(Event("createReport", "wanted")), 200);
+  ASSERT_TRUE(stream->WaitFor(2));
+  std::lock_guard<std::mutex> lock(stream->mu);
+  ASSERT_EQ(stream->events.size(), 2u);
+  EXPECT_EQ(stream->events[0].event_name_raw(), "futureEvent");
+  EXPECT_EQ(stream->events[0].event_name(), v1::EVENT_NAME_UNSPECIFIED);  // unknown, kept raw
+  EXPECT_EQ(stream->events[1].event_name(), v1::EVENT_NAME_CREATE_REPORT);
+}
+
+TEST_F(StreamingTest, CreateReportIsDecoded) {
+  v1::SubscribeRequest request;
+  request.set_from_start(true);
+  auto stream = Subscribe(request);
+  WaitSubscribers(1);
+  ASSERT_EQ(PostWebhook(nlohmann::json::parse(R"({
+    "message": "Report OK", "event": "createReport", "inspectionId": "insp_7",
+    "tokenId": "uid_7", "vehicleId": "veh_7",
+    "dataAPI": {"totalTime": 12.5, "status": 200, "data": {
+      "damages": {"PRCAR": [{"uid": 1, "isAuto": true, "severity": "SEV3", "size": 0.02,
+                             "part": "PRCAR", "type": "scratch",
+                             "rois": [{"height": 0.1, "width": 0.2, "centerX": 0.5,
+                                       "centerY": 0.6, "imageId": "img1",
+                                       "imageUrl": "https://cdn.test/img1.jpg"}]}]},
+      "vehicle": {"region": "FR", "immat": "AB-123-CD", "detectedLicensePlate": "AB123CD"},
+      "damageNumber": 1,
+      "detectionList": [{"url": "https://cdn.test/img1.jpg", "status": 200, "angle": 9,
+                         "id": "img1", "detections": {"damages": null}}],
+      "reportUrl": "https://report.test/insp_7?token=x", "tokenId": "uid_7",
+      "severity": [{"cost": 120, "severity": "SEV3", "severityType": "sum",
+                    "location": "PRCAR"}],
+      "inspectionImages": [{"name": "back", "url": "https://cdn.test/img1.jpg",
+                            "shootingDate": "2024-03-01T10:00:00.000Z", "angle": 9}]}}})")),
+            200);
+  ASSERT_TRUE(stream->WaitFor(1));
+  std::lock_guard<std::mutex> lock(stream->mu);
+  const v1::CreateReport& report = stream->events[0].create_report();
+  EXPECT_EQ(report.message(), "Report OK");
+  EXPECT_EQ(report.inspection_id(), "insp_7");
+  const v1::ReportData& data = report.data_api().data();
+  ASSERT_EQ(data.damages().count("PRCAR"), 1u);
+  const v1::Damage& damage = data.damages().at("PRCAR").damages(0);
+  EXPECT_EQ(damage.severity(), v1::SEVERITY_SEV3);
+  EXPECT_EQ(damage.part_code().family(), "PRC");
+  EXPECT_EQ(damage.part_code().location(), "AR");
+  EXPECT_DOUBLE_EQ(damage.rois(0).center_y(), 0.6);
+  EXPECT_EQ(data.vehicle().detected_license_plate(), "AB123CD");
+  EXPECT_EQ(data.detection_list(0).angle(), 9);
+  EXPECT_FALSE(data.detection_list(0).angle_name().empty());
+  EXPECT_EQ(data.severity(0).severity(), v1::SEVERITY_SEV3);
+  EXPECT_EQ(data.unknown_fields().fields().count("damages"), 0u);  // typed, not left raw
+}
+
+TEST_F(StreamingTest, ACursorOlderThanRetentionIsOutOfRange) {
+  std::string oldest;
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(PostWebhook(Event("newInspection", "i", i)), 200);
+  auto all = gateway_->event_log().ReadAfter("", 10);
+  ASSERT_TRUE(all.ok());
+  oldest = (*all)[0].cursor;
+  // Keep only the newest event.
+  auto trimmed =
+      server::OpenEventLog("sqlite:" + temp_.File("events-1.db"), {std::chrono::hours(1), 1});
+  ASSERT_TRUE(trimmed.ok()) << trimmed.status();
+  ASSERT_TRUE((*trimmed)->ApplyRetention(absl::Now()).ok());
+  v1::SubscribeRequest request;
+  request.set_after_cursor(oldest);
+  auto stream = Subscribe(request);
+  ASSERT_TRUE(stream->WaitDone());
+  EXPECT_EQ(stream->status.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_EQ(ErrorInfoOf(stream->status).reason(), "CURSOR_EXPIRED");
+}
+
+TEST_F(StreamingTest, MalformedCursorIsInvalidArgument) {
+  v1::SubscribeRequest request;
+  request.set_after_cursor("yesterday");
+  auto stream = Subscribe(request);
+  ASSERT_TRUE(stream->WaitDone());
+  EXPECT_EQ(stream->status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(BadRequestOf(stream->status).field_violations(0).field(), "after_cursor");
+}
+
+TEST_F(StreamingTest, ASubscriberThatDoesNotReadIsEndedWithItsLastCursor) {
+  StartStreamingGateway(/*queue_size=*/4);
+  // A raw stream that is never read: gRPC's flow-control windows fill up, then the
+  // gateway's bounded queue, then the gateway ends it.
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto reader = events_->Subscribe(&context, v1::SubscribeRequest());
+  WaitSubscribers(1);
+  const std::string padding(200 * 1024, 'x');
+  int posted = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(40);
+  while (gateway_->hub().SubscriberCount() > 0 && std::chrono::steady_clock::now() < deadline) {
+    nlohmann::json body = Event("newInspection", "i", posted++);
+    body["padding"] = padding;
+    ASSERT_EQ(PostWebhook(body), 200);
+  }
+  EXPECT_EQ(gateway_->hub().SubscriberCount(), 0u) << "never dropped after " << posted;
+  // Now read what was written, then the status.
+  v1::SubscribeResponse response;
+  std::string last;
+  while (reader->Read(&response)) last = response.event().cursor();
+  grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  auto info = ErrorInfoOf(status);
+  EXPECT_EQ(info.reason(), "SUBSCRIBER_TOO_SLOW");
+  EXPECT_EQ(info.metadata().at("last_cursor"), last);
+}
+
+TEST_F(StreamingTest, ShutdownEndsStreamsWithAResumableCursor) {
+  auto stream = Subscribe(v1::SubscribeRequest());
+  WaitSubscribers(1);
+  ASSERT_EQ(PostWebhook(Event("newInspection", "i", 1)), 200);
+  ASSERT_TRUE(stream->WaitFor(1));
+  gateway_->Shutdown(std::chrono::milliseconds(2000));
+  ASSERT_TRUE(stream->WaitDone());
+  EXPECT_EQ(stream->status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  std::lock_guard<std::mutex> lock(stream->mu);
+  EXPECT_EQ(ErrorInfoOf(stream->status).metadata().at("last_cursor"), stream->events[0].cursor());
+}
+
+TEST_F(StreamingTest, AThousandSubscribersAllReceiveAFannedOutEvent) {
+  constexpr int kSubscribers = 1000;
+  struct Reader : grpc::ClientReadReactor<v1::SubscribeResponse> {
+    grpc::ClientContext context;
+    v1::SubscribeResponse response;
+    std::atomic<int>* received;
+    std::atomic<int>* finished;
+    void OnReadDone(bool ok) override {
+      if (ok) {
+        received->fetch_add(1);
+        StartRead(&response);
+      }
+    }
+    void OnDone(const grpc::Status&) override { finished->fetch_add(1); }
+  };
+  std::atomic<int> received{0}, finished{0};
+  std::vector<std::unique_ptr<Reader>> readers;
+  for (int i = 0; i < kSubscribers; ++i) {
+    auto reader = std::make_unique<Reader>();
+    reader->received = &received;
+    reader->finished = &finished;
+    v1::SubscribeRequest request;
+    events_->async()->Subscribe(&reader->context, &request, reader.get());
+    reader->StartRead(&reader->response);
+    reader->StartCall();
+    readers.push_back(std::move(reader));
+  }
+  WaitSubscribers(kSubscribers);
+  ASSERT_EQ(PostWebhook(Event("createReport", "fan-out")), 200);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (received.load() < kSubscribers && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(received.load(), kSubscribers);
+  for (auto& reader : readers) reader->context.TryCancel();
+  while (finished.load() < kSubscribers && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(finished.load(), kSubscribers);
+}
+
+}  // namespace
+}  // namespace inspection::testing
