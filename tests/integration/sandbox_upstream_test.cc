@@ -185,10 +185,11 @@ TEST_F(SandboxUpstreamTest, StreamDamageResultsEndsAfterTheReport) {
   EXPECT_FALSE(messages[3].event().create_report().data_api().data().damages().empty());
 }
 
-TEST_F(SandboxUpstreamTest, DuplicateWebhookDeliveriesAreStoredOnce) {
+TEST_F(SandboxUpstreamTest, DuplicatedAndReorderedWebhookDeliveriesAreStoredOnce) {
   sandbox_->faults().AddRules(*sandbox::ParseFaultRules(nlohmann::json::parse(
       R"([{"webhook": true, "event": "createReport", "kind": "duplicate"},
-          {"webhook": true, "event": "newInspection", "kind": "duplicate"}])")));
+          {"webhook": true, "event": "newInspection", "kind": "duplicate"},
+          {"webhook": true, "event": "detectionFinished", "kind": "reorder"}])")));
   grpc::ClientContext context;
   v1::StreamDamageResultsRequest request;
   request.add_urls("https://images.example.com/dup/front.jpg");

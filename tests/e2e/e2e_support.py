@@ -1,0 +1,145 @@
+"""Helpers shared by the end-to-end tests: child processes stopped by pid, an HTTP
+webhook receiver, generated gRPC stubs."""
+
+import http.server
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+
+def field(message, name):
+    """A field of grpcurl's JSON output by its proto name; grpcurl prints proto names,
+    other tools lowerCamel, so both spellings are accepted."""
+    camel = name.split("_")[0] + "".join(w.title() for w in name.split("_")[1:])
+    return message[name] if name in message else message[camel]
+
+
+def wait_for(predicate, timeout, what):
+    """Waits for predicate() with a deadline: short, growing pauses between checks (the
+    conditions live in other processes, so there is nothing to block on)."""
+    deadline = time.monotonic() + timeout
+    pause = 0.005
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class Process:
+    """A child process whose output is read on a thread; stopped by its pid."""
+
+    def __init__(self, argv, env=None):
+        self.lines = []
+        self.cond = threading.Condition()
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, **(env or {})), text=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self.cond:
+                self.lines.append(line.rstrip("\n"))
+                self.cond.notify_all()
+        with self.cond:
+            self.cond.notify_all()
+
+    def wait_json_line(self, needle, timeout=30):
+        """The first JSON line whose text contains `needle`, parsed."""
+        def find():
+            for line in self.lines:
+                if needle in line:
+                    try:
+                        return json.loads(line)
+                    except ValueError:
+                        continue
+            return None
+        with self.cond:
+            found = self.cond.wait_for(lambda: find() or self.proc.poll() is not None, timeout)
+            result = find()
+        if not result:
+            raise AssertionError(f"no '{needle}' line (exit {self.proc.poll()}):\n" +
+                                 "\n".join(self.lines[-30:]))
+        return result
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=20)
+        self.reader.join(timeout=5)
+        self.proc.stdout.close()
+        return self.proc.returncode
+
+
+class Receiver:
+    """An HTTP server on a free loopback port that records webhook deliveries and fails
+    the first `fail_next` of them with 503."""
+
+    def __init__(self):
+        self.deliveries = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with receiver.lock:
+                    receiver.deliveries.append({
+                        "path": self.path,
+                        "x-api-key": self.headers.get("x-api-key"),
+                        "content-type": self.headers.get("Content-Type"),
+                        "body": json.loads(body or b"null"),
+                    })
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}/webhooks/v2"
+
+    def events(self):
+        with self.lock:
+            return [d["body"].get("event") for d in self.deliveries if isinstance(d["body"], dict)]
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def load_stubs(proto_dir, out_dir):
+    """Generates the Python modules of our protos with grpc_tools and imports them."""
+    from grpc_tools import protoc
+    import grpc_tools
+    include = str(pathlib.Path(grpc_tools.__file__).parent / "_proto")
+    protos = sorted(str(p.relative_to(proto_dir))
+                    for p in pathlib.Path(proto_dir).rglob("*.proto"))
+    code = protoc.main(["protoc", f"-I{proto_dir}", f"-I{include}",
+                        f"--python_out={out_dir}", f"--grpc_python_out={out_dir}", *protos])
+    if code != 0:
+        raise RuntimeError("grpc_tools.protoc failed")
+    sys.path.insert(0, out_dir)
+    import importlib
+    mods = {}
+    for name in ["common", "token", "image", "damage", "inspection", "event_config", "event"]:
+        mods[name] = importlib.import_module(f"inspection.v1.{name}_pb2")
+        mods[name + "_grpc"] = importlib.import_module(f"inspection.v1.{name}_pb2_grpc")
+    return mods
+
+
