@@ -8,7 +8,11 @@
   to one reach subscribers on the other; one replica killed mid-stream, the client
   resumes on the other: every event exactly once, in order.
 
-Run by ctest: streams_e2e_test.py --gateway BIN --proto-dir DIR
+- The whole flow: inspection-sandbox's damage detection -> its webhooks -> the gateway's
+  receiver -> a Subscribe client (typed createReport) and StreamDamageResults (ends after
+  createReport).
+
+Run by ctest: streams_e2e_test.py --gateway BIN --sandbox BIN --proto-dir DIR
 """
 
 import argparse
@@ -38,12 +42,12 @@ def free_port():
 class Gateway:
     """An inspection-gateway process with its webhook receiver, on free ports."""
 
-    def __init__(self, event_log):
-        self.process = Process([ARGS.gateway, "--upstream-url=http://127.0.0.1:9",
+    def __init__(self, event_log, upstream="http://127.0.0.1:9", api_key="unused-key"):
+        self.process = Process([ARGS.gateway, f"--upstream-url={upstream}",
                                 "--webapp-url=https://webapp.example.test",
                                 "--grpc-addr=127.0.0.1:0", "--webhook-addr=127.0.0.1:0",
                                 "--admin-addr=127.0.0.1:0", f"--event-log={event_log}"],
-                               env={"INSPECTION_API_KEY": "unused-key",
+                               env={"INSPECTION_API_KEY": api_key,
                                     "INSPECTION_WEBHOOK_KEY": WEBHOOK_KEY})
         ready = self.process.wait_json_line("inspection-gateway serving")
         self.grpc = "127.0.0.1:%d" % ready["grpc_port"]
@@ -142,6 +146,56 @@ class StreamsEndToEnd(unittest.TestCase):
         finally:
             self.assertEqual(second.stop(), 0)
 
+    def test_sandbox_webhooks_reach_a_subscriber_and_stream_damage_results_ends(self):
+        sandbox = Process([ARGS.sandbox, "--listen=127.0.0.1:0", "--webhook-delay-ms=20"])
+        try:
+            base = sandbox.wait_json_line("inspection-sandbox serving")["base_url"]
+            gateway = Gateway(f"sqlite:{self.tmp.name}/flow.db", upstream=base,
+                              api_key="sandbox-api-key")
+            try:
+                import grpc
+                pb = self.pb
+                channel = grpc.insecure_channel(gateway.grpc)
+                events = pb["event_config_grpc"].EventConfigServiceStub(channel)
+                # Point the vendor (the sandbox) at our receiver, through our own RPCs.
+                events.UpdateWebhookConfig(pb["event_config"].UpdateWebhookConfigRequest(
+                    webhook_url_v2=f"http://127.0.0.1:{gateway.webhook}/webhooks/v2",
+                    webhook_header_key=WEBHOOK_KEY), timeout=10)
+                for name in ("newInspection", "detectionFinished", "createReport"):
+                    events.UpdateEventConfig(pb["event_config"].UpdateEventConfigRequest(
+                        event_name_raw=name, webhook=True), timeout=10)
+                subscriber = pb["event_grpc"].EventServiceStub(channel).Subscribe(
+                    pb["event"].SubscribeRequest(), timeout=60)
+                damage = pb["damage_grpc"].DamageServiceStub(channel)
+                # StreamDamageResults: submission, then the three events, then OK.
+                messages = list(damage.StreamDamageResults(pb["damage"].StreamDamageResultsRequest(
+                    urls=["https://images.example.com/flow/front.jpg"]), timeout=60))
+                self.assertTrue(messages[0].HasField("submitted"))
+                inspection_id = messages[0].submitted.inspection_id
+                self.assertEqual([m.event.event_name_raw for m in messages[1:]],
+                                 ["newInspection", "detectionFinished", "createReport"])
+                # The plain subscriber saw the same three, with a typed report.
+                got = []
+                for response in subscriber:
+                    if response.event.inspection_id == inspection_id:
+                        got.append(response.event)
+                    if len(got) == 3:
+                        break
+                subscriber.cancel()
+                self.assertEqual([e.event_name_raw for e in got],
+                                 ["newInspection", "detectionFinished", "createReport"])
+                self.assertEqual(got[2].create_report.message, "Report OK")
+                data = got[2].create_report.data_api.data
+                self.assertTrue(data.HasField("damage_number"))
+                self.assertEqual(data.damage_number,
+                                 sum(len(v.damages) for v in data.damages.values()))
+                self.assertEqual(len(data.detection_list), 1)  # one image submitted
+                channel.close()
+            finally:
+                self.assertEqual(gateway.stop(), 0)
+        finally:
+            self.assertEqual(sandbox.stop(), 0)
+
     def test_two_replicas_share_one_redis_log(self):
         port = free_port()
         redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
@@ -187,6 +241,7 @@ def main():
     global ARGS
     parser = argparse.ArgumentParser()
     parser.add_argument("--gateway", required=True)
+    parser.add_argument("--sandbox", required=True)
     parser.add_argument("--proto-dir", required=True)
     ARGS, rest = parser.parse_known_args()
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
