@@ -17,29 +17,14 @@
 #include "adapters/eventlog/event_log.h"
 #include "gateway/webhooks/webhook_receiver.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/temp_dir.h"
 
 namespace inspection::webhooks {
 namespace {
 
 constexpr char kKey[] = "whk-sqlite-test-key";
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = ::testing::TempDir() + "webhooks_sqlite_XXXXXX";
-    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using inspection::testing::TempDir;
 
 TEST(WebhookReceiverSqliteTest, AcknowledgedDeliveriesAreDurableAndStoredOnce) {
   TempDir dir;

@@ -32,6 +32,7 @@
 
 #include "tests/adapters/eventlog/event_log_conformance.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
 #include "tests/support/wait.h"
 
 namespace inspection::eventlog {
@@ -44,27 +45,7 @@ using ::inspection::testing::Subprocess;
 using ::inspection::testing::WaitUntil;
 using namespace std::chrono_literals;
 
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = getenv("TMPDIR");
-    std::string pattern =
-        std::string(base != nullptr && *base ? base : "/tmp") + "/eventlog_sqlite_XXXXXX";
-    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using inspection::testing::TempDir;
 
 // ---------------------------------------------------------------------------
 // The conformance suite.
