@@ -117,6 +117,9 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  // A peer that closes a socket while we write to it must cost an error, not the process
+  // (hiredis and parts of the HTTP servers write without MSG_NOSIGNAL).
+  signal(SIGPIPE, SIG_IGN);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   SandboxOptions options;
