@@ -6,6 +6,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "gateway/validation/request_validation.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 
@@ -17,11 +18,6 @@ namespace {
 // library does not link gateway_core, so they are spelled here; keep them in step.
 constexpr char kErrorDomain[] = "inspection-gateway";
 constexpr char kReasonInvalidRequest[] = "INVALID_REQUEST";
-
-bool IsSpaceOrControl(char c) {
-  const auto u = static_cast<unsigned char>(c);
-  return u <= 0x20 || u == 0x7f;
-}
 
 }  // namespace
 
@@ -37,31 +33,17 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 }
 
 grpc::Status ValidateWatchUid(const std::string& uid) {
-  std::vector<std::string> problems;
-  if (uid.empty()) {
-    problems.push_back("uid is required: the token uid returned by CreateToken.");
-  } else {
-    bool bad_char = uid.find_first_of("/?#&") != std::string::npos;
-    for (char c : uid) bad_char = bad_char || IsSpaceOrControl(c);
-    if (bad_char) {
-      problems.push_back(
-          "uid must not contain '/', '?', '#', '&', spaces or control characters because it "
-          "is placed in the vendor URL.");
-    } else if (uid == "." || uid == "..") {
-      problems.push_back("uid must not be '.' or '..' because it is placed in the vendor URL.");
-    }
-    if (absl::EndsWith(uid, "-pwa")) {
-      problems.push_back(
-          "uid must be the token uid without the \"-pwa\" suffix: pass the uid, the gateway "
-          "appends -pwa to build the deviceId.");
-    }
-  }
-  if (problems.empty()) return grpc::Status::OK;
+  // The same rules as GetTokenStatus: one definition, in gateway/validation.
+  v1::GetTokenStatusRequest request;
+  request.set_uid(uid);
+  const validation::Violations violations = validation::ValidateGetTokenStatus(request);
+  if (violations.empty()) return grpc::Status::OK;
 
-  const std::string message = problems.size() == 1
-                                  ? absl::StrCat("invalid request: uid: ", problems[0])
-                                  : absl::StrCat("invalid request: ", problems.size(),
-                                                 " field violations (see BadRequest details)");
+  const std::string message =
+      violations.size() == 1
+          ? absl::StrCat("invalid request: ", violations[0].field, ": ", violations[0].description)
+          : absl::StrCat("invalid request: ", violations.size(),
+                         " field violations (see BadRequest details)");
   google::rpc::Status status;
   status.set_code(grpc::StatusCode::INVALID_ARGUMENT);
   status.set_message(message);
@@ -70,10 +52,10 @@ grpc::Status ValidateWatchUid(const std::string& uid) {
   info.set_domain(kErrorDomain);
   status.add_details()->PackFrom(info);
   google::rpc::BadRequest bad_request;
-  for (const std::string& problem : problems) {
+  for (const validation::FieldViolation& problem : violations) {
     auto* violation = bad_request.add_field_violations();
-    violation->set_field("uid");
-    violation->set_description(problem);
+    violation->set_field(problem.field);
+    violation->set_description(problem.description);
   }
   status.add_details()->PackFrom(bad_request);
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message, status.SerializeAsString());
