@@ -51,6 +51,9 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   }
   server->vendor_client_ =
       std::make_unique<upstream::VendorClient>(opts.vendor, server->transport_.get());
+  // The one place the pipeline is composed (DESIGN §4); today it is the vendor client
+  // alone: retries, breaker, cache and idempotency come as decorators here.
+  server->pipeline_ = server->vendor_client_.get();
 
   server->event_log_ = opts.event_log;
   if (server->event_log_ == nullptr) {
@@ -74,7 +77,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   // WatchTokenStatus: polls go through the vendor client like GetTokenStatus (same
   // route, same errors), on the poller's timer thread, never blocking it.
   server->scheduler_ = std::make_unique<token_watch::TimerThreadScheduler>();
-  upstream::VendorClient* vendor = server->vendor_client_.get();
+  upstream::VendorCaller* vendor = server->pipeline_;
   server->token_poller_ = std::make_unique<token_watch::TokenStatusPoller>(
       opts.token_watch,
       [vendor](const std::string& uid,
@@ -115,7 +118,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   deps.token_poller = server->token_poller_.get();
   deps.hub = server->hub_.get();
   deps.stream_queue_size = opts.stream_queue_size;
-  deps.vendor = server->vendor_client_.get();
+  deps.vendor = server->pipeline_;
   deps.mapper_options = opts.mapper;
   deps.limits = opts.limits;
   deps.webapp_url = opts.webapp_url;

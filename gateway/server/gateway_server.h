@@ -72,7 +72,8 @@ class GatewayServer {
   int webhook_port() const { return receiver_ == nullptr ? 0 : receiver_->port(); }
   const webhooks::WebhookReceiver* receiver() const { return receiver_.get(); }
   streaming::EventHub& hub() { return *hub_; }
-  upstream::VendorClient& vendor() { return *vendor_client_; }
+  // The request pipeline every RPC goes through.
+  upstream::VendorCaller& vendor() { return *pipeline_; }
   const token_watch::TokenStatusPoller& token_poller() const { return *token_poller_; }
   eventlog::EventLog& event_log() { return *event_log_; }
 
@@ -87,6 +88,8 @@ class GatewayServer {
   GatewayServerOptions options_;
   std::shared_ptr<http::HttpTransport> transport_;
   std::unique_ptr<upstream::VendorClient> vendor_client_;
+  // The outermost caller of the pipeline (decorators over vendor_client_).
+  upstream::VendorCaller* pipeline_ = nullptr;
   std::shared_ptr<eventlog::EventLog> event_log_;
   std::unique_ptr<streaming::EventHub> hub_;
   std::unique_ptr<webhooks::WebhookReceiver> receiver_;

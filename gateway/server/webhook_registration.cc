@@ -8,7 +8,7 @@
 namespace inspection::server {
 namespace {
 
-absl::Status CallAndWait(upstream::VendorClient& vendor, routes::RouteId route,
+absl::Status CallAndWait(upstream::VendorCaller& vendor, routes::RouteId route,
                          const vendor::VendorRequest& request, std::chrono::milliseconds timeout,
                          const std::string& what) {
   std::promise<upstream::VendorResult> promise;
@@ -22,7 +22,7 @@ absl::Status CallAndWait(upstream::VendorClient& vendor, routes::RouteId route,
 
 }  // namespace
 
-absl::Status RegisterWebhookAtVendor(upstream::VendorClient& vendor, const std::string& url,
+absl::Status RegisterWebhookAtVendor(upstream::VendorCaller& vendor, const std::string& url,
                                      const std::string& header_key,
                                      const std::vector<std::string>& events,
                                      std::chrono::milliseconds timeout) {

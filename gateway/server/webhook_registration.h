@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "gateway/upstream/vendor_client.h"
+#include "gateway/upstream/vendor_caller.h"
 
 namespace inspection::server {
 
@@ -15,7 +15,7 @@ namespace inspection::server {
 // configevent, one call each), waiting for each answer up to `timeout`. Blocking: for
 // start-up only. The first failure is returned with the vendor's reason; the key never
 // appears in it.
-absl::Status RegisterWebhookAtVendor(upstream::VendorClient& vendor, const std::string& url,
+absl::Status RegisterWebhookAtVendor(upstream::VendorCaller& vendor, const std::string& url,
                                      const std::string& header_key,
                                      const std::vector<std::string>& events,
                                      std::chrono::milliseconds timeout);

@@ -39,7 +39,8 @@ class RpcObserver {
 
 // What every service needs, built once by the composition root.
 struct ServiceDeps {
-  upstream::VendorClient* vendor = nullptr;
+  // The request pipeline (the vendor client, behind any decorators).
+  upstream::VendorCaller* vendor = nullptr;
   vendor::MapperOptions mapper_options;
   validation::ValidationLimits limits;
   std::string webapp_url;           // no trailing slash

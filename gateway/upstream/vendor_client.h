@@ -13,20 +13,10 @@
 #include "adapters/vendor/vendor_request.h"
 #include "gateway/errors/api_error.h"
 #include "gateway/routes/route_table.h"
+#include "gateway/upstream/vendor_caller.h"
 #include "nlohmann/json.hpp"
 
 namespace inspection::upstream {
-
-// What one vendor call produced: either the parsed JSON of a 2xx answer, or an error
-// ready for the gRPC caller.
-struct VendorResult {
-  std::optional<errors::ApiError> error;
-  nlohmann::json body;          // 2xx: parsed body (null for an empty body)
-  http::HttpResponse response;  // the raw answer, when one arrived
-  bool ok() const { return !error.has_value(); }
-};
-
-using VendorCallback = absl::AnyInvocable<void(VendorResult) &&>;
 
 struct VendorClientOptions {
   std::string base_url;  // no trailing slash
@@ -47,13 +37,13 @@ struct VendorClientOptions {
 // without calling the vendor. Non-2xx answers, transport failures and unreadable
 // bodies become ApiErrors with the vendor's body preserved (secrets scrubbed).
 // Thread-safe. `done` runs on the transport's event-loop thread.
-class VendorClient {
+class VendorClient final : public VendorCaller {
  public:
   VendorClient(VendorClientOptions options, http::HttpTransport* transport);
 
   void Call(routes::RouteId route_id, const vendor::VendorRequest& request,
             std::chrono::system_clock::time_point deadline, const std::string& request_id,
-            VendorCallback done);
+            VendorCallback done) override;
 
   // The full URL a request goes to (exposed for tests and logs; no secrets in it).
   std::string BuildUrl(const routes::Route& route, const vendor::VendorRequest& request) const;
