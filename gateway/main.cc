@@ -52,6 +52,7 @@ inspection::server::GatewayServerOptions ServerOptions(const GatewayConfig& conf
   options.retention.max_age = std::chrono::hours(config.event_log_retention.max_age_hours);
   options.retention.max_events = config.event_log_retention.max_events;
   options.stream_queue_size = static_cast<size_t>(config.streams.queue_size);
+  options.idempotency_ttl = absl::Hours(config.idempotency_ttl_hours);
   options.token_watch.interval = config.token_watch.interval;
   options.token_watch.max_backoff = config.token_watch.max_backoff;
   if (!config.webhook_key.empty()) {

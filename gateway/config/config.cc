@@ -381,6 +381,10 @@ const std::vector<KeySpec>& Keys() {
       IntegerKey(
           "token_watch.max_backoff_ms", [](auto& c) -> auto& { return c.token_watch.max_backoff; },
           100, kDayMs, "MS", "Longest pause between polls of a token while the vendor fails."),
+      IntegerKey(
+          "idempotency.ttl_hours", [](auto& c) -> auto& { return c.idempotency_ttl_hours; }, 1,
+          24 * 30, "HOURS",
+          "How long the first outcome of a CreateToken/DetectDamage idempotency key is kept."),
       StringKey(
           "register_webhook", [](auto& c) -> auto& { return c.register_webhook; }, OptionalUrl,
           "URL",

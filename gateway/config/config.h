@@ -167,6 +167,9 @@ struct GatewayConfig {
   EventLogRetention event_log_retention;
   StreamOptions streams;
   TokenWatchOptions token_watch;
+  // idempotency.ttl_hours (default 24): how long CreateToken/DetectDamage idempotency keys
+  // remember their first outcome (in memory).
+  int idempotency_ttl_hours = 24;
   // register_webhook (default none): the gateway's public webhook URL; when set, the
   // gateway registers it (and the webhook key) at the vendor on start-up and enables
   // register_webhook_events.

@@ -114,7 +114,10 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
       },
       server->scheduler_.get());
 
+  server->idempotency_ = std::make_unique<pipeline::IdempotencyStore>(opts.idempotency_ttl);
+
   services::ServiceDeps& deps = server->deps_;
+  deps.idempotency = server->idempotency_.get();
   deps.token_poller = server->token_poller_.get();
   deps.hub = server->hub_.get();
   deps.stream_queue_size = opts.stream_queue_size;

@@ -12,6 +12,7 @@
 #include "adapters/eventlog/event_log.h"
 #include "adapters/http/http_transport.h"
 #include "adapters/vendor/vendor_request.h"
+#include "gateway/pipeline/idempotency_store.h"
 #include "gateway/services/unary_call.h"
 #include "gateway/streaming/event_hub.h"
 #include "gateway/token_watch/scheduler.h"
@@ -49,6 +50,8 @@ struct GatewayServerOptions {
   webhooks::WebhookReceiverOptions webhook;
   // WatchTokenStatus polling.
   token_watch::TokenStatusPollerOptions token_watch;
+  // How long the first outcome of an idempotency key is kept.
+  absl::Duration idempotency_ttl = absl::Hours(24);
 };
 
 // Opens "sqlite:<path>" or "redis://..." (config key event_log).
@@ -95,6 +98,7 @@ class GatewayServer {
   std::unique_ptr<webhooks::WebhookReceiver> receiver_;
   std::unique_ptr<token_watch::TimerThreadScheduler> scheduler_;
   std::unique_ptr<token_watch::TokenStatusPoller> token_poller_;
+  std::unique_ptr<pipeline::IdempotencyStore> idempotency_;
   services::ServiceDeps deps_;
   std::vector<std::unique_ptr<grpc::Service>> services_;
   std::unique_ptr<grpc::Server> server_;

@@ -14,7 +14,8 @@ DamageServiceImpl::DamageServiceImpl(const ServiceDeps& deps)
           [this](const nlohmann::json& j, const v1::DetectDamageRequest& r,
                  v1::DetectDamageResponse* out, vendor::DecodeReport* report) {
             return vendor::DecodeDetectDamageResponse(j, deps_.mapper_options, out);
-          }} {}
+          },
+          [](const v1::DetectDamageRequest& r) { return r.idempotency_key(); }} {}
 
 grpc::ServerUnaryReactor* DamageServiceImpl::DetectDamage(grpc::CallbackServerContext* context,
                                                           const v1::DetectDamageRequest* request,

@@ -15,7 +15,8 @@ TokenServiceImpl::TokenServiceImpl(const ServiceDeps& deps)
                  v1::CreateTokenResponse* out, vendor::DecodeReport* report) {
             return vendor::DecodeCreateTokenResponse(
                 j, deps_.webapp_url, vendor::LocaleCode(r.customer().locale()), out, report);
-          }},
+          },
+          [](const v1::CreateTokenRequest& r) { return r.idempotency_key(); }},
       get_token_status_{
           routes::RouteId::kGetTokenStatus,
           [](const v1::GetTokenStatusRequest& r) { return validation::ValidateGetTokenStatus(r); },

@@ -2,6 +2,11 @@
 
 #include <random>
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include "adapters/eventlog/event_log.h"
+
 namespace inspection::services {
 
 std::string RequestIdFor(const grpc::CallbackServerContext& context) {
@@ -22,6 +27,37 @@ std::string RequestIdFor(const grpc::CallbackServerContext& context) {
   std::string id(16, '0');
   for (int i = 15; i >= 0; --i, bits >>= 4) id[i] = kHex[bits & 0xF];
   return id;
+}
+
+std::string IdempotencyKeyFor(const grpc::CallbackServerContext& context,
+                              const std::string& field_value) {
+  if (!field_value.empty()) return field_value;
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("idempotency-key");
+  if (it == metadata.end()) return {};
+  return std::string(it->second.data(), it->second.size());
+}
+
+std::string RequestFingerprint(const google::protobuf::Message& request) {
+  std::unique_ptr<google::protobuf::Message> copy(request.New());
+  copy->CopyFrom(request);
+  // The key itself is not a parameter of the operation.
+  if (const auto* field = copy->GetDescriptor()->FindFieldByName("idempotency_key")) {
+    copy->GetReflection()->ClearField(copy.get(), field);
+  }
+  std::string bytes;
+  google::protobuf::io::StringOutputStream stream(&bytes);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  copy->SerializeToCodedStream(&coded);
+  coded.Trim();
+  return eventlog::Sha256Hex(bytes);
+}
+
+bool VendorNotReached(const errors::ApiError& error) {
+  if (error.reason == errors::kReasonDeadlineTooShort) return true;
+  auto sent = error.metadata.find("request_sent");
+  return sent != error.metadata.end() && sent->second == "false";
 }
 
 void NotifyFinished(const ServiceDeps& deps, RpcRecord& record,

@@ -11,6 +11,7 @@
 #include "adapters/vendor/json_codec.h"
 #include "adapters/vendor/vendor_request.h"
 #include "gateway/errors/api_error.h"
+#include "gateway/pipeline/idempotency_store.h"
 #include "gateway/routes/route_table.h"
 #include "gateway/streaming/event_hub.h"
 #include "gateway/token_watch/token_status_poller.h"
@@ -48,6 +49,8 @@ struct ServiceDeps {
   // Streaming: the event fan-out and the per-stream queue bound (streams.queue_size).
   streaming::EventHub* hub = nullptr;
   size_t stream_queue_size = 1000;
+  // Idempotency keys of CreateToken and DetectDamage; null disables them.
+  pipeline::IdempotencyStore* idempotency = nullptr;
   // WatchTokenStatus: one shared upstream poll per watched token.
   token_watch::TokenStatusPoller* token_poller = nullptr;
 };
@@ -63,7 +66,19 @@ struct UnaryEndpoint {
   std::function<absl::Status(const nlohmann::json&, const Request&, Response*,
                              vendor::DecodeReport*)>
       decode;
+  // For operations that create something: the request's idempotency key field (the
+  // metadata `idempotency-key` is used when it is empty). Null: no idempotency.
+  std::function<std::string(const Request&)> idempotency_key;
 };
+
+// The idempotency key of a call (request field, else `idempotency-key` metadata) and the
+// fingerprint of its parameters (SHA-256 of the deterministic serialization without the
+// key). Empty key: the call is not idempotent-keyed.
+std::string IdempotencyKeyFor(const grpc::CallbackServerContext& context,
+                              const std::string& field_value);
+std::string RequestFingerprint(const google::protobuf::Message& request);
+// True when the outcome proves nothing reached the vendor (so the key may be reused).
+bool VendorNotReached(const errors::ApiError& error);
 
 // The request id of a call: the caller's `x-request-id` metadata when it is short and
 // plain, otherwise a fresh random one.
@@ -95,9 +110,44 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
     return reactor;
   }
 
+  // Idempotency: a repeat replays the first outcome, a concurrent duplicate waits for it.
+  std::string idempotency_key;
+  if (endpoint.idempotency_key && deps.idempotency != nullptr) {
+    idempotency_key = IdempotencyKeyFor(*context, endpoint.idempotency_key(*request));
+  }
+  if (!idempotency_key.empty()) {
+    auto finish_with = [reactor, response, context](const pipeline::IdempotentOutcome& outcome) {
+      if (outcome.status.ok()) response->ParseFromString(outcome.response);
+      reactor->Finish(outcome.status);
+    };
+    pipeline::IdempotentOutcome replay;
+    switch (deps.idempotency->Begin("", idempotency_key, RequestFingerprint(*request), &replay,
+                                    finish_with)) {
+      case pipeline::IdempotencyStore::Decision::kReplay:
+        context->AddInitialMetadata("idempotency-replayed", "true");
+        finish_with(replay);
+        return reactor;
+      case pipeline::IdempotencyStore::Decision::kWait:
+        context->AddInitialMetadata("idempotency-replayed", "true");
+        return reactor;
+      case pipeline::IdempotencyStore::Decision::kMismatch: {
+        errors::ApiError error = errors::ApiError::InvalidRequest(
+            {{"idempotency_key",
+              "was already used with different parameters; use a new key for a new operation"}});
+        record.code = static_cast<grpc::StatusCode>(error.code);
+        record.reason = error.reason;
+        NotifyFinished(deps, record, start);
+        reactor->Finish(error.ToGrpcStatus());
+        return reactor;
+      }
+      case pipeline::IdempotencyStore::Decision::kLead:
+        break;
+    }
+  }
+
   deps.vendor->Call(
       endpoint.route, endpoint.encode(*request), context->deadline(), record.request_id,
-      [reactor, request, response, &deps, &endpoint, start,
+      [reactor, request, response, &deps, &endpoint, start, idempotency_key,
        record = std::move(record)](upstream::VendorResult result) mutable {
         record.http_status = result.response.status;
         grpc::Status status;
@@ -116,6 +166,15 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
         }
         record.code = status.error_code();
         NotifyFinished(deps, record, start);
+        if (!idempotency_key.empty()) {
+          pipeline::IdempotentOutcome outcome{
+              status, status.ok() ? response->SerializeAsString() : std::string()};
+          if (!result.ok() && VendorNotReached(*result.error)) {
+            deps.idempotency->Abandon("", idempotency_key, outcome);
+          } else {
+            deps.idempotency->Complete("", idempotency_key, std::move(outcome));
+          }
+        }
         reactor->Finish(status);
       });
   return reactor;

@@ -2,6 +2,9 @@
 // vendor with fault injection.
 #include <httplib.h>
 
+#include <atomic>
+#include <thread>
+
 #include "gateway/server/webhook_registration.h"
 #include "inspection/v1/event.grpc.pb.h"
 #include "sandbox/emulator/sandbox_server.h"
@@ -124,6 +127,60 @@ TEST_F(SandboxUpstreamTest, SandboxValidationErrorsReachTheCallerWithTheVendorBo
   auto info = GatewayTest::ErrorInfoOf(status);
   EXPECT_EQ(info.reason(), "VENDOR_HTTP_ERROR");
   EXPECT_NE(info.metadata().at("vendor_body").find("customer.email"), std::string::npos);
+}
+
+TEST_F(SandboxUpstreamTest, IdempotencyKeysReplayRejectMismatchesAndJoinConcurrentDuplicates) {
+  // Replay: the second call with the same key returns the first token, no new one.
+  auto request = ValidTokenRequest();
+  request.set_idempotency_key("order-1");
+  v1::CreateTokenResponse first, second;
+  ASSERT_TRUE(token_->CreateToken(GatewayTest::Context().get(), request, &first).ok());
+  grpc::ClientContext replay_context;
+  ASSERT_TRUE(token_->CreateToken(&replay_context, request, &second).ok());
+  EXPECT_EQ(second.token().uid(), first.token().uid());
+  EXPECT_EQ(second.customer_url(), first.customer_url());
+  auto replayed = replay_context.GetServerInitialMetadata().find("idempotency-replayed");
+  ASSERT_NE(replayed, replay_context.GetServerInitialMetadata().end());
+  EXPECT_EQ(replayed->second, "true");
+  EXPECT_EQ(SandboxState()["tokens"].size(), 1u);
+
+  // The same key with other parameters is rejected, naming the key.
+  auto other = request;
+  other.set_validity(30);
+  v1::CreateTokenResponse rejected;
+  grpc::Status mismatch = token_->CreateToken(GatewayTest::Context().get(), other, &rejected);
+  EXPECT_EQ(mismatch.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(GatewayTest::BadRequestOf(mismatch).field_violations(0).field(), "idempotency_key");
+
+  // Concurrent duplicates (the vendor is slow) wait for the first: one token in total.
+  sandbox_->faults().AddRules(*sandbox::ParseFaultRules(
+      nlohmann::json::parse(R"({"route": "create_token", "kind": "latency", "latency_ms": 300})")));
+  auto concurrent = ValidTokenRequest();
+  concurrent.set_idempotency_key("order-2");
+  constexpr int kCalls = 8;
+  std::vector<std::thread> threads;
+  std::vector<std::string> uids(kCalls);
+  std::atomic<int> ok{0};
+  for (int i = 0; i < kCalls; ++i) {
+    threads.emplace_back([&, i] {
+      v1::CreateTokenResponse response;
+      if (token_->CreateToken(GatewayTest::Context().get(), concurrent, &response).ok()) {
+        ++ok;
+        uids[i] = response.token().uid();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(ok.load(), kCalls);
+  for (const auto& uid : uids) EXPECT_EQ(uid, uids[0]);
+  EXPECT_EQ(SandboxState()["tokens"].size(), 2u);
+
+  // The key may also come as metadata.
+  grpc::ClientContext with_metadata;
+  with_metadata.AddMetadata("idempotency-key", "order-1");
+  v1::CreateTokenResponse third;
+  ASSERT_TRUE(token_->CreateToken(&with_metadata, ValidTokenRequest(), &third).ok());
+  EXPECT_EQ(third.token().uid(), first.token().uid());
 }
 
 TEST_F(SandboxUpstreamTest, RegisterWebhookSetsTheUrlKeyAndEvents) {

@@ -1,0 +1,74 @@
+#include "gateway/pipeline/idempotency_store.h"
+
+namespace inspection::pipeline {
+
+IdempotencyStore::IdempotencyStore(absl::Duration ttl, std::function<absl::Time()> clock)
+    : ttl_(ttl), clock_(std::move(clock)) {}
+
+void IdempotencyStore::ExpireLocked(absl::Time now) {
+  while (!expiry_.empty() && expiry_.begin()->first <= now) {
+    auto it = entries_.find(expiry_.begin()->second);
+    // Only finished entries are scheduled; a key reused after an Abandon has its own time.
+    if (it != entries_.end() && it->second.done && it->second.expires_at <= now) {
+      entries_.erase(it);
+    }
+    expiry_.erase(expiry_.begin());
+  }
+}
+
+IdempotencyStore::Decision IdempotencyStore::Begin(
+    const std::string& account, const std::string& key, const std::string& fingerprint,
+    IdempotentOutcome* replay, absl::AnyInvocable<void(const IdempotentOutcome&)> on_ready) {
+  absl::MutexLock lock(&mu_);
+  ExpireLocked(clock_());
+  auto [it, inserted] = entries_.try_emplace(Key(account, key));
+  Entry& entry = it->second;
+  if (inserted) {
+    entry.fingerprint = fingerprint;
+    return Decision::kLead;
+  }
+  if (entry.fingerprint != fingerprint) return Decision::kMismatch;
+  if (entry.done) {
+    *replay = entry.outcome;
+    return Decision::kReplay;
+  }
+  entry.waiters.push_back(std::move(on_ready));
+  return Decision::kWait;
+}
+
+void IdempotencyStore::Complete(const std::string& account, const std::string& key,
+                                IdempotentOutcome outcome) {
+  std::vector<absl::AnyInvocable<void(const IdempotentOutcome&)>> waiters;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(Key(account, key));
+    if (it == entries_.end()) return;
+    Entry& entry = it->second;
+    entry.done = true;
+    entry.outcome = outcome;
+    entry.expires_at = clock_() + ttl_;
+    expiry_.emplace(entry.expires_at, it->first);
+    waiters.swap(entry.waiters);
+  }
+  for (auto& waiter : waiters) waiter(outcome);
+}
+
+void IdempotencyStore::Abandon(const std::string& account, const std::string& key,
+                               const IdempotentOutcome& outcome) {
+  std::vector<absl::AnyInvocable<void(const IdempotentOutcome&)>> waiters;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(Key(account, key));
+    if (it == entries_.end()) return;
+    waiters.swap(it->second.waiters);
+    entries_.erase(it);
+  }
+  for (auto& waiter : waiters) waiter(outcome);
+}
+
+size_t IdempotencyStore::size() const {
+  absl::MutexLock lock(&mu_);
+  return entries_.size();
+}
+
+}  // namespace inspection::pipeline

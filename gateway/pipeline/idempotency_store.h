@@ -1,0 +1,78 @@
+#ifndef GATEWAY_PIPELINE_IDEMPOTENCY_STORE_H_
+#define GATEWAY_PIPELINE_IDEMPOTENCY_STORE_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <grpcpp/support/status.h>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace inspection::pipeline {
+
+// The first outcome of an operation done under an idempotency key: the gRPC status and,
+// when OK, the serialized response message.
+struct IdempotentOutcome {
+  grpc::Status status;
+  std::string response;
+};
+
+// Remembers the first outcome per (vendor account, idempotency key) for a TTL (24 h by
+// default) so that a repeat returns it without calling the vendor again; the same key
+// with different parameters (another request fingerprint) is a mismatch; duplicates
+// that arrive while the first is in flight wait for it (callbacks, no blocked thread).
+// In memory: a restart forgets the keys (a Redis-backed store is not built yet).
+// Thread-safe; callbacks run outside the lock.
+class IdempotencyStore {
+ public:
+  enum class Decision {
+    kLead,      // first use: do the operation, then Complete() or Abandon()
+    kReplay,    // `replay` holds the stored outcome
+    kMismatch,  // the key was used with other parameters
+    kWait,      // in flight: `on_ready` is called with the first outcome
+  };
+
+  explicit IdempotencyStore(
+      absl::Duration ttl = absl::Hours(24),
+      std::function<absl::Time()> clock = [] { return absl::Now(); });
+
+  Decision Begin(const std::string& account, const std::string& key, const std::string& fingerprint,
+                 IdempotentOutcome* replay,
+                 absl::AnyInvocable<void(const IdempotentOutcome&)> on_ready);
+
+  // Stores the leader's outcome and completes the waiters with it.
+  void Complete(const std::string& account, const std::string& key, IdempotentOutcome outcome);
+  // The leader's outcome is not to be remembered (nothing reached the vendor, so the
+  // client may safely try again with the same key): waiters get it, the key is freed.
+  void Abandon(const std::string& account, const std::string& key,
+               const IdempotentOutcome& outcome);
+
+  size_t size() const;
+
+ private:
+  struct Entry {
+    std::string fingerprint;
+    bool done = false;
+    IdempotentOutcome outcome;
+    absl::Time expires_at;
+    std::vector<absl::AnyInvocable<void(const IdempotentOutcome&)>> waiters;
+  };
+  using Key = std::pair<std::string, std::string>;
+
+  void ExpireLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const absl::Duration ttl_;
+  const std::function<absl::Time()> clock_;
+  mutable absl::Mutex mu_;
+  std::map<Key, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::multimap<absl::Time, Key> expiry_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace inspection::pipeline
+
+#endif  // GATEWAY_PIPELINE_IDEMPOTENCY_STORE_H_
