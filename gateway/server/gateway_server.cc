@@ -51,9 +51,22 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   }
   server->vendor_client_ =
       std::make_unique<upstream::VendorClient>(opts.vendor, server->transport_.get());
-  // The one place the pipeline is composed (DESIGN §4); today it is the vendor client
-  // alone: retries, breaker, cache and idempotency come as decorators here.
-  server->pipeline_ = server->vendor_client_.get();
+  // The one place the pipeline is composed (DESIGN §4): retry loop + circuit breaker over
+  // the vendor client (idempotency keys sit above it, in the services).
+  server->scheduler_ = std::make_unique<token_watch::TimerThreadScheduler>();
+  auto budget = resilience::RetryBudget::Create(opts.retry_budget);
+  if (!budget.ok()) return budget.status();
+  server->retry_budget_ = std::move(*budget);
+  auto breaker = resilience::CircuitBreaker::Create(opts.circuit_breaker, opts.retry.clock);
+  if (!breaker.ok()) return breaker.status();
+  server->breaker_ = std::move(*breaker);
+  if (!resilience::BackoffPolicy::Create(opts.retry.backoff).ok()) {
+    return absl::InvalidArgumentError("invalid retry backoff settings");
+  }
+  server->retrying_ = std::make_unique<pipeline::RetryingCaller>(
+      server->vendor_client_.get(), opts.retry, server->retry_budget_.get(), server->breaker_.get(),
+      server->scheduler_.get());
+  server->pipeline_ = server->retrying_.get();
 
   server->event_log_ = opts.event_log;
   if (server->event_log_ == nullptr) {
@@ -76,7 +89,6 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
 
   // WatchTokenStatus: polls go through the vendor client like GetTokenStatus (same
   // route, same errors), on the poller's timer thread, never blocking it.
-  server->scheduler_ = std::make_unique<token_watch::TimerThreadScheduler>();
   upstream::VendorCaller* vendor = server->pipeline_;
   server->token_poller_ = std::make_unique<token_watch::TokenStatusPoller>(
       opts.token_watch,
@@ -180,7 +192,11 @@ GatewayServer::~GatewayServer() {
   receiver_.reset();
   hub_.reset();
   token_poller_.reset();
+  // Pending retry timers hold calls: run down the timer thread before the pipeline.
   scheduler_.reset();
+  retrying_.reset();
+  breaker_.reset();
+  retry_budget_.reset();
   event_log_.reset();
   vendor_client_.reset();
   transport_.reset();

@@ -13,6 +13,7 @@
 #include "adapters/http/http_transport.h"
 #include "adapters/vendor/vendor_request.h"
 #include "gateway/pipeline/idempotency_store.h"
+#include "gateway/pipeline/retrying_caller.h"
 #include "gateway/services/unary_call.h"
 #include "gateway/streaming/event_hub.h"
 #include "gateway/token_watch/scheduler.h"
@@ -52,6 +53,10 @@ struct GatewayServerOptions {
   token_watch::TokenStatusPollerOptions token_watch;
   // How long the first outcome of an idempotency key is kept.
   absl::Duration idempotency_ttl = absl::Hours(24);
+  // Retries and circuit breaking around every vendor call.
+  pipeline::RetryOptions retry;
+  resilience::RetryBudgetConfig retry_budget;
+  resilience::CircuitBreakerConfig circuit_breaker;
 };
 
 // Opens "sqlite:<path>" or "redis://..." (config key event_log).
@@ -78,6 +83,8 @@ class GatewayServer {
   // The request pipeline every RPC goes through.
   upstream::VendorCaller& vendor() { return *pipeline_; }
   const token_watch::TokenStatusPoller& token_poller() const { return *token_poller_; }
+  resilience::CircuitBreaker& circuit_breaker() { return *breaker_; }
+  resilience::RetryBudgetStats retry_budget_stats() const { return retry_budget_->Stats(); }
   eventlog::EventLog& event_log() { return *event_log_; }
 
   // Stops accepting calls, reports NOT_SERVING, lets in-flight calls finish for up to
@@ -99,6 +106,9 @@ class GatewayServer {
   std::unique_ptr<token_watch::TimerThreadScheduler> scheduler_;
   std::unique_ptr<token_watch::TokenStatusPoller> token_poller_;
   std::unique_ptr<pipeline::IdempotencyStore> idempotency_;
+  std::unique_ptr<resilience::RetryBudget> retry_budget_;
+  std::unique_ptr<resilience::CircuitBreaker> breaker_;
+  std::unique_ptr<pipeline::RetryingCaller> retrying_;
   services::ServiceDeps deps_;
   std::vector<std::unique_ptr<grpc::Service>> services_;
   std::unique_ptr<grpc::Server> server_;

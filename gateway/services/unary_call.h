@@ -147,13 +147,18 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
 
   deps.vendor->Call(
       endpoint.route, endpoint.encode(*request), context->deadline(), record.request_id,
-      [reactor, request, response, &deps, &endpoint, start, idempotency_key,
+      [reactor, context, request, response, &deps, &endpoint, start, idempotency_key,
        record = std::move(record)](upstream::VendorResult result) mutable {
         record.http_status = result.response.status;
         grpc::Status status;
         if (!result.ok()) {
           record.reason = result.error->reason;
           status = result.error->ToGrpcStatus();
+          if (result.error->retry_delay.has_value()) {
+            // gRPC clients with retry policies read this to back off too.
+            context->AddTrailingMetadata("grpc-retry-pushback-ms",
+                                         std::to_string(result.error->retry_delay->count()));
+          }
         } else if (absl::Status decoded =
                        endpoint.decode(result.body, *request, response, &record.decode_report);
                    !decoded.ok()) {

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "gateway/server/webhook_registration.h"
+#include "google/rpc/error_details.pb.h"
 #include "inspection/v1/event.grpc.pb.h"
 #include "sandbox/emulator/sandbox_server.h"
 #include "tests/integration/gateway_fixture.h"
@@ -22,6 +23,11 @@ class SandboxUpstreamTest : public ::testing::Test {
     auto sandbox = sandbox::SandboxServer::Start(sandbox::SandboxOptions{});
     ASSERT_TRUE(sandbox.ok()) << sandbox.status();
     sandbox_ = std::move(*sandbox);
+    StartGateway();
+  }
+
+  void StartGateway(std::function<void(server::GatewayServerOptions&)> tweak = nullptr) {
+    gateway_.reset();
     server::GatewayServerOptions options;
     options.grpc_addr = "127.0.0.1:0";
     options.vendor.base_url = sandbox_->BaseUrl();
@@ -32,6 +38,8 @@ class SandboxUpstreamTest : public ::testing::Test {
     options.webhook.port = 0;
     options.webhook.current_key = kWebhookKey;
     options.token_watch.interval = absl::Milliseconds(20);
+    options.event_log_url = "sqlite:" + temp_.File(absl::StrCat("events-", ++starts_, ".db"));
+    if (tweak) tweak(options);
     auto gateway = server::GatewayServer::Start(std::move(options));
     ASSERT_TRUE(gateway.ok()) << gateway.status();
     gateway_ = std::move(*gateway);
@@ -45,6 +53,20 @@ class SandboxUpstreamTest : public ::testing::Test {
     sandbox_->ConfigureWebhook(
         absl::StrCat("http://127.0.0.1:", gateway_->webhook_port(), "/webhooks/v2"), kWebhookKey,
         {"newInspection", "detectionFinished", "createReport", "tradeinVehicle"});
+    image_ = v1::ImageService::NewStub(channel);
+  }
+
+  void AddFault(const std::string& json) {
+    auto rules = sandbox::ParseFaultRules(nlohmann::json::parse(json));
+    ASSERT_TRUE(rules.ok()) << rules.status();
+    sandbox_->faults().AddRules(*rules);
+  }
+
+  grpc::Status AssessQuality(int timeout_ms = 10000) {
+    v1::AssessQualityRequest request;
+    request.set_url("https://images.example.com/retry/front.jpg");
+    v1::AssessQualityResponse response;
+    return image_->AssessQuality(GatewayTest::Context(timeout_ms).get(), request, &response);
   }
 
   void Admin(const std::string& path) {
@@ -69,6 +91,8 @@ class SandboxUpstreamTest : public ::testing::Test {
   std::unique_ptr<v1::EventConfigService::Stub> event_config_;
   std::unique_ptr<v1::DamageService::Stub> damage_;
   std::unique_ptr<v1::EventService::Stub> events_;
+  std::unique_ptr<v1::ImageService::Stub> image_;
+  int starts_ = 0;
 };
 
 v1::CreateTokenRequest ValidTokenRequest() {
@@ -181,6 +205,107 @@ TEST_F(SandboxUpstreamTest, IdempotencyKeysReplayRejectMismatchesAndJoinConcurre
   v1::CreateTokenResponse third;
   ASSERT_TRUE(token_->CreateToken(&with_metadata, ValidTokenRequest(), &third).ok());
   EXPECT_EQ(third.token().uid(), first.token().uid());
+}
+
+TEST_F(SandboxUpstreamTest, A503TwiceThenSuccessIsOneSuccessfulRpcAfterThreeVendorCalls) {
+  AddFault(R"({"route": "assess_quality", "kind": "error", "status": 503, "times": 2})");
+  grpc::Status status = AssessQuality();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(sandbox_->faults().Rules().empty()) << "both injected 503s were consumed";
+}
+
+TEST_F(SandboxUpstreamTest, A500OnCreateTokenIsNeverRetried) {
+  AddFault(R"({"route": "create_token", "kind": "error", "status": 500, "times": 3})");
+  v1::CreateTokenResponse response;
+  grpc::Status status =
+      token_->CreateToken(GatewayTest::Context().get(), ValidTokenRequest(), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  auto rules = sandbox_->faults().Rules();
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_EQ(rules[0].times, 2) << "exactly one vendor call";
+}
+
+TEST_F(SandboxUpstreamTest, ARetryAfterThatFitsIsWaitedOut) {
+  AddFault(R"({"route": "assess_quality", "kind": "rate_limit", "retry_after": "1", "times": 1})");
+  grpc::Status status = AssessQuality(/*timeout_ms=*/5000);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(sandbox_->faults().Rules().empty());
+}
+
+TEST_F(SandboxUpstreamTest, ARetryAfterBeyondTheDeadlineComesBackAsRetryInfoAndPushback) {
+  AddFault(R"({"route": "assess_quality", "kind": "rate_limit", "retry_after": "30", "times": 1})");
+  v1::AssessQualityRequest request;
+  request.set_url("https://images.example.com/retry/front.jpg");
+  v1::AssessQualityResponse response;
+  auto context = GatewayTest::Context(2000);
+  grpc::Status status = image_->AssessQuality(context.get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  google::rpc::Status details;
+  ASSERT_TRUE(details.ParseFromString(status.error_details()));
+  bool found = false;
+  for (const auto& any : details.details()) {
+    google::rpc::RetryInfo retry;
+    if (any.UnpackTo(&retry)) {
+      found = true;
+      EXPECT_GE(retry.retry_delay().seconds(), 30);
+    }
+  }
+  EXPECT_TRUE(found);
+  auto pushback = context->GetServerTrailingMetadata().find("grpc-retry-pushback-ms");
+  ASSERT_NE(pushback, context->GetServerTrailingMetadata().end());
+  EXPECT_GE(std::stol(std::string(pushback->second.data(), pushback->second.size())), 30000);
+}
+
+TEST_F(SandboxUpstreamTest, TheBreakerOpensFailsFastAndRecovers) {
+  StartGateway([](server::GatewayServerOptions& options) {
+    options.circuit_breaker.consecutive_failures = 3;
+    options.circuit_breaker.open_duration = absl::Milliseconds(300);
+    options.retry.backoff.max_attempts = 1;  // count vendor failures one per RPC
+  });
+  AddFault(R"({"route": "assess_quality", "kind": "error", "status": 500})");
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(AssessQuality().error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(gateway_->circuit_breaker().state(), resilience::CircuitState::kOpen);
+  // Open: fails fast without calling the vendor, and says when to come back.
+  grpc::Status fast = AssessQuality();
+  EXPECT_EQ(fast.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(GatewayTest::ErrorInfoOf(fast).reason(), "CIRCUIT_OPEN");
+  // The vendor recovers; after the open period a probe succeeds and closes the breaker.
+  sandbox_->faults().Clear();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (gateway_->circuit_breaker().RetryAfter() > absl::ZeroDuration() &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_TRUE(AssessQuality().ok());
+  EXPECT_EQ(gateway_->circuit_breaker().state(), resilience::CircuitState::kClosed);
+}
+
+TEST_F(SandboxUpstreamTest, AnOutageAddsAtMostTheBudgetedRetries) {
+  StartGateway([](server::GatewayServerOptions& options) {
+    options.circuit_breaker.consecutive_failures = 1000000;  // keep calling the vendor
+    options.circuit_breaker.minimum_requests = 1000000;
+    options.retry.backoff.max_attempts = 5;
+    options.retry.backoff.base = absl::Milliseconds(1);
+    options.retry.backoff.cap = absl::Milliseconds(5);
+  });
+  AddFault(R"({"route": "assess_quality", "kind": "error", "status": 503})");
+  constexpr int kCalls = 60;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kCalls / 6; ++i) AssessQuality();
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  const auto stats = gateway_->retry_budget_stats();
+  // Up to 4 retries each would be 240; the budget (20% of in-flight, at least 3) allows
+  // far fewer, and every refusal is counted.
+  EXPECT_GT(stats.retries_started, 0);
+  EXPECT_LT(stats.retries_started, kCalls * 4);
+  EXPECT_GT(stats.budget_exhausted, 0);
+  EXPECT_EQ(stats.requests_in_flight, 0);
+  EXPECT_EQ(stats.retries_in_flight, 0);
 }
 
 TEST_F(SandboxUpstreamTest, RegisterWebhookSetsTheUrlKeyAndEvents) {

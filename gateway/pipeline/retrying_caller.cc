@@ -1,0 +1,169 @@
+#include "gateway/pipeline/retrying_caller.h"
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "gateway/resilience/retry_policy.h"
+
+namespace inspection::pipeline {
+namespace {
+
+resilience::Idempotency ToResilience(routes::Idempotency idempotency) {
+  switch (idempotency) {
+    case routes::Idempotency::kSafe:
+      return resilience::Idempotency::kSafe;
+    case routes::Idempotency::kIdempotent:
+      return resilience::Idempotency::kIdempotent;
+    case routes::Idempotency::kNonIdempotent:
+      return resilience::Idempotency::kNonIdempotent;
+  }
+  return resilience::Idempotency::kNonIdempotent;
+}
+
+// What kind of failure an ApiError from the vendor client describes.
+resilience::AttemptFailure FailureOf(const errors::ApiError& error) {
+  auto sent = error.metadata.find("request_sent");
+  const bool request_sent = sent == error.metadata.end() || sent->second != "false";
+  auto http = error.metadata.find("http_status");
+  if (error.reason == errors::kReasonVendorHttpError && http != error.metadata.end()) {
+    return resilience::AttemptFailure::HttpStatus(std::atoi(http->second.c_str()));
+  }
+  if (error.reason == errors::kReasonVendorUnreachable) {
+    return resilience::AttemptFailure::Connect(request_sent);
+  }
+  if (error.reason == errors::kReasonVendorTimeout) {
+    return resilience::AttemptFailure::Timeout(request_sent);
+  }
+  if (error.reason == errors::kReasonVendorConnectionLost) {
+    return resilience::AttemptFailure::Reset(request_sent);
+  }
+  // Unreadable 2xx bodies, deadline too short, internal: nothing a retry would fix.
+  return resilience::AttemptFailure::HttpStatus(200);
+}
+
+// Whether an outcome says the vendor is unhealthy (counts against the breaker): server
+// errors and transport failures. 4xx (429 included) mean the vendor is up and answering.
+bool UnhealthyOutcome(const upstream::VendorResult& result) {
+  if (result.ok()) return false;
+  const auto failure = FailureOf(*result.error);
+  if (failure.kind == resilience::FailureKind::kHttpStatus) return failure.http_status >= 500;
+  return true;
+}
+
+}  // namespace
+
+struct RetryingCaller::CallState {
+  routes::RouteId route;
+  vendor::VendorRequest request;
+  std::chrono::system_clock::time_point deadline;
+  std::string request_id;
+  upstream::VendorCallback done;
+  resilience::BackoffSequence backoff;
+  bool retry_in_flight = false;
+};
+
+RetryingCaller::RetryingCaller(upstream::VendorCaller* next, RetryOptions options,
+                               resilience::RetryBudget* budget, resilience::CircuitBreaker* breaker,
+                               token_watch::Scheduler* timers)
+    : next_(next),
+      options_(std::move(options)),
+      policy_(*resilience::BackoffPolicy::Create(options_.backoff)),
+      budget_(budget),
+      breaker_(breaker),
+      timers_(timers) {}
+
+void RetryingCaller::Call(routes::RouteId route, const vendor::VendorRequest& request,
+                          std::chrono::system_clock::time_point deadline,
+                          const std::string& request_id, upstream::VendorCallback done) {
+  budget_->RequestStarted();
+  auto state =
+      std::make_shared<CallState>(CallState{route, request, deadline, request_id, std::move(done),
+                                            resilience::BackoffSequence(policy_, options_.random)});
+  Attempt(std::move(state));
+}
+
+void RetryingCaller::Attempt(std::shared_ptr<CallState> state) {
+  resilience::CircuitBreaker::Permit permit = breaker_->Allow();
+  if (!permit) {
+    // Fail fast while the vendor is known to be down; tell the caller when to come back.
+    const routes::Route& route = routes::GetRoute(state->route);
+    errors::ApiError error;
+    error.code = absl::StatusCode::kUnavailable;
+    error.reason = "CIRCUIT_OPEN";
+    error.metadata["route"] = std::string(route.metric_label);
+    error.message = absl::StrCat("the vendor is failing; calls are paused (",
+                                 std::string(route.metric_label), ")");
+    error.retry_delay =
+        std::chrono::milliseconds(absl::ToInt64Milliseconds(breaker_->RetryAfter()));
+    upstream::VendorResult result;
+    result.error = std::move(error);
+    Finish(state, std::move(result));
+    return;
+  }
+  next_->Call(state->route, state->request, state->deadline, state->request_id,
+              [this, state, permit](upstream::VendorResult result) mutable {
+                OnResult(std::move(state), permit, std::move(result));
+              });
+}
+
+void RetryingCaller::OnResult(std::shared_ptr<CallState> state,
+                              resilience::CircuitBreaker::Permit permit,
+                              upstream::VendorResult result) {
+  breaker_->Record(permit, !UnhealthyOutcome(result));
+  if (state->retry_in_flight) {
+    budget_->RetryFinished();
+    state->retry_in_flight = false;
+  }
+  if (result.ok()) {
+    Finish(state, std::move(result));
+    return;
+  }
+  const routes::Route& route = routes::GetRoute(state->route);
+  const resilience::RetryReason reason =
+      resilience::ClassifyRetry(ToResilience(route.idempotency), FailureOf(*result.error));
+  if (!resilience::IsRetryable(reason)) {
+    Finish(state, std::move(result));
+    return;
+  }
+  std::optional<absl::Duration> backoff = state->backoff.NextDelay();
+  if (!backoff.has_value()) {  // attempts used up
+    Finish(state, std::move(result));
+    return;
+  }
+  resilience::RetryWaitInputs inputs;
+  if (result.error->retry_delay.has_value()) {
+    inputs.retry_after = absl::Milliseconds(result.error->retry_delay->count());
+  }
+  inputs.backoff = *backoff;
+  if (state->deadline != std::chrono::system_clock::time_point::max()) {
+    inputs.time_remaining = absl::FromChrono(state->deadline) - options_.clock();
+  }
+  inputs.min_attempt_time = options_.min_attempt_time;
+  const resilience::RetryWaitDecision decision = resilience::DecideRetryWait(inputs);
+  if (!decision.retry) {
+    // Giving up before the deadline: the caller learns how long to wait.
+    result.error->retry_delay =
+        std::chrono::milliseconds(absl::ToInt64Milliseconds(decision.delay));
+    Finish(state, std::move(result));
+    return;
+  }
+  if (!budget_->TryStartRetry()) {  // an outage must not multiply the load on the vendor
+    result.error->metadata["retry_budget"] = "exhausted";
+    Finish(state, std::move(result));
+    return;
+  }
+  state->retry_in_flight = true;
+  timers_->RunAfter(decision.delay, [this, state]() mutable { Attempt(std::move(state)); });
+}
+
+void RetryingCaller::Finish(const std::shared_ptr<CallState>& state,
+                            upstream::VendorResult result) {
+  if (state->retry_in_flight) {
+    budget_->RetryFinished();
+    state->retry_in_flight = false;
+  }
+  budget_->RequestFinished();
+  std::move(state->done)(std::move(result));
+}
+
+}  // namespace inspection::pipeline
