@@ -1,0 +1,548 @@
+#include "gateway/metrics/gateway_metrics.h"
+
+#include <exception>
+#include <set>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace inspection::metrics {
+namespace {
+
+using prometheus::Counter;
+using prometheus::Family;
+using prometheus::Gauge;
+using prometheus::Histogram;
+using prometheus::Labels;
+
+// Label values of the enums, indexed by the enum's value.
+constexpr std::array<std::string_view, kNumGrpcTypes> kGrpcTypeLabels = {
+    "unary", "client_stream", "server_stream", "bidi_stream"};
+// Go's codes.Code.String(), which is what go-grpc-prometheus puts in grpc_code; dashboards
+// and alerts written for it match on these exact strings (note "Canceled").
+constexpr std::array<std::string_view, kNumGrpcCodes> kGrpcCodeLabels = {
+    "OK",       "Canceled",       "Unknown",          "InvalidArgument",   "DeadlineExceeded",
+    "NotFound", "AlreadyExists",  "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
+    "Aborted",  "OutOfRange",     "Unimplemented",    "Internal",          "Unavailable",
+    "DataLoss", "Unauthenticated"};
+constexpr std::array<std::string_view, kNumStatusClasses> kStatusClassLabels = {
+    "1xx", "2xx", "3xx", "4xx", "5xx", "transport_error"};
+constexpr std::array<std::string_view, kNumRetryReasons> kRetryReasonLabels = {
+    "connect", "reset", "timeout", "status_429", "status_502", "status_503", "status_504"};
+constexpr std::array<std::string_view, kNumCircuitStates> kCircuitStateLabels = {
+    "closed", "half_open", "open"};
+constexpr std::array<std::string_view, kNumWebhookOutcomes> kWebhookOutcomeLabels = {
+    "accepted",      "duplicate",     "unauthorized", "too_large", "bad_json",
+    "no_event_name", "store_failure", "bad_request",  "not_found", "method_not_allowed"};
+constexpr std::array<std::string_view, kNumStreamDropReasons> kStreamDropReasonLabels = {
+    "slow_consumer", "cursor_expired", "shutdown", "error"};
+
+// Latency buckets (seconds): Prometheus' default buckets, which go-grpc-prometheus uses,
+// plus 30 s and 60 s because vendor image analysis can legitimately take that long.
+const Histogram::BucketBoundaries& LatencyBuckets() {
+  static const auto* const kBuckets = new Histogram::BucketBoundaries{
+      0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+  return *kBuckets;
+}
+// Attempts per logical call: integers, so bucket at each small count.
+const Histogram::BucketBoundaries& AttemptBuckets() {
+  static const auto* const kBuckets = new Histogram::BucketBoundaries{1, 2, 3, 4, 5, 6, 8, 10};
+  return *kBuckets;
+}
+// Fan-out lag (seconds): local dispatch is sub-millisecond; a shared Redis log adds a poll
+// interval; anything past 10 s is an incident.
+const Histogram::BucketBoundaries& LagBuckets() {
+  static const auto* const kBuckets = new Histogram::BucketBoundaries{
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  return *kBuckets;
+}
+
+double Seconds(std::chrono::nanoseconds elapsed) {
+  return std::chrono::duration<double>(elapsed).count();
+}
+
+std::string Str(std::string_view view) { return std::string(view); }
+
+// The charset keeps URLs (':', '/', '?'), free text and most ids (which come with '-') out;
+// the length cap keeps a mistaken payload from becoming a label.
+bool IsValidLabelValue(std::string_view value) {
+  if (value.empty() || value.size() > 128) return false;
+  for (const char c : value) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+absl::Status CheckLabelValues(std::string_view list, const std::vector<std::string>& values) {
+  std::set<std::string_view> seen;
+  for (const std::string& value : values) {
+    if (!IsValidLabelValue(value)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Str(list), ": label value \"", value, "\" must be 1..128 characters of [A-Za-z0-9_.]"));
+    }
+    if (value == kOtherLabel) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Str(list), ": \"other\" is reserved for the catch-all bucket"));
+    }
+    if (!seen.insert(value).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Str(list), ": duplicate label value \"", value, "\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckConfig(const GatewayMetricsConfig& config) {
+  if (absl::Status s = CheckLabelValues("routes", config.routes); !s.ok()) return s;
+  if (absl::Status s = CheckLabelValues("upstreams", config.upstreams); !s.ok()) return s;
+  if (absl::Status s = CheckLabelValues("stream_rpcs", config.stream_rpcs); !s.ok()) return s;
+  std::set<std::string> full_names;
+  for (const GrpcMethodSpec& spec : config.grpc_methods) {
+    if (absl::Status s = CheckLabelValues("grpc_methods.service", {spec.service}); !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = CheckLabelValues("grpc_methods.method", {spec.method}); !s.ok()) {
+      return s;
+    }
+    if (static_cast<size_t>(spec.type) >= kNumGrpcTypes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("grpc_methods: bad type for ", spec.service, "/", spec.method));
+    }
+    if (!full_names.insert(absl::StrCat("/", spec.service, "/", spec.method)).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("grpc_methods: duplicate method ", spec.service, "/", spec.method));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Index of `label` in a list that ends with the "other" bucket; unknown -> the last index.
+size_t IndexOrOther(const std::map<std::string, size_t, std::less<>>& index, std::string_view key,
+                    size_t other) {
+  const auto it = index.find(key);
+  return it == index.end() ? other : it->second;
+}
+
+// Enum -> child/label. Enums only come from our own headers, but a value cast from an int
+// must not index out of bounds on the hot path: clamp to the last entry instead of UB.
+template <typename T, size_t N>
+T At(const std::array<T, N>& items, size_t i) {
+  return items[i < N ? i : N - 1];
+}
+
+}  // namespace
+
+std::string_view GrpcTypeLabel(GrpcType type) {
+  const size_t i = static_cast<size_t>(type);
+  return i < kNumGrpcTypes ? kGrpcTypeLabels[i] : kOtherLabel;
+}
+
+std::string_view GrpcCodeLabel(grpc::StatusCode code) {
+  const size_t i = static_cast<size_t>(code);
+  return kGrpcCodeLabels[i < kNumGrpcCodes ? i : static_cast<size_t>(grpc::StatusCode::UNKNOWN)];
+}
+
+std::string_view StatusClassLabel(StatusClass status_class) {
+  return At(kStatusClassLabels, static_cast<size_t>(status_class));
+}
+
+StatusClass StatusClassOf(int http_status) {
+  if (http_status < 100 || http_status > 599) return StatusClass::kTransportError;
+  return static_cast<StatusClass>(http_status / 100 - 1);
+}
+
+std::string_view RetryReasonLabel(RetryReason reason) {
+  return At(kRetryReasonLabels, static_cast<size_t>(reason));
+}
+
+std::string_view CircuitStateLabel(CircuitState state) {
+  return At(kCircuitStateLabels, static_cast<size_t>(state));
+}
+
+std::string_view WebhookOutcomeLabel(WebhookOutcome outcome) {
+  return At(kWebhookOutcomeLabels, static_cast<size_t>(outcome));
+}
+
+std::string_view StreamDropReasonLabel(StreamDropReason reason) {
+  return At(kStreamDropReasonLabels, static_cast<size_t>(reason));
+}
+
+// --- handles -------------------------------------------------------------------------------
+
+void GrpcMethodMetrics::RecordStarted() { started_->Increment(); }
+
+void GrpcMethodMetrics::RecordHandled(grpc::StatusCode code, std::chrono::nanoseconds elapsed) {
+  size_t i = static_cast<size_t>(code);
+  if (i >= kNumGrpcCodes) i = static_cast<size_t>(grpc::StatusCode::UNKNOWN);
+  handled_[i]->Increment();
+  handling_seconds_->Observe(Seconds(elapsed));
+}
+
+void GrpcMethodMetrics::RecordMsgSent() { msg_sent_->Increment(); }
+void GrpcMethodMetrics::RecordMsgReceived() { msg_received_->Increment(); }
+
+void RouteMetrics::RecordAttempt(StatusClass status_class, std::chrono::nanoseconds elapsed) {
+  At(requests_, static_cast<size_t>(status_class))->Increment();
+  duration_->Observe(Seconds(elapsed));
+}
+
+void RouteMetrics::RecordAttempt(int http_status, std::chrono::nanoseconds elapsed) {
+  RecordAttempt(StatusClassOf(http_status), elapsed);
+}
+
+void RouteMetrics::RecordRetry(RetryReason reason) {
+  At(retries_, static_cast<size_t>(reason))->Increment();
+}
+
+void RouteMetrics::RecordRetryBudgetExhausted() { budget_exhausted_->Increment(); }
+
+void RouteMetrics::RecordAttemptsPerCall(int attempts) {
+  attempts_per_call_->Observe(static_cast<double>(attempts));
+}
+
+void RouteMetrics::RecordCacheHit() { cache_hits_->Increment(); }
+void RouteMetrics::RecordCacheMiss() { cache_misses_->Increment(); }
+void RouteMetrics::RecordCacheCoalesced() { cache_coalesced_->Increment(); }
+void RouteMetrics::RecordCacheStaleServed() { cache_stale_served_->Increment(); }
+void RouteMetrics::RecordIdempotencyReplay() { idempotency_replays_->Increment(); }
+
+void RouteMetrics::RecordVendorUnknownFields(uint64_t count) {
+  if (count > 0) unknown_fields_->Increment(static_cast<double>(count));
+}
+
+void UpstreamMetrics::RecordTransition(CircuitState to) {
+  At(transitions_, static_cast<size_t>(to))->Increment();
+  SetState(to);
+}
+
+void UpstreamMetrics::SetState(CircuitState state) {
+  state_->Set(static_cast<double>(static_cast<int>(state)));
+}
+
+void StreamRpcMetrics::SubscriberStarted() { subscribers_->Increment(); }
+void StreamRpcMetrics::SubscriberEnded() { subscribers_->Decrement(); }
+
+// --- GatewayMetrics --------------------------------------------------------------------------
+
+absl::StatusOr<std::shared_ptr<GatewayMetrics>> GatewayMetrics::Create(
+    const GatewayMetricsConfig& config) {
+  if (absl::Status status = CheckConfig(config); !status.ok()) return status;
+  std::shared_ptr<GatewayMetrics> metrics(new GatewayMetrics());
+  // prometheus-cpp reports bad names and clashing families by throwing; that can only
+  // happen here, at start-up, and becomes a Status so the caller decides.
+  try {
+    metrics->Build(config);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("registering metrics: ", e.what()));
+  }
+  return metrics;
+}
+
+GatewayMetrics::GatewayMetrics() : registry_(std::make_shared<prometheus::Registry>()) {}
+
+GatewayMetrics::~GatewayMetrics() = default;
+
+void GatewayMetrics::Build(const GatewayMetricsConfig& config) {
+  BuildGrpc(config.grpc_methods);
+  BuildRoutes(config.routes);
+  BuildUpstreams(config.upstreams);
+  BuildCacheAndEvents();
+  BuildStreams(config.stream_rpcs);
+}
+
+void GatewayMetrics::BuildGrpc(const std::vector<GrpcMethodSpec>& methods) {
+  prometheus::Registry& registry = *registry_;
+  // gRPC server, go-grpc-prometheus names and help texts. Every (method, code) series exists
+  // from the start, like go-grpc-prometheus' InitializeMetrics(): rate() over a code that
+  // has never occurred is 0, not "no data".
+  auto& started = prometheus::BuildCounter()
+                      .Name("grpc_server_started_total")
+                      .Help("Total number of RPCs started on the server.")
+                      .Register(registry);
+  auto& handled = prometheus::BuildCounter()
+                      .Name("grpc_server_handled_total")
+                      .Help(
+                          "Total number of RPCs completed on the server, regardless of "
+                          "success or failure.")
+                      .Register(registry);
+  auto& handling = prometheus::BuildHistogram()
+                       .Name("grpc_server_handling_seconds")
+                       .Help(
+                           "Histogram of response latency (seconds) of gRPC that had been "
+                           "application-level handled by the server.")
+                       .Register(registry);
+  auto& msg_sent = prometheus::BuildCounter()
+                       .Name("grpc_server_msg_sent_total")
+                       .Help("Total number of gRPC stream messages sent by the server.")
+                       .Register(registry);
+  auto& msg_received = prometheus::BuildCounter()
+                           .Name("grpc_server_msg_received_total")
+                           .Help("Total number of RPC stream messages received on the server.")
+                           .Register(registry);
+  auto make_grpc = [&](std::string_view service, std::string_view method, GrpcType type) {
+    const Labels labels = {{"grpc_type", Str(GrpcTypeLabel(type))},
+                           {"grpc_service", Str(service)},
+                           {"grpc_method", Str(method)}};
+    GrpcMethodMetrics m;
+    m.started_ = &started.Add(labels);
+    for (size_t code = 0; code < kNumGrpcCodes; ++code) {
+      Labels with_code = labels;
+      with_code.emplace("grpc_code", Str(kGrpcCodeLabels[code]));
+      m.handled_[code] = &handled.Add(with_code);
+    }
+    m.handling_seconds_ = &handling.Add(labels, LatencyBuckets());
+    m.msg_sent_ = &msg_sent.Add(labels);
+    m.msg_received_ = &msg_received.Add(labels);
+    return m;
+  };
+  grpc_methods_.reserve(methods.size());
+  for (const GrpcMethodSpec& spec : methods) {
+    grpc_method_index_.emplace(absl::StrCat("/", spec.service, "/", spec.method),
+                               grpc_methods_.size());
+    grpc_methods_.push_back(make_grpc(spec.service, spec.method, spec.type));
+  }
+  for (size_t t = 0; t < kNumGrpcTypes; ++t) {
+    grpc_other_[t] = make_grpc(kOtherLabel, kOtherLabel, static_cast<GrpcType>(t));
+  }
+}
+
+void GatewayMetrics::BuildRoutes(const std::vector<std::string>& routes) {
+  prometheus::Registry& registry = *registry_;
+  auto& requests = prometheus::BuildCounter()
+                       .Name("inspection_upstream_requests_total")
+                       .Help("Upstream (vendor) HTTP attempts by route and status class.")
+                       .Register(registry);
+  auto& duration = prometheus::BuildHistogram()
+                       .Name("inspection_upstream_request_duration_seconds")
+                       .Help("Duration of upstream HTTP attempts, to the response or failure.")
+                       .Register(registry);
+  auto& retries = prometheus::BuildCounter()
+                      .Name("inspection_upstream_retries_total")
+                      .Help("Upstream retries scheduled, by route and reason.")
+                      .Register(registry);
+  auto& budget = prometheus::BuildCounter()
+                     .Name("inspection_upstream_retry_budget_exhausted_total")
+                     .Help("Retries not made because the retry budget was exhausted.")
+                     .Register(registry);
+  auto& attempts = prometheus::BuildHistogram()
+                       .Name("inspection_upstream_attempts_per_call")
+                       .Help("Upstream attempts made per logical call.")
+                       .Register(registry);
+  auto& hits = prometheus::BuildCounter()
+                   .Name("inspection_cache_hits_total")
+                   .Help("Response cache hits.")
+                   .Register(registry);
+  auto& misses = prometheus::BuildCounter()
+                     .Name("inspection_cache_misses_total")
+                     .Help("Response cache misses.")
+                     .Register(registry);
+  auto& coalesced = prometheus::BuildCounter()
+                        .Name("inspection_cache_coalesced_total")
+                        .Help("Requests that waited for an identical in-flight upstream call.")
+                        .Register(registry);
+  auto& stale = prometheus::BuildCounter()
+                    .Name("inspection_cache_stale_served_total")
+                    .Help("Stale cache entries served because the upstream failed.")
+                    .Register(registry);
+  auto& replays = prometheus::BuildCounter()
+                      .Name("inspection_idempotency_replays_total")
+                      .Help("Stored outcomes replayed for a repeated idempotency key.")
+                      .Register(registry);
+  auto& unknown_fields = prometheus::BuildCounter()
+                             .Name("inspection_vendor_unknown_fields_total")
+                             .Help(
+                                 "JSON fields received from the vendor that the gateway does "
+                                 "not model (kept, and counted here).")
+                             .Register(registry);
+  auto make_route = [&](std::string_view route) {
+    const Labels labels = {{"route", Str(route)}};
+    RouteMetrics m;
+    for (size_t c = 0; c < kNumStatusClasses; ++c) {
+      m.requests_[c] =
+          &requests.Add({{"route", Str(route)}, {"status_class", Str(kStatusClassLabels[c])}});
+    }
+    m.duration_ = &duration.Add(labels, LatencyBuckets());
+    for (size_t r = 0; r < kNumRetryReasons; ++r) {
+      m.retries_[r] = &retries.Add({{"route", Str(route)}, {"reason", Str(kRetryReasonLabels[r])}});
+    }
+    m.budget_exhausted_ = &budget.Add(labels);
+    m.attempts_per_call_ = &attempts.Add(labels, AttemptBuckets());
+    m.cache_hits_ = &hits.Add(labels);
+    m.cache_misses_ = &misses.Add(labels);
+    m.cache_coalesced_ = &coalesced.Add(labels);
+    m.cache_stale_served_ = &stale.Add(labels);
+    m.idempotency_replays_ = &replays.Add(labels);
+    m.unknown_fields_ = &unknown_fields.Add(labels);
+    return m;
+  };
+  route_labels_ = routes;
+  routes_.reserve(routes.size() + 1);
+  for (const std::string& route : routes) {
+    route_index_.emplace(route, routes_.size());
+    routes_.push_back(make_route(route));
+  }
+  routes_.push_back(make_route(kOtherLabel));
+}
+
+void GatewayMetrics::BuildUpstreams(const std::vector<std::string>& upstreams) {
+  prometheus::Registry& registry = *registry_;
+  auto& circuit_state = prometheus::BuildGauge()
+                            .Name("inspection_upstream_circuit_state")
+                            .Help("Circuit breaker state: 0 closed, 1 half-open, 2 open.")
+                            .Register(registry);
+  auto& transitions = prometheus::BuildCounter()
+                          .Name("inspection_upstream_circuit_transitions_total")
+                          .Help("Circuit breaker state changes, by target state.")
+                          .Register(registry);
+  auto make_upstream = [&](std::string_view upstream) {
+    UpstreamMetrics m;
+    m.state_ = &circuit_state.Add({{"upstream", Str(upstream)}});
+    for (size_t s = 0; s < kNumCircuitStates; ++s) {
+      m.transitions_[s] =
+          &transitions.Add({{"upstream", Str(upstream)}, {"to", Str(kCircuitStateLabels[s])}});
+    }
+    return m;
+  };
+  upstreams_.reserve(upstreams.size() + 1);
+  for (const std::string& upstream : upstreams) {
+    upstreams_.push_back(make_upstream(upstream));
+  }
+  upstreams_.push_back(make_upstream(kOtherLabel));
+}
+
+void GatewayMetrics::BuildCacheAndEvents() {
+  prometheus::Registry& registry = *registry_;
+  cache_evictions_ = &prometheus::BuildCounter()
+                          .Name("inspection_cache_evictions_total")
+                          .Help("Cache entries evicted to stay within the byte bound.")
+                          .Register(registry)
+                          .Add({});
+  cache_bytes_ = &prometheus::BuildGauge()
+                      .Name("inspection_cache_bytes")
+                      .Help("Bytes held by the response cache.")
+                      .Register(registry)
+                      .Add({});
+
+  // Webhooks and the event log.
+  auto& deliveries = prometheus::BuildCounter()
+                         .Name("inspection_webhook_deliveries_total")
+                         .Help("Webhook deliveries received, by outcome.")
+                         .Register(registry);
+  for (size_t o = 0; o < kNumWebhookOutcomes; ++o) {
+    webhook_deliveries_[o] = &deliveries.Add({{"outcome", Str(kWebhookOutcomeLabels[o])}});
+  }
+  webhook_unknown_event_names_ =
+      &prometheus::BuildCounter()
+           .Name("inspection_webhook_unknown_event_names_total")
+           .Help("Webhook deliveries whose event name the gateway does not know.")
+           .Register(registry)
+           .Add({});
+  event_log_appends_ = &prometheus::BuildCounter()
+                            .Name("inspection_event_log_appends_total")
+                            .Help("Events appended to the event log.")
+                            .Register(registry)
+                            .Add({});
+  event_log_append_errors_ = &prometheus::BuildCounter()
+                                  .Name("inspection_event_log_append_errors_total")
+                                  .Help("Event log appends that failed.")
+                                  .Register(registry)
+                                  .Add({});
+}
+
+void GatewayMetrics::BuildStreams(const std::vector<std::string>& rpcs) {
+  prometheus::Registry& registry = *registry_;
+  auto& subscribers = prometheus::BuildGauge()
+                          .Name("inspection_stream_subscribers")
+                          .Help("Server streams currently delivering events, by RPC.")
+                          .Register(registry);
+  stream_rpcs_.reserve(rpcs.size() + 1);
+  for (const std::string& rpc : rpcs) {
+    StreamRpcMetrics m;
+    m.subscribers_ = &subscribers.Add({{"rpc", rpc}});
+    stream_rpcs_.push_back(m);
+  }
+  StreamRpcMetrics other_rpc;
+  other_rpc.subscribers_ = &subscribers.Add({{"rpc", Str(kOtherLabel)}});
+  stream_rpcs_.push_back(other_rpc);
+  fanout_lag_ = &prometheus::BuildHistogram()
+                     .Name("inspection_stream_fanout_lag_seconds")
+                     .Help(
+                         "Time from an event's append to the log to its hand-off to a "
+                         "subscriber.")
+                     .Register(registry)
+                     .Add({}, LagBuckets());
+  auto& dropped = prometheus::BuildCounter()
+                      .Name("inspection_stream_dropped_subscribers_total")
+                      .Help("Subscribers ended by the gateway, by reason.")
+                      .Register(registry);
+  for (size_t r = 0; r < kNumStreamDropReasons; ++r) {
+    dropped_subscribers_[r] = &dropped.Add({{"reason", Str(kStreamDropReasonLabels[r])}});
+  }
+}
+
+std::vector<prometheus::MetricFamily> GatewayMetrics::Collect() const {
+  std::vector<prometheus::MetricFamily> families = registry_->Collect();
+  std::vector<prometheus::MetricFamily> process = process_collector_.Collect();
+  families.insert(families.end(), std::make_move_iterator(process.begin()),
+                  std::make_move_iterator(process.end()));
+  return families;
+}
+
+RouteMetrics& GatewayMetrics::ForRoute(size_t route_index) {
+  return routes_[route_index < route_labels_.size() ? route_index : route_labels_.size()];
+}
+
+RouteMetrics& GatewayMetrics::ForRouteLabel(std::string_view route_label) {
+  return routes_[IndexOrOther(route_index_, route_label, route_labels_.size())];
+}
+
+GrpcMethodMetrics& GatewayMetrics::ForGrpcMethod(size_t index) {
+  if (index < grpc_methods_.size()) return grpc_methods_[index];
+  return grpc_other_[static_cast<size_t>(GrpcType::kUnary)];
+}
+
+GrpcMethodMetrics& GatewayMetrics::ForGrpcMethod(std::string_view full_method, GrpcType type) {
+  const auto it = grpc_method_index_.find(full_method);
+  if (it != grpc_method_index_.end()) return grpc_methods_[it->second];
+  const size_t t = static_cast<size_t>(type);
+  return grpc_other_[t < kNumGrpcTypes ? t : static_cast<size_t>(GrpcType::kBidiStream)];
+}
+
+UpstreamMetrics& GatewayMetrics::ForUpstream(size_t upstream_index) {
+  const size_t other = upstreams_.size() - 1;
+  return upstreams_[upstream_index < other ? upstream_index : other];
+}
+
+StreamRpcMetrics& GatewayMetrics::ForStreamRpc(size_t rpc_index) {
+  const size_t other = stream_rpcs_.size() - 1;
+  return stream_rpcs_[rpc_index < other ? rpc_index : other];
+}
+
+void GatewayMetrics::RecordCacheEvictions(uint64_t count) {
+  if (count > 0) cache_evictions_->Increment(static_cast<double>(count));
+}
+
+void GatewayMetrics::SetCacheBytes(uint64_t bytes) {
+  cache_bytes_->Set(static_cast<double>(bytes));
+}
+
+void GatewayMetrics::RecordWebhookDelivery(WebhookOutcome outcome) {
+  At(webhook_deliveries_, static_cast<size_t>(outcome))->Increment();
+}
+
+void GatewayMetrics::RecordUnknownWebhookEventName() { webhook_unknown_event_names_->Increment(); }
+void GatewayMetrics::RecordEventLogAppend() { event_log_appends_->Increment(); }
+void GatewayMetrics::RecordEventLogAppendError() { event_log_append_errors_->Increment(); }
+
+void GatewayMetrics::RecordFanoutLag(std::chrono::nanoseconds lag) {
+  fanout_lag_->Observe(Seconds(lag));
+}
+
+void GatewayMetrics::RecordDroppedSubscriber(StreamDropReason reason) {
+  At(dropped_subscribers_, static_cast<size_t>(reason))->Increment();
+}
+
+}  // namespace inspection::metrics

@@ -1,0 +1,86 @@
+#include "gateway/metrics/grpc_server_metrics.h"
+
+#include <atomic>
+#include <chrono>
+#include <string_view>
+#include <utility>
+
+#include <grpcpp/support/interceptor.h>
+
+namespace inspection::metrics {
+namespace {
+
+using grpc::experimental::InterceptionHookPoints;
+
+GrpcType TypeOf(grpc::experimental::ServerRpcInfo::Type type) {
+  switch (type) {
+    case grpc::experimental::ServerRpcInfo::Type::UNARY:
+      return GrpcType::kUnary;
+    case grpc::experimental::ServerRpcInfo::Type::CLIENT_STREAMING:
+      return GrpcType::kClientStream;
+    case grpc::experimental::ServerRpcInfo::Type::SERVER_STREAMING:
+      return GrpcType::kServerStream;
+    case grpc::experimental::ServerRpcInfo::Type::BIDI_STREAMING:
+      return GrpcType::kBidiStream;
+  }
+  return GrpcType::kBidiStream;
+}
+
+// One per call; gRPC creates it when the call is matched and deletes it when the call is
+// done. Intercept() may run concurrently for a read batch and a write batch of the same
+// streaming call, so the only mutable state is atomic.
+class MetricsInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit MetricsInterceptor(GrpcMethodMetrics& metrics)
+      : metrics_(metrics), start_(std::chrono::steady_clock::now()) {
+    metrics_.RecordStarted();
+  }
+
+  ~MetricsInterceptor() override {
+    if (!handled_.exchange(true)) {
+      metrics_.RecordHandled(grpc::StatusCode::CANCELLED, Elapsed());
+    }
+  }
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    // A failed read (the client half-closed, or the call died) also reaches
+    // POST_RECV_MESSAGE, with no message: only real messages count.
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE) &&
+        methods->GetRecvMessage() != nullptr) {
+      metrics_.RecordMsgReceived();
+    }
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_MESSAGE)) {
+      metrics_.RecordMsgSent();
+    }
+    // For a unary call the response message and the status travel in the same batch, so
+    // both hook points can be set at once; the message was counted above.
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) &&
+        !handled_.exchange(true)) {
+      metrics_.RecordHandled(methods->GetSendStatus().error_code(), Elapsed());
+    }
+    methods->Proceed();
+  }
+
+ private:
+  std::chrono::nanoseconds Elapsed() const { return std::chrono::steady_clock::now() - start_; }
+
+  GrpcMethodMetrics& metrics_;
+  const std::chrono::steady_clock::time_point start_;
+  std::atomic<bool> handled_{false};
+};
+
+}  // namespace
+
+GrpcServerMetricsInterceptorFactory::GrpcServerMetricsInterceptorFactory(
+    std::shared_ptr<GatewayMetrics> metrics)
+    : metrics_(std::move(metrics)) {}
+
+grpc::experimental::Interceptor* GrpcServerMetricsInterceptorFactory::CreateServerInterceptor(
+    grpc::experimental::ServerRpcInfo* info) {
+  const char* method = info->method();
+  GrpcMethodMetrics& handles = metrics_->ForGrpcMethod(
+      method == nullptr ? std::string_view() : std::string_view(method), TypeOf(info->type()));
+  return new MetricsInterceptor(handles);
+}
+
+}  // namespace inspection::metrics
