@@ -48,6 +48,15 @@ inspection::server::GatewayServerOptions ServerOptions(const GatewayConfig& conf
   options.mapper.inspection_id_pointers = config.damage.inspection_id_pointers;
   options.limits.search_max_limit = config.search.max_limit;
 
+  {
+    const std::string& addr = config.admin_addr;  // validated HOST:PORT
+    const size_t colon = addr.rfind(':');
+    options.admin_host = addr.substr(0, colon);
+    if (options.admin_host.size() > 1 && options.admin_host.front() == '[') {
+      options.admin_host = options.admin_host.substr(1, options.admin_host.size() - 2);
+    }
+    options.admin_port = std::stoi(addr.substr(colon + 1));
+  }
   options.event_log_url = config.event_log;
   options.retention.max_age = std::chrono::hours(config.event_log_retention.max_age_hours);
   options.retention.max_events = config.event_log_retention.max_events;
@@ -150,6 +159,7 @@ int main(int argc, char** argv) {
   logger.Info("inspection-gateway serving",
               {{"grpc_port", (*server)->grpc_port()},
                {"webhook_port", (*server)->webhook_port()},
+               {"admin_port", (*server)->admin_port()},
                {"grpc_addr", config->grpc_addr},
                {"upstream_url", config->upstream_url},
                {"config", inspection::config::DumpConfig(

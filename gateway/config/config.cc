@@ -276,8 +276,7 @@ const std::vector<KeySpec>& Keys() {
           "Listen address of the webhook receiver (HTTP; started when a webhook key is set)."),
       StringKey(
           "admin_addr", [](auto& c) -> auto& { return c.admin_addr; }, HostPort, "HOST:PORT",
-          "Listen address of the admin endpoint (metrics, health). Reserved: validated, not served "
-          "yet."),
+          "Listen address of the admin endpoint: /metrics, /healthz, /readyz."),
       IntegerKey(
           "upstream.timeout_ms", [](auto& c) -> auto& { return c.upstream.timeout; }, 1, kDayMs,
           "MS",

@@ -50,6 +50,27 @@ bool UnhealthyOutcome(const upstream::VendorResult& result) {
   return true;
 }
 
+metrics::RetryReason ToMetricReason(resilience::RetryReason reason) {
+  switch (reason) {
+    case resilience::RetryReason::kConnect:
+      return metrics::RetryReason::kConnect;
+    case resilience::RetryReason::kReset:
+      return metrics::RetryReason::kReset;
+    case resilience::RetryReason::kTimeout:
+      return metrics::RetryReason::kTimeout;
+    case resilience::RetryReason::kStatus429:
+      return metrics::RetryReason::kStatus429;
+    case resilience::RetryReason::kStatus502:
+      return metrics::RetryReason::kStatus502;
+    case resilience::RetryReason::kStatus503:
+      return metrics::RetryReason::kStatus503;
+    case resilience::RetryReason::kStatus504:
+    case resilience::RetryReason::kNotRetryable:
+      break;
+  }
+  return metrics::RetryReason::kStatus504;
+}
+
 }  // namespace
 
 struct RetryingCaller::CallState {
@@ -60,6 +81,8 @@ struct RetryingCaller::CallState {
   upstream::VendorCallback done;
   resilience::BackoffSequence backoff;
   bool retry_in_flight = false;
+  int attempts = 0;
+  std::chrono::steady_clock::time_point attempt_start;
 };
 
 RetryingCaller::RetryingCaller(upstream::VendorCaller* next, RetryOptions options,
@@ -100,6 +123,8 @@ void RetryingCaller::Attempt(std::shared_ptr<CallState> state) {
     Finish(state, std::move(result));
     return;
   }
+  ++state->attempts;
+  state->attempt_start = std::chrono::steady_clock::now();
   next_->Call(state->route, state->request, state->deadline, state->request_id,
               [this, state, permit](upstream::VendorResult result) mutable {
                 OnResult(std::move(state), permit, std::move(result));
@@ -110,6 +135,14 @@ void RetryingCaller::OnResult(std::shared_ptr<CallState> state,
                               resilience::CircuitBreaker::Permit permit,
                               upstream::VendorResult result) {
   breaker_->Record(permit, !UnhealthyOutcome(result));
+  metrics::RouteMetrics* route_metrics =
+      options_.metrics == nullptr ? nullptr
+                                  : &options_.metrics->ForRoute(static_cast<size_t>(state->route));
+  if (route_metrics != nullptr) {
+    // status 0 (no HTTP answer) is counted as transport_error.
+    route_metrics->RecordAttempt(static_cast<int>(result.response.status),
+                                 std::chrono::steady_clock::now() - state->attempt_start);
+  }
   if (state->retry_in_flight) {
     budget_->RetryFinished();
     state->retry_in_flight = false;
@@ -148,11 +181,13 @@ void RetryingCaller::OnResult(std::shared_ptr<CallState> state,
     return;
   }
   if (!budget_->TryStartRetry()) {  // an outage must not multiply the load on the vendor
+    if (route_metrics != nullptr) route_metrics->RecordRetryBudgetExhausted();
     result.error->metadata["retry_budget"] = "exhausted";
     Finish(state, std::move(result));
     return;
   }
   state->retry_in_flight = true;
+  if (route_metrics != nullptr) route_metrics->RecordRetry(ToMetricReason(reason));
   timers_->RunAfter(decision.delay, [this, state]() mutable { Attempt(std::move(state)); });
 }
 
@@ -163,6 +198,10 @@ void RetryingCaller::Finish(const std::shared_ptr<CallState>& state,
     state->retry_in_flight = false;
   }
   budget_->RequestFinished();
+  if (options_.metrics != nullptr && state->attempts > 0) {
+    options_.metrics->ForRoute(static_cast<size_t>(state->route))
+        .RecordAttemptsPerCall(state->attempts);
+  }
   std::move(state->done)(std::move(result));
 }
 

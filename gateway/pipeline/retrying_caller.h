@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 
+#include "gateway/metrics/gateway_metrics.h"
 #include "gateway/resilience/backoff.h"
 #include "gateway/resilience/circuit_breaker.h"
 #include "gateway/resilience/retry_budget.h"
@@ -18,6 +19,9 @@ struct RetryOptions {
   absl::Duration min_attempt_time = resilience::kDefaultMinAttemptTime;
   std::function<absl::Time()> clock = [] { return absl::Now(); };
   resilience::RandomSource random;  // null: a thread-local generator
+  // Upstream metrics (attempts by status class and latency, retries by reason, budget
+  // refusals, attempts per call); null records nothing.
+  metrics::GatewayMetrics* metrics = nullptr;
 };
 
 // The retry loop and circuit breaker of the request pipeline (DESIGN §4), a decorator

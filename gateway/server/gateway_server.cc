@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "adapters/http/curl_transport.h"
 #include "adapters/vendor/token_mapper.h"
+#include "gateway/metrics/grpc_server_metrics.h"
 #include "gateway/services/damage_service.h"
 #include "gateway/services/event_config_service.h"
 #include "gateway/services/event_service.h"
@@ -24,6 +25,55 @@ constexpr const char* kServiceNames[] = {
     "inspection.v1.TokenService",       "inspection.v1.ImageService",
     "inspection.v1.DamageService",      "inspection.v1.InspectionService",
     "inspection.v1.EventConfigService", "inspection.v1.EventService"};
+
+// Every RPC of the public services, for the gRPC metrics (bounded label values).
+std::vector<metrics::GrpcMethodSpec> PublicMethods() {
+  std::vector<metrics::GrpcMethodSpec> methods;
+  const auto* pool = google::protobuf::DescriptorPool::generated_pool();
+  for (const char* name : kServiceNames) {
+    const auto* service = pool->FindServiceByName(name);
+    if (service == nullptr) continue;
+    for (int i = 0; i < service->method_count(); ++i) {
+      const auto* method = service->method(i);
+      methods.push_back({service->full_name(), method->name(),
+                         method->server_streaming() ? metrics::GrpcType::kServerStream
+                                                    : metrics::GrpcType::kUnary});
+    }
+  }
+  return methods;
+}
+
+// Forwards finished RPCs to the caller's observer and counts vendor drift.
+class MetricsObserver final : public services::RpcObserver {
+ public:
+  MetricsObserver(metrics::GatewayMetrics* metrics, services::RpcObserver* next)
+      : metrics_(metrics), next_(next) {}
+  void OnRpcFinished(const services::RpcRecord& record) override {
+    const auto& drift = record.decode_report;
+    const size_t unknown = drift.unknown_paths.size() + drift.type_mismatch_paths.size() +
+                           drift.unknown_enum_paths.size();
+    if (unknown > 0 && record.route != nullptr) {
+      metrics_->ForRoute(static_cast<size_t>(record.route->id)).RecordVendorUnknownFields(unknown);
+    }
+    if (next_ != nullptr) next_->OnRpcFinished(record);
+  }
+
+ private:
+  metrics::GatewayMetrics* const metrics_;
+  services::RpcObserver* const next_;
+};
+
+metrics::CircuitState ToMetricState(resilience::CircuitState state) {
+  switch (state) {
+    case resilience::CircuitState::kClosed:
+      return metrics::CircuitState::kClosed;
+    case resilience::CircuitState::kHalfOpen:
+      return metrics::CircuitState::kHalfOpen;
+    case resilience::CircuitState::kOpen:
+      return metrics::CircuitState::kOpen;
+  }
+  return metrics::CircuitState::kClosed;
+}
 
 }  // namespace
 
@@ -51,13 +101,31 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   }
   server->vendor_client_ =
       std::make_unique<upstream::VendorClient>(opts.vendor, server->transport_.get());
+  // Metrics, registered once with bounded label sets (route labels from the route table).
+  metrics::GatewayMetricsConfig metrics_config;
+  for (const routes::Route& route : routes::AllRoutes()) {
+    metrics_config.routes.emplace_back(route.metric_label);
+  }
+  metrics_config.grpc_methods = PublicMethods();
+  metrics_config.upstreams = {"vendor"};
+  metrics_config.stream_rpcs = {"Subscribe", "StreamDamageResults", "WatchTokenStatus"};
+  auto gateway_metrics = metrics::GatewayMetrics::Create(metrics_config);
+  if (!gateway_metrics.ok()) return gateway_metrics.status();
+  server->metrics_ = std::move(*gateway_metrics);
+  opts.retry.metrics = server->metrics_.get();
+
   // The one place the pipeline is composed (DESIGN §4): retry loop + circuit breaker over
   // the vendor client (idempotency keys sit above it, in the services).
   server->scheduler_ = std::make_unique<token_watch::TimerThreadScheduler>();
   auto budget = resilience::RetryBudget::Create(opts.retry_budget);
   if (!budget.ok()) return budget.status();
   server->retry_budget_ = std::move(*budget);
-  auto breaker = resilience::CircuitBreaker::Create(opts.circuit_breaker, opts.retry.clock);
+  metrics::GatewayMetrics* metrics_ptr = server->metrics_.get();
+  auto breaker = resilience::CircuitBreaker::Create(
+      opts.circuit_breaker, opts.retry.clock,
+      [metrics_ptr](resilience::CircuitState, resilience::CircuitState to) {
+        metrics_ptr->ForUpstream(0).RecordTransition(ToMetricState(to));
+      });
   if (!breaker.ok()) return breaker.status();
   server->breaker_ = std::move(*breaker);
   if (!resilience::BackoffPolicy::Create(opts.retry.backoff).ok()) {
@@ -137,7 +205,9 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   deps.mapper_options = opts.mapper;
   deps.limits = opts.limits;
   deps.webapp_url = opts.webapp_url;
-  deps.observer = opts.observer;
+  server->metrics_observer_ =
+      std::make_unique<MetricsObserver>(server->metrics_.get(), opts.observer);
+  deps.observer = server->metrics_observer_.get();
 
   server->services_.push_back(std::make_unique<services::TokenServiceImpl>(deps));
   server->services_.push_back(std::make_unique<services::ImageServiceImpl>(deps));
@@ -151,10 +221,27 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   grpc::ServerBuilder builder;
   builder.AddListeningPort(opts.grpc_addr, grpc::InsecureServerCredentials(), &server->grpc_port_);
   for (auto& service : server->services_) builder.RegisterService(service.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(
+      std::make_unique<metrics::GrpcServerMetricsInterceptorFactory>(server->metrics_));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->grpc_port_ == 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen for gRPC on ", opts.grpc_addr, " (grpc_addr)"));
+  }
+  if (opts.admin_port >= 0) {
+    metrics::AdminServer::Options admin;
+    admin.host = opts.admin_host;
+    admin.port = opts.admin_port;
+    eventlog::EventLog* log = server->event_log_.get();
+    // Ready = serving gRPC (we are past BuildAndStart) and the event log takes writes.
+    server->admin_ = std::make_unique<metrics::AdminServer>(admin, server->metrics_,
+                                                            [log] { return log->CheckWritable(); });
+    if (absl::Status started = server->admin_->Start(); !started.ok()) {
+      return absl::Status(started.code(),
+                          absl::StrCat("admin endpoint (admin_addr): ", started.message()));
+    }
   }
   auto* health = server->server_->GetHealthCheckService();
   health->SetServingStatus("", true);
@@ -170,6 +257,7 @@ void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
   server_->GetHealthCheckService()->Shutdown();
   // No new webhooks (the vendor retries them, here or on another replica), then every
   // stream ends with UNAVAILABLE and its resumable cursor.
+  if (admin_ != nullptr) admin_->Stop();
   if (receiver_ != nullptr) receiver_->Stop();
   if (hub_ != nullptr) hub_->Stop();
   if (token_poller_ != nullptr) token_poller_->Shutdown();

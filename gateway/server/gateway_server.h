@@ -12,6 +12,8 @@
 #include "adapters/eventlog/event_log.h"
 #include "adapters/http/http_transport.h"
 #include "adapters/vendor/vendor_request.h"
+#include "gateway/metrics/admin_server.h"
+#include "gateway/metrics/gateway_metrics.h"
 #include "gateway/pipeline/idempotency_store.h"
 #include "gateway/pipeline/retrying_caller.h"
 #include "gateway/services/unary_call.h"
@@ -53,6 +55,9 @@ struct GatewayServerOptions {
   token_watch::TokenStatusPollerOptions token_watch;
   // How long the first outcome of an idempotency key is kept.
   absl::Duration idempotency_ttl = absl::Hours(24);
+  // Admin HTTP endpoint: /metrics, /healthz, /readyz. Port 0: any free port; -1: off.
+  std::string admin_host = "0.0.0.0";
+  int admin_port = 9464;
   // Retries and circuit breaking around every vendor call.
   pipeline::RetryOptions retry;
   resilience::RetryBudgetConfig retry_budget;
@@ -84,6 +89,8 @@ class GatewayServer {
   upstream::VendorCaller& vendor() { return *pipeline_; }
   const token_watch::TokenStatusPoller& token_poller() const { return *token_poller_; }
   resilience::CircuitBreaker& circuit_breaker() { return *breaker_; }
+  // The admin endpoint's port; 0 when it is off.
+  int admin_port() const { return admin_ == nullptr ? 0 : admin_->port(); }
   resilience::RetryBudgetStats retry_budget_stats() const { return retry_budget_->Stats(); }
   eventlog::EventLog& event_log() { return *event_log_; }
 
@@ -109,6 +116,9 @@ class GatewayServer {
   std::unique_ptr<resilience::RetryBudget> retry_budget_;
   std::unique_ptr<resilience::CircuitBreaker> breaker_;
   std::unique_ptr<pipeline::RetryingCaller> retrying_;
+  std::shared_ptr<metrics::GatewayMetrics> metrics_;
+  std::unique_ptr<metrics::AdminServer> admin_;
+  std::unique_ptr<services::RpcObserver> metrics_observer_;
   services::ServiceDeps deps_;
   std::vector<std::unique_ptr<grpc::Service>> services_;
   std::unique_ptr<grpc::Server> server_;

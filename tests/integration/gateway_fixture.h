@@ -45,6 +45,7 @@ class GatewayTest : public ::testing::Test {
     options.vendor.api_key = kApiKey;
     options.webapp_url = kWebappUrl;
     options.connect_timeout = std::chrono::milliseconds(1000);
+    options.admin_port = 0;
     options.event_log_url = "sqlite:" + temp_.File(absl::StrCat("events-", ++gateways_, ".db"));
     if (tweak) tweak(options);
     auto started = server::GatewayServer::Start(std::move(options));

@@ -81,6 +81,7 @@ TEST(ReadmeExamplesTest, EveryGrpcurlCommandWorksAsPrinted) {
   options.vendor.base_url = vendor.BaseUrl();
   options.vendor.api_key = kApiKey;
   options.webapp_url = kWebappUrl;
+  options.admin_port = 0;
   TempDir temp;
   options.event_log_url = "sqlite:" + temp.File("events.db");
   auto gateway = server::GatewayServer::Start(std::move(options));

@@ -3,6 +3,8 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "gateway/server/webhook_registration.h"
@@ -10,6 +12,7 @@
 #include "inspection/v1/event.grpc.pb.h"
 #include "sandbox/emulator/sandbox_server.h"
 #include "tests/integration/gateway_fixture.h"
+#include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace inspection::testing {
@@ -38,6 +41,7 @@ class SandboxUpstreamTest : public ::testing::Test {
     options.webhook.port = 0;
     options.webhook.current_key = kWebhookKey;
     options.token_watch.interval = absl::Milliseconds(20);
+    options.admin_port = 0;
     options.event_log_url = "sqlite:" + temp_.File(absl::StrCat("events-", ++starts_, ".db"));
     if (tweak) tweak(options);
     auto gateway = server::GatewayServer::Start(std::move(options));
@@ -306,6 +310,69 @@ TEST_F(SandboxUpstreamTest, AnOutageAddsAtMostTheBudgetedRetries) {
   EXPECT_GT(stats.budget_exhausted, 0);
   EXPECT_EQ(stats.requests_in_flight, 0);
   EXPECT_EQ(stats.retries_in_flight, 0);
+}
+
+// The value of the first sample of `name` whose labels include every `labels` pair.
+double Sample(const std::string& text, const std::string& name,
+              const std::vector<std::string>& labels) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name + "{", 0) != 0) continue;
+    bool all = true;
+    for (const auto& label : labels) all = all && line.find(label) != std::string::npos;
+    if (all) return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return -1;
+}
+
+TEST_F(SandboxUpstreamTest, MetricsCountWhatAScriptedScenarioDid) {
+  AddFault(R"({"route": "assess_quality", "kind": "error", "status": 503, "times": 2})");
+  ASSERT_TRUE(AssessQuality().ok());  // 2 x 503 then 200: one RPC, three vendor calls
+  v1::CreateTokenRequest invalid = ValidTokenRequest();
+  invalid.set_validity(0);
+  v1::CreateTokenResponse response;
+  EXPECT_EQ(token_->CreateToken(GatewayTest::Context().get(), invalid, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);  // rejected before the vendor
+
+  httplib::Client admin("127.0.0.1", gateway_->admin_port());
+  auto metrics = admin.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  ASSERT_EQ(metrics->status, 200);
+  const std::string& text = metrics->body;
+  const std::string route = "route=\"assess_quality\"";
+  EXPECT_EQ(Sample(text, "inspection_upstream_requests_total", {route, "status_class=\"5xx\""}), 2);
+  EXPECT_EQ(Sample(text, "inspection_upstream_requests_total", {route, "status_class=\"2xx\""}), 1);
+  EXPECT_EQ(Sample(text, "inspection_upstream_retries_total", {route, "reason=\"status_503\""}), 2);
+  EXPECT_EQ(Sample(text, "inspection_upstream_attempts_per_call_sum", {route}), 3);
+  EXPECT_EQ(Sample(text, "grpc_server_handled_total",
+                   {"grpc_method=\"AssessQuality\"", "grpc_code=\"OK\""}),
+            1);
+  EXPECT_EQ(Sample(text, "grpc_server_handled_total",
+                   {"grpc_method=\"CreateToken\"", "grpc_code=\"InvalidArgument\""}),
+            1);
+  EXPECT_EQ(Sample(text, "inspection_upstream_requests_total",
+                   {"route=\"create_token\"", "status_class=\"2xx\""}),
+            0);
+  // No secret in the exposition.
+  EXPECT_EQ(text.find(sandbox::kDefaultSandboxApiKey), std::string::npos);
+  EXPECT_EQ(text.find(kWebhookKey), std::string::npos);
+
+  // The exposition is valid for Prometheus.
+  const std::string file = temp_.File("metrics.txt");
+  {
+    std::ofstream out(file);
+    out << text;
+  }
+  Subprocess promtool({"/bin/sh", "-c", "promtool check metrics < " + file});
+  EXPECT_EQ(promtool.Wait(std::chrono::seconds(30)), 0)
+      << "promtool (scripts/install-deps.sh installs it): " << promtool.output();
+
+  auto healthz = admin.Get("/healthz");
+  ASSERT_TRUE(healthz);
+  EXPECT_EQ(healthz->status, 200);
+  auto readyz = admin.Get("/readyz");
+  ASSERT_TRUE(readyz);
+  EXPECT_EQ(readyz->status, 200);
 }
 
 TEST_F(SandboxUpstreamTest, RegisterWebhookSetsTheUrlKeyAndEvents) {
