@@ -2,10 +2,10 @@
 
 namespace inspection::pipeline {
 
-IdempotencyStore::IdempotencyStore(absl::Duration ttl, std::function<absl::Time()> clock)
+InMemoryIdempotencyStore::InMemoryIdempotencyStore(absl::Duration ttl, std::function<absl::Time()> clock)
     : ttl_(ttl), clock_(std::move(clock)) {}
 
-void IdempotencyStore::ExpireLocked(absl::Time now) {
+void InMemoryIdempotencyStore::ExpireLocked(absl::Time now) {
   while (!expiry_.empty() && expiry_.begin()->first <= now) {
     auto it = entries_.find(expiry_.begin()->second);
     // Only finished entries are scheduled; a key reused after an Abandon has its own time.
@@ -16,7 +16,7 @@ void IdempotencyStore::ExpireLocked(absl::Time now) {
   }
 }
 
-IdempotencyStore::Decision IdempotencyStore::Begin(
+IdempotencyStore::Decision InMemoryIdempotencyStore::Begin(
     const std::string& account, const std::string& key, const std::string& fingerprint,
     IdempotentOutcome* replay, absl::AnyInvocable<void(const IdempotentOutcome&)> on_ready) {
   absl::MutexLock lock(&mu_);
@@ -36,7 +36,7 @@ IdempotencyStore::Decision IdempotencyStore::Begin(
   return Decision::kWait;
 }
 
-void IdempotencyStore::Complete(const std::string& account, const std::string& key,
+void InMemoryIdempotencyStore::Complete(const std::string& account, const std::string& key,
                                 IdempotentOutcome outcome) {
   std::vector<absl::AnyInvocable<void(const IdempotentOutcome&)>> waiters;
   {
@@ -53,7 +53,7 @@ void IdempotencyStore::Complete(const std::string& account, const std::string& k
   for (auto& waiter : waiters) waiter(outcome);
 }
 
-void IdempotencyStore::Abandon(const std::string& account, const std::string& key,
+void InMemoryIdempotencyStore::Abandon(const std::string& account, const std::string& key,
                                const IdempotentOutcome& outcome) {
   std::vector<absl::AnyInvocable<void(const IdempotentOutcome&)>> waiters;
   {
@@ -66,7 +66,7 @@ void IdempotencyStore::Abandon(const std::string& account, const std::string& ke
   for (auto& waiter : waiters) waiter(outcome);
 }
 
-size_t IdempotencyStore::size() const {
+size_t InMemoryIdempotencyStore::size() const {
   absl::MutexLock lock(&mu_);
   return entries_.size();
 }

@@ -26,8 +26,9 @@ struct IdempotentOutcome {
 // default) so that a repeat returns it without calling the vendor again; the same key
 // with different parameters (another request fingerprint) is a mismatch; duplicates
 // that arrive while the first is in flight wait for it (callbacks, no blocked thread).
-// In memory: a restart forgets the keys (a Redis-backed store is not built yet).
-// Thread-safe; callbacks run outside the lock.
+// Implementations: InMemoryIdempotencyStore (default; a restart forgets the keys) and
+// the Redis store (idempotency_store=redis://..., shared by replicas).
+// Thread-safe; callbacks run outside any lock.
 class IdempotencyStore {
  public:
   enum class Decision {
@@ -37,20 +38,35 @@ class IdempotencyStore {
     kWait,      // in flight: `on_ready` is called with the first outcome
   };
 
-  explicit IdempotencyStore(
+  virtual ~IdempotencyStore() = default;
+
+  virtual Decision Begin(const std::string& account, const std::string& key,
+                         const std::string& fingerprint, IdempotentOutcome* replay,
+                         absl::AnyInvocable<void(const IdempotentOutcome&)> on_ready) = 0;
+
+  // Stores the leader's outcome and completes the waiters with it.
+  virtual void Complete(const std::string& account, const std::string& key,
+                        IdempotentOutcome outcome) = 0;
+  // The leader's outcome is not to be remembered (nothing reached the vendor, so the
+  // client may safely try again with the same key): waiters get it, the key is freed.
+  virtual void Abandon(const std::string& account, const std::string& key,
+                       const IdempotentOutcome& outcome) = 0;
+};
+
+// The process-local store: a map with an expiry index.
+class InMemoryIdempotencyStore final : public IdempotencyStore {
+ public:
+  explicit InMemoryIdempotencyStore(
       absl::Duration ttl = absl::Hours(24),
       std::function<absl::Time()> clock = [] { return absl::Now(); });
 
   Decision Begin(const std::string& account, const std::string& key, const std::string& fingerprint,
                  IdempotentOutcome* replay,
-                 absl::AnyInvocable<void(const IdempotentOutcome&)> on_ready);
-
-  // Stores the leader's outcome and completes the waiters with it.
-  void Complete(const std::string& account, const std::string& key, IdempotentOutcome outcome);
-  // The leader's outcome is not to be remembered (nothing reached the vendor, so the
-  // client may safely try again with the same key): waiters get it, the key is freed.
+                 absl::AnyInvocable<void(const IdempotentOutcome&)> on_ready) override;
+  void Complete(const std::string& account, const std::string& key,
+                IdempotentOutcome outcome) override;
   void Abandon(const std::string& account, const std::string& key,
-               const IdempotentOutcome& outcome);
+               const IdempotentOutcome& outcome) override;
 
   size_t size() const;
 

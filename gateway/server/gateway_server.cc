@@ -194,7 +194,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
       },
       server->scheduler_.get());
 
-  server->idempotency_ = std::make_unique<pipeline::IdempotencyStore>(opts.idempotency_ttl);
+  server->idempotency_ = std::make_unique<pipeline::InMemoryIdempotencyStore>(opts.idempotency_ttl);
 
   services::ServiceDeps& deps = server->deps_;
   deps.idempotency = server->idempotency_.get();

@@ -8,7 +8,7 @@ namespace {
 class IdempotencyStoreTest : public ::testing::Test {
  protected:
   absl::Time now_ = absl::FromUnixSeconds(1700000000);
-  IdempotencyStore store_{absl::Hours(24), [this] { return now_; }};
+  InMemoryIdempotencyStore store_{absl::Hours(24), [this] { return now_; }};
   IdempotentOutcome replay_;
   static void Ignore(const IdempotentOutcome&) {}
 };
