@@ -14,7 +14,7 @@
 #include "adapters/vendor/vendor_request.h"
 #include "gateway/metrics/admin_server.h"
 #include "gateway/metrics/gateway_metrics.h"
-#include "gateway/pipeline/idempotency_store.h"
+#include "gateway/idempotency/idempotency_store.h"
 #include "gateway/pipeline/retrying_caller.h"
 #include "gateway/services/unary_call.h"
 #include "gateway/streaming/event_hub.h"

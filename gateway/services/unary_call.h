@@ -11,7 +11,7 @@
 #include "adapters/vendor/json_codec.h"
 #include "adapters/vendor/vendor_request.h"
 #include "gateway/errors/api_error.h"
-#include "gateway/pipeline/idempotency_store.h"
+#include "gateway/idempotency/idempotency_store.h"
 #include "gateway/routes/route_table.h"
 #include "gateway/streaming/event_hub.h"
 #include "gateway/token_watch/token_status_poller.h"

@@ -1,4 +1,4 @@
-#include "gateway/pipeline/idempotency_store.h"
+#include "gateway/idempotency/idempotency_store.h"
 
 #include <gtest/gtest.h>
 

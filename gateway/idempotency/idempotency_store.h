@@ -1,5 +1,5 @@
-#ifndef GATEWAY_PIPELINE_IDEMPOTENCY_STORE_H_
-#define GATEWAY_PIPELINE_IDEMPOTENCY_STORE_H_
+#ifndef GATEWAY_IDEMPOTENCY_IDEMPOTENCY_STORE_H_
+#define GATEWAY_IDEMPOTENCY_IDEMPOTENCY_STORE_H_
 
 #include <functional>
 #include <map>
@@ -91,4 +91,4 @@ class InMemoryIdempotencyStore final : public IdempotencyStore {
 
 }  // namespace inspection::pipeline
 
-#endif  // GATEWAY_PIPELINE_IDEMPOTENCY_STORE_H_
+#endif  // GATEWAY_IDEMPOTENCY_IDEMPOTENCY_STORE_H_
