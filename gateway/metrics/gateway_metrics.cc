@@ -459,6 +459,7 @@ void GatewayMetrics::BuildStreams(const std::vector<std::string>& rpcs) {
                           .Help("Server streams currently delivering events, by RPC.")
                           .Register(registry);
   stream_rpcs_.reserve(rpcs.size() + 1);
+  stream_rpc_names_ = rpcs;
   for (const std::string& rpc : rpcs) {
     StreamRpcMetrics m;
     m.subscribers_ = &subscribers.Add({{"rpc", rpc}});
@@ -484,6 +485,7 @@ void GatewayMetrics::BuildStreams(const std::vector<std::string>& rpcs) {
 }
 
 std::vector<prometheus::MetricFamily> GatewayMetrics::Collect() const {
+  if (collect_hook_) collect_hook_();
   std::vector<prometheus::MetricFamily> families = registry_->Collect();
   std::vector<prometheus::MetricFamily> process = process_collector_.Collect();
   families.insert(families.end(), std::make_move_iterator(process.begin()),
@@ -516,6 +518,13 @@ UpstreamMetrics& GatewayMetrics::ForUpstream(size_t upstream_index) {
   return upstreams_[upstream_index < other ? upstream_index : other];
 }
 
+StreamRpcMetrics* GatewayMetrics::FindStreamRpc(std::string_view rpc) {
+  for (size_t i = 0; i < stream_rpc_names_.size(); ++i) {
+    if (stream_rpc_names_[i] == rpc) return &stream_rpcs_[i];
+  }
+  return nullptr;
+}
+
 StreamRpcMetrics& GatewayMetrics::ForStreamRpc(size_t rpc_index) {
   const size_t other = stream_rpcs_.size() - 1;
   return stream_rpcs_[rpc_index < other ? rpc_index : other];
@@ -529,13 +538,19 @@ void GatewayMetrics::SetCacheBytes(uint64_t bytes) {
   cache_bytes_->Set(static_cast<double>(bytes));
 }
 
-void GatewayMetrics::RecordWebhookDelivery(WebhookOutcome outcome) {
-  At(webhook_deliveries_, static_cast<size_t>(outcome))->Increment();
+void GatewayMetrics::RecordWebhookDelivery(WebhookOutcome outcome, uint64_t count) {
+  At(webhook_deliveries_, static_cast<size_t>(outcome))->Increment(static_cast<double>(count));
 }
 
-void GatewayMetrics::RecordUnknownWebhookEventName() { webhook_unknown_event_names_->Increment(); }
-void GatewayMetrics::RecordEventLogAppend() { event_log_appends_->Increment(); }
-void GatewayMetrics::RecordEventLogAppendError() { event_log_append_errors_->Increment(); }
+void GatewayMetrics::RecordUnknownWebhookEventName(uint64_t count) {
+  webhook_unknown_event_names_->Increment(static_cast<double>(count));
+}
+void GatewayMetrics::RecordEventLogAppend(uint64_t count) {
+  event_log_appends_->Increment(static_cast<double>(count));
+}
+void GatewayMetrics::RecordEventLogAppendError(uint64_t count) {
+  event_log_append_errors_->Increment(static_cast<double>(count));
+}
 
 void GatewayMetrics::RecordFanoutLag(std::chrono::nanoseconds lag) {
   fanout_lag_->Observe(Seconds(lag));

@@ -257,6 +257,9 @@ class GatewayMetrics final : public prometheus::Collectable {
 
   // Thread-safe; reads /proc/self for the process_* families.
   std::vector<prometheus::MetricFamily> Collect() const override;
+  // Runs at the start of every Collect() (i.e. per scrape), for counters that are kept
+  // elsewhere and copied in then (the webhook receiver's). Set once, before serving.
+  void SetCollectHook(std::function<void()> hook) { collect_hook_ = std::move(hook); }
 
   // --- routes -------------------------------------------------------------------------------
   // Handles of config.routes[route_index]; an index out of range gets the "other" route.
@@ -282,16 +285,22 @@ class GatewayMetrics final : public prometheus::Collectable {
   void SetCacheBytes(uint64_t bytes);         // inspection_cache_bytes
 
   // --- webhooks and event log ---------------------------------------------------------------
-  void RecordWebhookDelivery(WebhookOutcome outcome);  // inspection_webhook_deliveries_total
+  // inspection_webhook_deliveries_total
+  void RecordWebhookDelivery(WebhookOutcome outcome, uint64_t count = 1);
   // inspection_webhook_unknown_event_names_total: a delivery whose event name is not one we
   // know (it is still stored; the name itself is never a label).
-  void RecordUnknownWebhookEventName();
-  void RecordEventLogAppend();       // inspection_event_log_appends_total (successful appends)
-  void RecordEventLogAppendError();  // inspection_event_log_append_errors_total
+  void RecordUnknownWebhookEventName(uint64_t count = 1);
+  // inspection_event_log_appends_total (successful appends)
+  void RecordEventLogAppend(uint64_t count = 1);
+  // inspection_event_log_append_errors_total
+  void RecordEventLogAppendError(uint64_t count = 1);
 
   // --- streams ------------------------------------------------------------------------------
   // Handles of config.stream_rpcs[index]; out of range -> "other".
   StreamRpcMetrics& ForStreamRpc(size_t rpc_index);
+  // Handles of the stream RPC named `rpc` (a method name, e.g. "Subscribe"); null when it
+  // is not one of config.stream_rpcs.
+  StreamRpcMetrics* FindStreamRpc(std::string_view rpc);
   // inspection_stream_fanout_lag_seconds: from an event's append to the log to its hand-off
   // to a subscriber's queue.
   void RecordFanoutLag(std::chrono::nanoseconds lag);
@@ -309,6 +318,7 @@ class GatewayMetrics final : public prometheus::Collectable {
   void BuildStreams(const std::vector<std::string>& rpcs);
 
   const std::shared_ptr<prometheus::Registry> registry_;
+  std::function<void()> collect_hook_;
   ProcessCollector process_collector_;
 
   // Built once in Build(), never resized afterwards: element addresses are stable.
@@ -322,6 +332,7 @@ class GatewayMetrics final : public prometheus::Collectable {
 
   std::vector<UpstreamMetrics> upstreams_;     // + "other" last
   std::vector<StreamRpcMetrics> stream_rpcs_;  // + "other" last
+  std::vector<std::string> stream_rpc_names_;  // config.stream_rpcs
 
   prometheus::Counter* cache_evictions_ = nullptr;
   prometheus::Gauge* cache_bytes_ = nullptr;

@@ -31,15 +31,18 @@ GrpcType TypeOf(grpc::experimental::ServerRpcInfo::Type type) {
 // streaming call, so the only mutable state is atomic.
 class MetricsInterceptor final : public grpc::experimental::Interceptor {
  public:
-  explicit MetricsInterceptor(GrpcMethodMetrics& metrics)
-      : metrics_(metrics), start_(std::chrono::steady_clock::now()) {
+  // `stream` is set for the server-streaming RPCs counted in inspection_stream_subscribers.
+  MetricsInterceptor(GrpcMethodMetrics& metrics, StreamRpcMetrics* stream)
+      : metrics_(metrics), stream_(stream), start_(std::chrono::steady_clock::now()) {
     metrics_.RecordStarted();
+    if (stream_ != nullptr) stream_->SubscriberStarted();
   }
 
   ~MetricsInterceptor() override {
     if (!handled_.exchange(true)) {
       metrics_.RecordHandled(grpc::StatusCode::CANCELLED, Elapsed());
     }
+    if (stream_ != nullptr) stream_->SubscriberEnded();
   }
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
@@ -65,6 +68,7 @@ class MetricsInterceptor final : public grpc::experimental::Interceptor {
   std::chrono::nanoseconds Elapsed() const { return std::chrono::steady_clock::now() - start_; }
 
   GrpcMethodMetrics& metrics_;
+  StreamRpcMetrics* const stream_;
   const std::chrono::steady_clock::time_point start_;
   std::atomic<bool> handled_{false};
 };
@@ -80,7 +84,15 @@ grpc::experimental::Interceptor* GrpcServerMetricsInterceptorFactory::CreateServ
   const char* method = info->method();
   GrpcMethodMetrics& handles = metrics_->ForGrpcMethod(
       method == nullptr ? std::string_view() : std::string_view(method), TypeOf(info->type()));
-  return new MetricsInterceptor(handles);
+  StreamRpcMetrics* stream = nullptr;
+  if (info->type() == grpc::experimental::ServerRpcInfo::Type::SERVER_STREAMING &&
+      method != nullptr) {
+    const std::string_view full(method);
+    const size_t slash = full.rfind('/');
+    stream =
+        metrics_->FindStreamRpc(slash == std::string_view::npos ? full : full.substr(slash + 1));
+  }
+  return new MetricsInterceptor(handles, stream);
 }
 
 }  // namespace inspection::metrics

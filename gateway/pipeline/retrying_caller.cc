@@ -77,7 +77,7 @@ struct RetryingCaller::CallState {
   routes::RouteId route;
   vendor::VendorRequest request;
   std::chrono::system_clock::time_point deadline;
-  std::string request_id;
+  upstream::CallOptions options;
   upstream::VendorCallback done;
   resilience::BackoffSequence backoff;
   bool retry_in_flight = false;
@@ -97,10 +97,10 @@ RetryingCaller::RetryingCaller(upstream::VendorCaller* next, RetryOptions option
 
 void RetryingCaller::Call(routes::RouteId route, const vendor::VendorRequest& request,
                           std::chrono::system_clock::time_point deadline,
-                          const std::string& request_id, upstream::VendorCallback done) {
+                          const upstream::CallOptions& options, upstream::VendorCallback done) {
   budget_->RequestStarted();
   auto state =
-      std::make_shared<CallState>(CallState{route, request, deadline, request_id, std::move(done),
+      std::make_shared<CallState>(CallState{route, request, deadline, options, std::move(done),
                                             resilience::BackoffSequence(policy_, options_.random)});
   Attempt(std::move(state));
 }
@@ -125,7 +125,7 @@ void RetryingCaller::Attempt(std::shared_ptr<CallState> state) {
   }
   ++state->attempts;
   state->attempt_start = std::chrono::steady_clock::now();
-  next_->Call(state->route, state->request, state->deadline, state->request_id,
+  next_->Call(state->route, state->request, state->deadline, state->options,
               [this, state, permit](upstream::VendorResult result) mutable {
                 OnResult(std::move(state), permit, std::move(result));
               });

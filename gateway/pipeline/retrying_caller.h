@@ -39,7 +39,7 @@ class RetryingCaller final : public upstream::VendorCaller {
                  token_watch::Scheduler* timers);
 
   void Call(routes::RouteId route, const vendor::VendorRequest& request,
-            std::chrono::system_clock::time_point deadline, const std::string& request_id,
+            std::chrono::system_clock::time_point deadline, const upstream::CallOptions& options,
             upstream::VendorCallback done) override;
 
  private:

@@ -134,7 +134,18 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   server->retrying_ = std::make_unique<pipeline::RetryingCaller>(
       server->vendor_client_.get(), opts.retry, server->retry_budget_.get(), server->breaker_.get(),
       server->scheduler_.get());
-  server->pipeline_ = server->retrying_.get();
+  // The cache sits above the retry loop: a hit or a coalesced call costs no attempt,
+  // and stale-if-error sees the final outcome of the retries.
+  pipeline::CachingOptions cache_options = opts.cache;
+  cache_options.metrics = server->metrics_.get();
+  cache_options.clock = opts.retry.clock;
+  const std::string default_scope = eventlog::Sha256Hex(opts.vendor.api_key).substr(0, 32);
+  cache_options.account_scope = [default_scope](const std::string& account) {
+    return account.empty() ? default_scope : account;
+  };
+  server->caching_ =
+      std::make_unique<pipeline::CachingCaller>(server->retrying_.get(), std::move(cache_options));
+  server->pipeline_ = server->caching_.get();
 
   server->event_log_ = opts.event_log;
   if (server->event_log_ == nullptr) {
@@ -144,7 +155,14 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
     }
     server->event_log_ = std::shared_ptr<eventlog::EventLog>(std::move(*log));
   }
-  server->hub_ = std::make_unique<streaming::EventHub>(server->event_log_.get(), opts.hub);
+  streaming::EventHub::Options hub_options = opts.hub;
+  hub_options.metrics = server->metrics_.get();
+  pipeline::CachingCaller* caching = server->caching_.get();
+  // Every replica tails the shared log, so each one drops what an event makes stale.
+  hub_options.on_event = [caching](const eventlog::StoredEvent& stored) {
+    caching->OnInspectionEvent(stored.event.inspection_id);
+  };
+  server->hub_ = std::make_unique<streaming::EventHub>(server->event_log_.get(), hub_options);
   if (absl::Status started = server->hub_->Start(); !started.ok()) return started;
   if (!opts.webhook.current_key.empty()) {
     auto receiver = webhooks::WebhookReceiver::Start(opts.webhook, server->event_log_.get());
@@ -153,6 +171,8 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
                           absl::StrCat("webhook receiver: ", receiver.status().message()));
     }
     server->receiver_ = std::move(*receiver);
+    GatewayServer* self = server.get();
+    server->metrics_->SetCollectHook([self] { self->SyncReceiverMetrics(); });
   }
 
   // WatchTokenStatus: polls go through the vendor client like GetTokenStatus (same
@@ -166,7 +186,9 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
         request.set_uid(uid);
         const auto& route = routes::GetRoute(routes::RouteId::kGetTokenStatus);
         vendor->Call(route.id, vendor::EncodeGetTokenStatusRequest(request),
-                     std::chrono::system_clock::now() + route.timeout, /*request_id=*/"",
+                     std::chrono::system_clock::now() + route.timeout,
+                     // A poll wants the vendor's current answer, and refreshes the cache.
+                     upstream::CallOptions{.bypass_cache = true},
                      [done = std::move(done), &route](upstream::VendorResult result) mutable {
                        v1::GetTokenStatusResponse response;
                        if (!result.ok()) {
@@ -249,6 +271,40 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   return server;
 }
 
+void GatewayServer::SyncReceiverMetrics() {
+  if (receiver_ == nullptr) return;
+  const webhooks::WebhookReceiverStats now = receiver_->stats();
+  absl::MutexLock lock(&receiver_metrics_mu_);
+  webhooks::WebhookReceiverStats& seen = receiver_reported_;
+  auto delta = [](int64_t now_value, int64_t& seen_value) {
+    const uint64_t d = now_value > seen_value ? static_cast<uint64_t>(now_value - seen_value) : 0;
+    seen_value = std::max(seen_value, now_value);
+    return d;
+  };
+  using metrics::WebhookOutcome;
+  metrics::GatewayMetrics& m = *metrics_;
+  const uint64_t accepted = delta(now.accepted, seen.accepted);
+  const uint64_t store_failures = delta(now.store_failures, seen.store_failures);
+  m.RecordWebhookDelivery(WebhookOutcome::kAccepted, accepted);
+  m.RecordWebhookDelivery(WebhookOutcome::kDuplicate, delta(now.duplicates, seen.duplicates));
+  m.RecordWebhookDelivery(WebhookOutcome::kUnauthorized,
+                          delta(now.unauthorized, seen.unauthorized));
+  m.RecordWebhookDelivery(WebhookOutcome::kTooLarge, delta(now.too_large, seen.too_large));
+  m.RecordWebhookDelivery(WebhookOutcome::kBadJson, delta(now.bad_json, seen.bad_json));
+  m.RecordWebhookDelivery(WebhookOutcome::kNoEventName,
+                          delta(now.no_event_name, seen.no_event_name));
+  m.RecordWebhookDelivery(WebhookOutcome::kStoreFailure, store_failures);
+  m.RecordWebhookDelivery(WebhookOutcome::kBadRequest, delta(now.bad_requests, seen.bad_requests));
+  m.RecordWebhookDelivery(WebhookOutcome::kNotFound, delta(now.not_found, seen.not_found));
+  m.RecordWebhookDelivery(WebhookOutcome::kMethodNotAllowed,
+                          delta(now.method_not_allowed, seen.method_not_allowed));
+  m.RecordUnknownWebhookEventName(delta(now.unknown_event_names, seen.unknown_event_names));
+  // The receiver is the only writer of the event log: its accepted deliveries are the
+  // appends, its store failures the append errors.
+  m.RecordEventLogAppend(accepted);
+  m.RecordEventLogAppendError(store_failures);
+}
+
 void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
   if (shut_down_) return;
   shut_down_ = true;
@@ -275,6 +331,7 @@ void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
 
 GatewayServer::~GatewayServer() {
   Shutdown(std::chrono::milliseconds(0));
+  if (metrics_ != nullptr) metrics_->SetCollectHook(nullptr);
   server_.reset();
   services_.clear();
   receiver_.reset();
@@ -282,6 +339,7 @@ GatewayServer::~GatewayServer() {
   token_poller_.reset();
   // Pending retry timers hold calls: run down the timer thread before the pipeline.
   scheduler_.reset();
+  caching_.reset();
   retrying_.reset();
   breaker_.reset();
   retry_budget_.reset();

@@ -12,9 +12,10 @@
 #include "adapters/eventlog/event_log.h"
 #include "adapters/http/http_transport.h"
 #include "adapters/vendor/vendor_request.h"
+#include "gateway/idempotency/idempotency_store.h"
 #include "gateway/metrics/admin_server.h"
 #include "gateway/metrics/gateway_metrics.h"
-#include "gateway/idempotency/idempotency_store.h"
+#include "gateway/pipeline/caching_caller.h"
 #include "gateway/pipeline/retrying_caller.h"
 #include "gateway/services/unary_call.h"
 #include "gateway/streaming/event_hub.h"
@@ -62,6 +63,9 @@ struct GatewayServerOptions {
   pipeline::RetryOptions retry;
   resilience::RetryBudgetConfig retry_budget;
   resilience::CircuitBreakerConfig circuit_breaker;
+  // The response cache above the retry loop (metrics, clock and account scopes are
+  // filled in by Start).
+  pipeline::CachingOptions cache;
 };
 
 // Opens "sqlite:<path>" or "redis://..." (config key event_log).
@@ -92,6 +96,7 @@ class GatewayServer {
   // The admin endpoint's port; 0 when it is off.
   int admin_port() const { return admin_ == nullptr ? 0 : admin_->port(); }
   resilience::RetryBudgetStats retry_budget_stats() const { return retry_budget_->Stats(); }
+  const pipeline::CachingCaller& cache() const { return *caching_; }
   eventlog::EventLog& event_log() { return *event_log_; }
 
   // Stops accepting calls, reports NOT_SERVING, lets in-flight calls finish for up to
@@ -101,6 +106,8 @@ class GatewayServer {
 
  private:
   explicit GatewayServer(GatewayServerOptions options);
+  // Copies the webhook receiver's counters into the Prometheus metrics (per scrape).
+  void SyncReceiverMetrics();
 
   GatewayServerOptions options_;
   std::shared_ptr<http::HttpTransport> transport_;
@@ -116,6 +123,10 @@ class GatewayServer {
   std::unique_ptr<resilience::RetryBudget> retry_budget_;
   std::unique_ptr<resilience::CircuitBreaker> breaker_;
   std::unique_ptr<pipeline::RetryingCaller> retrying_;
+  std::unique_ptr<pipeline::CachingCaller> caching_;
+  // Receiver counters already copied into the metrics (see SyncReceiverMetrics).
+  absl::Mutex receiver_metrics_mu_;
+  webhooks::WebhookReceiverStats receiver_reported_ ABSL_GUARDED_BY(receiver_metrics_mu_);
   std::shared_ptr<metrics::GatewayMetrics> metrics_;
   std::unique_ptr<metrics::AdminServer> admin_;
   std::unique_ptr<services::RpcObserver> metrics_observer_;

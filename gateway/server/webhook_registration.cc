@@ -13,7 +13,8 @@ absl::Status CallAndWait(upstream::VendorCaller& vendor, routes::RouteId route,
                          const std::string& what) {
   std::promise<upstream::VendorResult> promise;
   auto future = promise.get_future();
-  vendor.Call(route, request, std::chrono::system_clock::now() + timeout, "startup",
+  vendor.Call(route, request, std::chrono::system_clock::now() + timeout,
+              upstream::CallOptions{.request_id = "startup"},
               [&promise](upstream::VendorResult result) { promise.set_value(std::move(result)); });
   upstream::VendorResult result = future.get();
   if (result.ok()) return absl::OkStatus();

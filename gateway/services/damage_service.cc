@@ -42,16 +42,21 @@ grpc::ServerWriteReactor<v1::StreamDamageResultsResponse>* DamageServiceImpl::St
                  /*as_is=*/true);
     return reactor;
   }
+  const std::string request_id = RequestIdFor(*context);
+  context->AddInitialMetadata("x-request-id", request_id);
+  upstream::CallOptions call;
+  if (auto error = CallOptionsFor(*context, deps_, request_id, &call); error.has_value()) {
+    reactor->End(error->ToGrpcStatus(), /*as_is=*/true);
+    return reactor;
+  }
   // Events that arrive while the submission is in flight are already after this point,
   // so none about the new inspection can be missed.
   const std::string start = deps_.hub->TailCursor();
-  const std::string request_id = RequestIdFor(*context);
-  context->AddInitialMetadata("x-request-id", request_id);
   Reactor::Handle handle = reactor->handle();
   // Encoded before the call: the callback below takes `submit` by move.
   vendor::VendorRequest vendor_request = detect_damage_.encode(submit);
   deps_.vendor->Call(
-      routes::RouteId::kDetectDamage, vendor_request, context->deadline(), request_id,
+      routes::RouteId::kDetectDamage, vendor_request, context->deadline(), call,
       [this, handle, start, submit = std::move(submit)](upstream::VendorResult result) {
         if (!result.ok()) {
           handle.End(result.error->ToGrpcStatus(), /*as_is=*/true);

@@ -67,4 +67,36 @@ void NotifyFinished(const ServiceDeps& deps, RpcRecord& record,
   if (deps.observer != nullptr) deps.observer->OnRpcFinished(record);
 }
 
+std::optional<errors::ApiError> CallOptionsFor(const grpc::CallbackServerContext& context,
+                                               const ServiceDeps& deps, std::string request_id,
+                                               upstream::CallOptions* out) {
+  out->request_id = std::move(request_id);
+  const auto& metadata = context.client_metadata();
+  if (auto it = metadata.find("x-vendor-account"); it != metadata.end()) {
+    std::string account(it->second.data(), it->second.size());
+    if (!account.empty() && deps.vendor_accounts.count(account) == 0) {
+      errors::ApiError error = errors::ApiError::InvalidRequest(
+          {{"x-vendor-account",
+            "metadata names no configured vendor account; see the gateway's `accounts` "
+            "configuration (omit it for the default account)"}});
+      return error;
+    }
+    out->account = std::move(account);
+  }
+  if (auto it = metadata.find("cache-control"); it != metadata.end()) {
+    const std::string_view value(it->second.data(), it->second.size());
+    out->bypass_cache = value.find("no-cache") != std::string_view::npos ||
+                        value.find("no-store") != std::string_view::npos;
+  }
+  return std::nullopt;
+}
+
+void AddCacheMetadata(grpc::CallbackServerContext* context, const upstream::VendorResult& result) {
+  if (result.cache == upstream::CacheStatus::kNotCached) return;
+  context->AddInitialMetadata("x-cache", std::string(upstream::CacheStatusName(result.cache)));
+  if (result.cache == upstream::CacheStatus::kStale) {
+    context->AddInitialMetadata("x-cache-stale-cause", result.stale_cause);
+  }
+}
+
 }  // namespace inspection::services

@@ -3,6 +3,8 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
+#include <set>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
@@ -53,6 +55,9 @@ struct ServiceDeps {
   pipeline::IdempotencyStore* idempotency = nullptr;
   // WatchTokenStatus: one shared upstream poll per watched token.
   token_watch::TokenStatusPoller* token_poller = nullptr;
+  // Named vendor accounts a call may select with `x-vendor-account` (the default
+  // account, "", needs no name).
+  std::set<std::string> vendor_accounts;
 };
 
 // How one unary RPC maps onto its vendor route. Built once per service.
@@ -87,6 +92,17 @@ std::string RequestIdFor(const grpc::CallbackServerContext& context);
 void NotifyFinished(const ServiceDeps& deps, RpcRecord& record,
                     std::chrono::steady_clock::time_point start);
 
+// The pipeline options of a call, from its metadata: `x-vendor-account` (must name a
+// configured account: otherwise INVALID_ARGUMENT naming the metadata key) and
+// `cache-control: no-cache` (skip the response cache). Sets `out` or returns the error.
+std::optional<errors::ApiError> CallOptionsFor(const grpc::CallbackServerContext& context,
+                                               const ServiceDeps& deps, std::string request_id,
+                                               upstream::CallOptions* out);
+
+// Tells the caller how the cache answered: `x-cache` (hit, miss, coalesced, stale, bypass)
+// and, for a stale answer, `x-cache-stale-cause` (the vendor failure's reason).
+void AddCacheMetadata(grpc::CallbackServerContext* context, const upstream::VendorResult& result);
+
 // Runs one unary RPC without blocking: validate -> encode -> vendor call -> decode ->
 // Finish. The reactor finishes on the transport's event-loop thread.
 template <class Request, class Response>
@@ -110,6 +126,15 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
     return reactor;
   }
 
+  upstream::CallOptions call;
+  if (auto error = CallOptionsFor(*context, deps, record.request_id, &call); error.has_value()) {
+    record.code = static_cast<grpc::StatusCode>(error->code);
+    record.reason = error->reason;
+    NotifyFinished(deps, record, start);
+    reactor->Finish(error->ToGrpcStatus());
+    return reactor;
+  }
+
   // Idempotency: a repeat replays the first outcome, a concurrent duplicate waits for it.
   std::string idempotency_key;
   if (endpoint.idempotency_key && deps.idempotency != nullptr) {
@@ -121,8 +146,8 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
       reactor->Finish(outcome.status);
     };
     pipeline::IdempotentOutcome replay;
-    switch (deps.idempotency->Begin("", idempotency_key, RequestFingerprint(*request), &replay,
-                                    finish_with)) {
+    switch (deps.idempotency->Begin(call.account, idempotency_key, RequestFingerprint(*request),
+                                    &replay, finish_with)) {
       case pipeline::IdempotencyStore::Decision::kReplay:
         context->AddInitialMetadata("idempotency-replayed", "true");
         finish_with(replay);
@@ -140,16 +165,22 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
         reactor->Finish(error.ToGrpcStatus());
         return reactor;
       }
+      case pipeline::IdempotencyStore::Decision::kUnavailable:
+        record.code = replay.status.error_code();
+        NotifyFinished(deps, record, start);
+        reactor->Finish(replay.status);
+        return reactor;
       case pipeline::IdempotencyStore::Decision::kLead:
         break;
     }
   }
 
   deps.vendor->Call(
-      endpoint.route, endpoint.encode(*request), context->deadline(), record.request_id,
+      endpoint.route, endpoint.encode(*request), context->deadline(), call,
       [reactor, context, request, response, &deps, &endpoint, start, idempotency_key,
-       record = std::move(record)](upstream::VendorResult result) mutable {
+       account = call.account, record = std::move(record)](upstream::VendorResult result) mutable {
         record.http_status = result.response.status;
+        AddCacheMetadata(context, result);
         grpc::Status status;
         if (!result.ok()) {
           record.reason = result.error->reason;
@@ -175,9 +206,9 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
           pipeline::IdempotentOutcome outcome{
               status, status.ok() ? response->SerializeAsString() : std::string()};
           if (!result.ok() && VendorNotReached(*result.error)) {
-            deps.idempotency->Abandon("", idempotency_key, outcome);
+            deps.idempotency->Abandon(account, idempotency_key, outcome);
           } else {
-            deps.idempotency->Complete("", idempotency_key, std::move(outcome));
+            deps.idempotency->Complete(account, idempotency_key, std::move(outcome));
           }
         }
         reactor->Finish(status);

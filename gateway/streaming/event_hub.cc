@@ -109,6 +109,9 @@ size_t EventHub::SubscriberCount() const {
 bool EventHub::Offer(Subscription& subscription, const std::shared_ptr<const v1::Event>& event) {
   if (!subscription.filter.Matches(*event)) return true;
   if (subscription.sink->Room() == 0) {
+    if (options_.metrics != nullptr) {
+      options_.metrics->RecordDroppedSubscriber(metrics::StreamDropReason::kSlowConsumer);
+    }
     subscription.sink->End(grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
         "the subscriber fell behind: its queue of events is full; resume from the last cursor"));
@@ -138,6 +141,9 @@ void EventHub::DispatchTail() {
         logging::Warn("event hub fell behind the event log's retention",
                       {{"log", log_->Describe()}});
         for (auto& [id, subscription] : live) {
+          if (options_.metrics != nullptr) {
+            options_.metrics->RecordDroppedSubscriber(metrics::StreamDropReason::kError);
+          }
           subscription->sink->End(
               grpc::Status(grpc::StatusCode::UNAVAILABLE, "events were removed before delivery"));
           Unsubscribe(id);
@@ -152,12 +158,21 @@ void EventHub::DispatchTail() {
     }
     if (page->empty()) return;
     for (const eventlog::StoredEvent& stored : *page) {
+      if (options_.on_event) options_.on_event(stored);
       auto event = std::make_shared<const v1::Event>(ToApiEvent(stored));
       for (auto& [id, subscription] : live) {
         absl::StatusOr<int> order = eventlog::CompareCursors(stored.cursor, subscription->position);
         if (order.ok() && *order <= 0) continue;  // it already has this one (caught up past it)
         subscription->position = stored.cursor;
         if (!Offer(*subscription, event)) Unsubscribe(id);
+      }
+      if (options_.metrics != nullptr && stored.event.received_at_ms > 0) {
+        // Receipt (= append) to hand-off to every live subscriber of this replica.
+        const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+        options_.metrics->RecordFanoutLag(
+            std::chrono::milliseconds(std::max<int64_t>(0, now_ms - stored.event.received_at_ms)));
       }
     }
     {
@@ -176,6 +191,11 @@ void EventHub::CatchUp(Subscription& subscription) {
         log_->ReadAfter(subscription.position, options_.read_batch);
     if (!page.ok()) {
       const bool expired = page.status().code() == absl::StatusCode::kOutOfRange;
+      if (options_.metrics != nullptr) {
+        options_.metrics->RecordDroppedSubscriber(expired
+                                                      ? metrics::StreamDropReason::kCursorExpired
+                                                      : metrics::StreamDropReason::kError);
+      }
       subscription.sink->End(grpc::Status(
           expired ? grpc::StatusCode::OUT_OF_RANGE : grpc::StatusCode::INVALID_ARGUMENT,
           expired ? "the cursor is older than the event log's retention: resync, then "
@@ -259,6 +279,9 @@ void EventHub::Run() {
   }
   for (auto& [id, subscription] : left) {
     if (subscription.sink != nullptr) {
+      if (options_.metrics != nullptr) {
+        options_.metrics->RecordDroppedSubscriber(metrics::StreamDropReason::kShutdown);
+      }
       subscription.sink->End(grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                           "the gateway is shutting down; resume from the last "
                                           "cursor on another replica or after the restart"));

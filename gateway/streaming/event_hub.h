@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -15,6 +16,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "adapters/eventlog/event_log.h"
+#include "gateway/metrics/gateway_metrics.h"
 #include "inspection/v1/event.pb.h"
 
 namespace inspection::streaming {
@@ -57,6 +59,11 @@ class EventHub {
     size_t read_batch = 256;                   // events read from the log at once
     std::chrono::milliseconds idle_wait{100};  // longest wait for an append per loop
     std::chrono::milliseconds retention_every{std::chrono::minutes(1)};
+    // Called on the hub's thread for every event read from the log, before it is
+    // dispatched (the response cache drops what the event makes stale). May be null.
+    std::function<void(const eventlog::StoredEvent&)> on_event;
+    // Fan-out lag and dropped subscribers; null records nothing.
+    metrics::GatewayMetrics* metrics = nullptr;
   };
 
   EventHub(eventlog::EventLog* log, Options options);

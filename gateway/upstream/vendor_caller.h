@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 
 #include "absl/functional/any_invocable.h"
 #include "adapters/http/http_transport.h"
@@ -13,13 +14,37 @@
 
 namespace inspection::upstream {
 
+// How the response cache took part in a call (the `x-cache` response metadata).
+enum class CacheStatus {
+  kNotCached,  // the route is not cacheable, or the cache is off
+  kMiss,       // fetched from the vendor (and stored when it succeeded)
+  kHit,        // a fresh cached answer; the vendor was not called
+  kCoalesced,  // shared an identical call that was already in flight
+  kStale,      // the vendor failed; a cached answer past its TTL was served instead
+  kBypass,     // the caller asked to skip the cache; fetched from the vendor
+};
+std::string_view CacheStatusName(CacheStatus status);  // "hit", "miss", ...
+
 // What one vendor call produced: either the parsed JSON of a 2xx answer, or an error
 // ready for the gRPC caller.
 struct VendorResult {
   std::optional<errors::ApiError> error;
   nlohmann::json body;          // 2xx: parsed body (null for an empty body)
-  http::HttpResponse response;  // the raw answer, when one arrived
+  http::HttpResponse response;  // the raw answer, when one arrived (status 200 for a hit)
+  CacheStatus cache = CacheStatus::kNotCached;
+  // For kStale: the ErrorInfo reason of the vendor failure the stale answer stands in for.
+  std::string stale_cause;
   bool ok() const { return !error.has_value(); }
+};
+
+// Per-call settings that travel through the pipeline with the request.
+struct CallOptions {
+  std::string request_id;  // sent as X-Request-Id; "" for none
+  // The vendor account (metadata `x-vendor-account`); "" is the default account.
+  std::string account;
+  // Skip the response cache and the coalescing of identical calls (metadata
+  // `cache-control: no-cache`); the answer still refreshes the cache.
+  bool bypass_cache = false;
 };
 
 using VendorCallback = absl::AnyInvocable<void(VendorResult) &&>;
@@ -32,7 +57,7 @@ class VendorCaller {
  public:
   virtual ~VendorCaller() = default;
   virtual void Call(routes::RouteId route, const vendor::VendorRequest& request,
-                    std::chrono::system_clock::time_point deadline, const std::string& request_id,
+                    std::chrono::system_clock::time_point deadline, const CallOptions& options,
                     VendorCallback done) = 0;
 };
 

@@ -48,8 +48,8 @@ void VendorClient::Scrub(std::string* text) const {
 }
 
 void VendorClient::Call(routes::RouteId route_id, const vendor::VendorRequest& request,
-                        std::chrono::system_clock::time_point deadline,
-                        const std::string& request_id, VendorCallback done) {
+                        std::chrono::system_clock::time_point deadline, const CallOptions& call,
+                        VendorCallback done) {
   const routes::Route& route = routes::GetRoute(route_id);
   auto timeout = std::min(route.timeout, options_.max_attempt_timeout);
   if (deadline != std::chrono::system_clock::time_point::max()) {
@@ -79,7 +79,7 @@ void VendorClient::Call(routes::RouteId route_id, const vendor::VendorRequest& r
   http_request.reuse_connection = route.idempotency != routes::Idempotency::kNonIdempotent;
   http_request.headers.emplace_back("X-API-Key", options_.api_key);
   http_request.headers.emplace_back("Accept", "application/json");
-  if (!request_id.empty()) http_request.headers.emplace_back("X-Request-Id", request_id);
+  if (!call.request_id.empty()) http_request.headers.emplace_back("X-Request-Id", call.request_id);
   if (request.body.has_value()) {
     http_request.headers.emplace_back("Content-Type", "application/json");
     // replace, not throw: a body must never abort the call on a bad byte.

@@ -42,7 +42,7 @@ class VendorClient final : public VendorCaller {
   VendorClient(VendorClientOptions options, http::HttpTransport* transport);
 
   void Call(routes::RouteId route_id, const vendor::VendorRequest& request,
-            std::chrono::system_clock::time_point deadline, const std::string& request_id,
+            std::chrono::system_clock::time_point deadline, const CallOptions& options,
             VendorCallback done) override;
 
   // The full URL a request goes to (exposed for tests and logs; no secrets in it).

@@ -29,7 +29,7 @@ class VendorClientTest : public ::testing::Test {
                     std::chrono::system_clock::time_point deadline =
                         std::chrono::system_clock::time_point::max()) {
     VendorResult out;
-    client_.Call(route, request, deadline, "req-1",
+    client_.Call(route, request, deadline, CallOptions{.request_id = "req-1"},
                  [&out](VendorResult result) { out = std::move(result); });
     return out;
   }

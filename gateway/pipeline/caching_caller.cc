@@ -1,0 +1,267 @@
+#include "gateway/pipeline/caching_caller.h"
+
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace inspection::pipeline {
+namespace {
+
+// The vendor's failure travels through the fetcher (to every coalesced caller) as an
+// absl::Status carrying the whole ApiError as a JSON payload.
+constexpr char kApiErrorPayload[] = "type.inspection/gateway.ApiError";
+
+absl::Status ToStatus(const upstream::VendorResult& result) {
+  const errors::ApiError& error = *result.error;
+  nlohmann::json j;
+  j["reason"] = error.reason;
+  j["metadata"] = error.metadata;
+  nlohmann::json violations = nlohmann::json::array();
+  for (const auto& v : error.violations) {
+    violations.push_back({{"field", v.field}, {"description", v.description}});
+  }
+  j["violations"] = std::move(violations);
+  if (error.retry_delay.has_value()) j["retry_ms"] = error.retry_delay->count();
+  j["http_status"] = result.response.status;
+  absl::Status status(error.code, error.message);
+  status.SetPayload(kApiErrorPayload,
+                    absl::Cord(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+  return status;
+}
+
+upstream::VendorResult FromStatus(const absl::Status& status) {
+  upstream::VendorResult result;
+  errors::ApiError error;
+  error.code = status.code();
+  error.message = std::string(status.message());
+  if (auto payload = status.GetPayload(kApiErrorPayload); payload.has_value()) {
+    nlohmann::json j = nlohmann::json::parse(std::string(*payload), nullptr, false);
+    if (j.is_object()) {
+      error.reason = j.value("reason", "");
+      error.metadata = j.value("metadata", std::map<std::string, std::string>{});
+      for (const auto& v : j.value("violations", nlohmann::json::array())) {
+        error.violations.push_back({v.value("field", ""), v.value("description", "")});
+      }
+      if (j.contains("retry_ms")) {
+        error.retry_delay = std::chrono::milliseconds(j["retry_ms"].get<int64_t>());
+      }
+      result.response.status = j.value("http_status", 0L);
+    }
+  } else {
+    // Not the vendor's error (e.g. the fetch was dropped): keep the status as it is.
+    error.reason = "INTERNAL";
+  }
+  result.error = std::move(error);
+  return result;
+}
+
+// Stored value: "<http status>\n<body as the vendor sent it>".
+std::string EncodeValue(const upstream::VendorResult& result) {
+  return absl::StrCat(result.response.status, "\n", result.response.body);
+}
+
+upstream::VendorResult DecodeValue(const std::string& value) {
+  upstream::VendorResult result;
+  const size_t newline = value.find('\n');
+  result.response.status = std::strtol(value.substr(0, newline).c_str(), nullptr, 10);
+  result.response.body = newline == std::string::npos ? "" : value.substr(newline + 1);
+  if (result.response.body.find_first_not_of(" \t\r\n") == std::string::npos) {
+    result.body = nullptr;
+  } else {
+    // Stored only after the vendor client parsed it, so this parses.
+    result.body = nlohmann::json::parse(result.response.body, nullptr, false);
+  }
+  return result;
+}
+
+// The same request always yields the same bytes: parameters in order, body dumped with
+// nlohmann's sorted keys. Each part is length-prefixed so no two requests collide.
+std::string CanonicalRequest(const vendor::VendorRequest& request) {
+  std::string out;
+  auto add = [&out](std::string_view part) {
+    out += std::to_string(part.size());
+    out += ':';
+    out.append(part.data(), part.size());
+  };
+  for (const auto& [name, value] : request.path_params) {
+    add("p");
+    add(name);
+    add(value);
+  }
+  for (const auto& [name, value] : request.query) {
+    add("q");
+    add(name);
+    add(value);
+  }
+  if (request.body.has_value()) {
+    add("b");
+    add(request.body->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+  return out;
+}
+
+bool IsImageAnalysis(routes::RouteId route) {
+  switch (route) {
+    case routes::RouteId::kRemoveBackground:
+    case routes::RouteId::kAssessQuality:
+    case routes::RouteId::kAssessQualityBatch:
+    case routes::RouteId::kSegmentVehicle:
+    case routes::RouteId::kSegmentParts:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// What a failure may be replaced by a stale answer for: the vendor could not answer
+// (down, slow, rate limiting us). Its answers about the request (4xx) are never hidden.
+bool AllowsStale(absl::StatusCode code) {
+  return code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded ||
+         code == absl::StatusCode::kResourceExhausted;
+}
+
+}  // namespace
+
+CachingCaller::CachingCaller(upstream::VendorCaller* next, CachingOptions options)
+    : next_(next),
+      options_(std::move(options)),
+      cache_(cache::CacheOptions{options_.max_bytes, options_.stale_if_error}),
+      fetcher_(&cache_, options_.clock) {}
+
+std::string CachingCaller::ScopeOf(const std::string& account) const {
+  return options_.account_scope ? options_.account_scope(account) : account;
+}
+
+absl::Duration CachingCaller::TtlOf(const routes::Route& route) const {
+  if (!options_.enabled || !route.cacheable) return absl::ZeroDuration();
+  if (IsImageAnalysis(route.id)) {
+    if (!options_.image_analysis) return absl::ZeroDuration();
+    if (options_.image_analysis_ttl.has_value()) return *options_.image_analysis_ttl;
+  }
+  return absl::FromChrono(route.cache_ttl);
+}
+
+void CachingCaller::Call(routes::RouteId route_id, const vendor::VendorRequest& request,
+                         std::chrono::system_clock::time_point deadline,
+                         const upstream::CallOptions& options, upstream::VendorCallback done) {
+  const routes::Route& route = routes::GetRoute(route_id);
+  if (route_id == routes::RouteId::kUpdateWebhookConfig) {
+    CallAndInvalidate(
+        route_id, request, deadline, options, std::move(done),
+        cache::RouteTag(ScopeOf(options.account),
+                        routes::GetRoute(routes::RouteId::kGetWebhookConfig).metric_label));
+    return;
+  }
+  if (route_id == routes::RouteId::kUpdateEventConfig) {
+    CallAndInvalidate(
+        route_id, request, deadline, options, std::move(done),
+        cache::RouteTag(ScopeOf(options.account),
+                        routes::GetRoute(routes::RouteId::kListEventConfigs).metric_label));
+    return;
+  }
+  const absl::Duration ttl = TtlOf(route);
+  if (ttl <= absl::ZeroDuration()) {
+    next_->Call(route_id, request, deadline, options, std::move(done));
+    return;
+  }
+
+  cache::CacheKey key{ScopeOf(options.account), std::string(route.metric_label),
+                      CanonicalRequest(request)};
+  cache::GetOptions get;
+  get.bypass = options.bypass_cache;
+  if (route_id == routes::RouteId::kGetDamagesReport) {
+    for (const auto& [name, value] : request.path_params) {
+      if (name == "inspectionId") get.tags.push_back(cache::InspectionTag(value));
+    }
+  } else if (route_id == routes::RouteId::kSearchInspections) {
+    get.tags.push_back(kSearchResultsTag);
+  }
+
+  // Only the leader's fetch runs; it goes down the pipeline with the leader's deadline.
+  auto fetch = [this, route_id, request, deadline, options,
+                ttl](cache::CachedFetcher::Complete complete) mutable {
+    next_->Call(route_id, request, deadline, options,
+                [complete = std::move(complete), ttl](upstream::VendorResult result) mutable {
+                  if (result.ok()) {
+                    std::move(complete)(cache::FetchResult::Success(EncodeValue(result), ttl));
+                  } else {
+                    const bool stale_ok = AllowsStale(result.error->code);
+                    std::move(complete)(cache::FetchResult::Failure(ToStatus(result), stale_ok));
+                  }
+                });
+  };
+  metrics::RouteMetrics* route_metrics =
+      options_.metrics == nullptr ? nullptr
+                                  : &options_.metrics->ForRoute(static_cast<size_t>(route_id));
+  const bool bypass = options.bypass_cache;
+  fetcher_.GetOrFetch(
+      key, get, std::move(fetch),
+      [this, done = std::move(done), route_metrics, bypass](cache::GetResult got) mutable {
+        upstream::VendorResult result;
+        if (got.ok()) {
+          result = DecodeValue(*got.value);
+        } else {
+          result = FromStatus(got.status);
+        }
+        switch (got.source) {
+          case cache::Source::kFreshHit:
+            result.cache = upstream::CacheStatus::kHit;
+            if (route_metrics != nullptr) route_metrics->RecordCacheHit();
+            break;
+          case cache::Source::kStaleAfterError:
+            result.cache = upstream::CacheStatus::kStale;
+            result.stale_cause = FromStatus(got.stale_cause).error->reason;
+            if (route_metrics != nullptr) route_metrics->RecordCacheStaleServed();
+            break;
+          case cache::Source::kFetched:
+            if (got.coalesced) {
+              result.cache = upstream::CacheStatus::kCoalesced;
+              if (route_metrics != nullptr) route_metrics->RecordCacheCoalesced();
+            } else {
+              result.cache = bypass ? upstream::CacheStatus::kBypass : upstream::CacheStatus::kMiss;
+              if (route_metrics != nullptr) route_metrics->RecordCacheMiss();
+            }
+            break;
+        }
+        PublishGauges();
+        std::move(done)(std::move(result));
+      });
+}
+
+void CachingCaller::CallAndInvalidate(routes::RouteId route, const vendor::VendorRequest& request,
+                                      std::chrono::system_clock::time_point deadline,
+                                      const upstream::CallOptions& options,
+                                      upstream::VendorCallback done, std::string tag) {
+  // Also when the write failed: a timeout or 5xx may still have changed the vendor's
+  // configuration, and one extra read is cheaper than a wrong answer.
+  next_->Call(
+      route, request, deadline, options,
+      [this, tag = std::move(tag), done = std::move(done)](upstream::VendorResult result) mutable {
+        if (options_.enabled) {
+          cache_.InvalidateTag(tag);
+          PublishGauges();
+        }
+        std::move(done)(std::move(result));
+      });
+}
+
+void CachingCaller::OnInspectionEvent(const std::string& inspection_id) {
+  if (!options_.enabled) return;
+  if (!inspection_id.empty()) cache_.InvalidateTag(cache::InspectionTag(inspection_id));
+  cache_.InvalidateTag(kSearchResultsTag);
+  PublishGauges();
+}
+
+void CachingCaller::PublishGauges() {
+  if (options_.metrics == nullptr) return;
+  const cache::CacheStats stats = cache_.stats();
+  absl::MutexLock lock(&metrics_mu_);
+  if (stats.evictions > reported_evictions_) {
+    options_.metrics->RecordCacheEvictions(stats.evictions - reported_evictions_);
+    reported_evictions_ = stats.evictions;
+  }
+  options_.metrics->SetCacheBytes(stats.bytes);
+}
+
+}  // namespace inspection::pipeline

@@ -1,0 +1,23 @@
+#include "gateway/upstream/vendor_caller.h"
+
+namespace inspection::upstream {
+
+std::string_view CacheStatusName(CacheStatus status) {
+  switch (status) {
+    case CacheStatus::kNotCached:
+      return "none";
+    case CacheStatus::kMiss:
+      return "miss";
+    case CacheStatus::kHit:
+      return "hit";
+    case CacheStatus::kCoalesced:
+      return "coalesced";
+    case CacheStatus::kStale:
+      return "stale";
+    case CacheStatus::kBypass:
+      return "bypass";
+  }
+  return "none";
+}
+
+}  // namespace inspection::upstream
