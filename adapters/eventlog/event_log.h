@@ -14,12 +14,22 @@ namespace inspection::eventlog {
 
 // A vendor event as the webhook receiver hands it to the log.
 struct NewEvent {
+  // The vendor account the event came from (its webhook path); "" is the default
+  // account. Subscribers only see their own account's events.
+  std::string account;
   std::string event_name;  // raw, as the vendor sent it ("createReport", or unknown names)
   std::string inspection_id;
   std::string token_id;
   std::string vehicle_id;
-  std::string payload;         // the webhook body, JSON text exactly as received
-  std::string content_hash;    // lower-case hex SHA-256 of `payload`: the duplicate key
+  std::string payload;  // the webhook body, JSON text exactly as received
+  // The duplicate key (non-empty): lower-case hex SHA-256, computed by the caller, of
+  // everything that makes two deliveries the same event. It must cover the account as
+  // well as the payload, so that two accounts delivering byte-identical bodies are two
+  // events: e.g. the hash of the payload alone for the default account (the key events
+  // stored before accounts existed have) and of the account and the payload for the
+  // others. The backends store and compare it as an opaque string and never recompute
+  // it from the other fields.
+  std::string content_hash;
   int64_t received_at_ms = 0;  // Unix milliseconds
 };
 
@@ -47,8 +57,9 @@ class EventLog {
  public:
   virtual ~EventLog() = default;
 
-  // Stores `event` durably before returning (the receiver acknowledges the webhook
-  // only after this), unless an event with the same content_hash is retained.
+  // Stores `event` (every field, the account included) durably before returning (the
+  // receiver acknowledges the webhook only after this), unless an event with the same
+  // content_hash is retained, whatever its account (hence content_hash covers it).
   // Unavailable when the store cannot take it (the receiver then answers 503).
   virtual absl::StatusOr<AppendResult> Append(const NewEvent& event) = 0;
 
@@ -77,13 +88,16 @@ class EventLog {
 
 // SQLite in WAL mode at `path` (created if missing). Appends that arrive together are
 // committed in one transaction (group commit) with synchronous=FULL, so every
-// acknowledged event survives a crash of the process or the machine.
+// acknowledged event survives a crash of the process or the machine. A file written by
+// the previous version (no account column) is upgraded when opened; its events keep
+// their cursors and read back with account "".
 absl::StatusOr<std::unique_ptr<EventLog>> OpenSqliteEventLog(const std::string& path,
                                                              RetentionPolicy retention);
 
 // Redis Streams at `url`: redis://[:password@]host:port[/db][?stream=name] (stream
 // default "inspection:events"). Duplicate detection and the append are one atomic
-// script, so replicas never store an event twice.
+// script, so replicas never store an event twice. The account is the entry field
+// "account"; entries written by the previous version lack it and read as account "".
 absl::StatusOr<std::unique_ptr<EventLog>> OpenRedisEventLog(const std::string& url,
                                                             RetentionPolicy retention);
 

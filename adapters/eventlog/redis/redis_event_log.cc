@@ -25,9 +25,10 @@ namespace inspection::eventlog {
 namespace {
 
 // KEYS[1] stream, KEYS[2] dedupe key; ARGV[1] dedupe key TTL (ms; "" for none),
-// ARGV[2..8] the fields.
+// ARGV[2..9] the fields. `account` is written even when it is "" (the default account);
+// entries of versions before it existed lack the field, which reads as "" as well.
 // A dedupe key whose entry is gone (trimmed by hand, not by ApplyRetention) is ignored:
-// "duplicate" must mean "an event with this content is retained".
+// "duplicate" must mean "an event with this content_hash is retained".
 constexpr char kAppendScript[] = R"lua(
 local existing = redis.call('GET', KEYS[2])
 if existing and #redis.call('XRANGE', KEYS[1], existing, existing) > 0 then
@@ -35,7 +36,7 @@ if existing and #redis.call('XRANGE', KEYS[1], existing, existing) > 0 then
 end
 local id = redis.call('XADD', KEYS[1], '*', 'event_name', ARGV[2], 'inspection_id', ARGV[3],
   'token_id', ARGV[4], 'vehicle_id', ARGV[5], 'payload', ARGV[6], 'content_hash', ARGV[7],
-  'received_at_ms', ARGV[8])
+  'received_at_ms', ARGV[8], 'account', ARGV[9])
 if ARGV[1] == '' then
   redis.call('SET', KEYS[2], id)
 else
@@ -171,6 +172,8 @@ absl::StatusOr<StoredEvent> ParseEntry(const redisReply& entry, const std::strin
   const redisReply& fields = *entry.element[1];
   if (fields.type != REDIS_REPLY_ARRAY) return UnexpectedReply(what);
   NewEvent& event = stored.event;
+  // A field that is absent keeps its default: entries written before `account` existed
+  // belong to the default account ("").
   for (size_t i = 0; i + 1 < fields.elements; i += 2) {
     const std::string name = ReplyString(*fields.element[i]);
     std::string value = ReplyString(*fields.element[i + 1]);
@@ -186,6 +189,8 @@ absl::StatusOr<StoredEvent> ParseEntry(const redisReply& entry, const std::strin
       event.payload = std::move(value);
     } else if (name == "content_hash") {
       event.content_hash = std::move(value);
+    } else if (name == "account") {
+      event.account = std::move(value);
     } else if (name == "received_at_ms") {
       // Lenient: a foreign or damaged field reads as 0 rather than failing every read
       // of the log (a reader stuck on one entry would never get past it).
@@ -236,7 +241,8 @@ class RedisEventLog final : public EventLog {
                                            event.vehicle_id,
                                            event.payload,
                                            event.content_hash,
-                                           std::to_string(event.received_at_ms)};
+                                           std::to_string(event.received_at_ms),
+                                           event.account};
     // Safe to repeat (the pool retries once on a connection the server had closed): a
     // repeat finds the dedupe key of the first attempt and returns its cursor.
     absl::StatusOr<RedisReply> reply = commands_.Run<RedisReply>(

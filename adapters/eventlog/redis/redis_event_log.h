@@ -7,8 +7,11 @@
 // Layout, for a stream named S (one Redis key each; S must not collide with other data):
 //   S                      the stream; entry ID "<ms>-<seq>" is the cursor; fields
 //                          event_name, inspection_id, token_id, vehicle_id, payload,
-//                          content_hash, received_at_ms
-//   S:dedupe:<hash>        ID of the retained event with that content_hash
+//                          content_hash, received_at_ms, account (always written, ""
+//                          for the default account; entries written before it existed
+//                          lack it and read as account "")
+//   S:dedupe:<hash>        ID of the retained event with that content_hash (the
+//                          caller's duplicate key, used as is: it covers the account)
 //   S:removed_up_to        highest ID that retention removed (for OUT_OF_RANGE)
 //   S:writable-probe       written by CheckWritable() (expires after 10 s)
 // A standalone Redis server (or the primary's address): there is no Cluster redirection

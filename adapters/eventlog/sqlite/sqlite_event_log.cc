@@ -14,7 +14,8 @@
 namespace inspection::eventlog {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+// 1: the first version. 2: events.account (the vendor account; '' = the default one).
+constexpr int kSchemaVersion = 2;
 constexpr char kCursorPrefix[] = "s:";
 // Idle read connections kept open; more are opened under load and closed when returned.
 constexpr size_t kMaxIdleReaders = 8;
@@ -120,6 +121,8 @@ int64_t ColumnInt64OrZero(sqlite3_stmt* stmt, int column) {
   return sqlite3_column_type(stmt, column) == SQLITE_NULL ? 0 : sqlite3_column_int64(stmt, column);
 }
 
+// Creates the current schema in a new file. In a file of an older version every statement
+// is a no-op (the tables exist, schema_version is kept) and MigrateSchema upgrades it.
 constexpr char kSchemaSql[] = R"sql(
 CREATE TABLE IF NOT EXISTS events(
   seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -129,11 +132,50 @@ CREATE TABLE IF NOT EXISTS events(
   vehicle_id TEXT NOT NULL,
   payload TEXT NOT NULL,
   content_hash TEXT NOT NULL UNIQUE,
-  received_at_ms INTEGER NOT NULL);
+  received_at_ms INTEGER NOT NULL,
+  account TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS events_by_received_at ON events(received_at_ms);
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
-INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', 1), ('removed_up_to', 0);
+INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', 2), ('removed_up_to', 0);
 )sql";
+
+// True when table `table` has a column `column` (PRAGMA table_info).
+absl::StatusOr<bool> HasColumn(sqlite3* db, const char* table, const std::string& column) {
+  Stmt info;
+  const std::string sql = absl::StrCat("PRAGMA table_info(", table, ")");
+  if (absl::Status s = Prepare(db, sql.c_str(), &info); !s.ok()) return s;
+  ScopedReset reset(info.get());
+  int rc;
+  while ((rc = sqlite3_step(info.get())) == SQLITE_ROW) {
+    if (ColumnString(info.get(), 1) == column) return true;  // column 1: the name
+  }
+  if (rc != SQLITE_DONE) return SqliteError(db, rc, "table_info", OpenErrorCode(rc));
+  return false;
+}
+
+// Upgrades a file of schema `*version` (older than kSchemaVersion) in place and sets
+// `*version` to kSchemaVersion. Runs inside the opening transaction, so a failure (or a
+// crash) leaves the file as it was, and two processes never migrate at once.
+absl::Status MigrateSchema(sqlite3* db, int64_t* version) {
+  if (*version == 1) {
+    // 1 -> 2: events.account. The rows of version 1 are the default account's (''). The
+    // column check makes this safe to repeat on a file whose column already exists.
+    absl::StatusOr<bool> has_account = HasColumn(db, "events", "account");
+    if (!has_account.ok()) return has_account.status();
+    if (!*has_account) {
+      if (absl::Status s =
+              Exec(db, "ALTER TABLE events ADD COLUMN account TEXT NOT NULL DEFAULT ''",
+                   "add column events.account");
+          !s.ok()) {
+        return s;
+      }
+    }
+    *version = 2;
+  }
+  const std::string update =
+      absl::StrCat("UPDATE meta SET value = ", *version, " WHERE key = 'schema_version'");
+  return Exec(db, update.c_str(), "update schema version");
+}
 
 }  // namespace
 
@@ -251,6 +293,10 @@ absl::StatusOr<std::unique_ptr<SqliteEventLog::Writer>> SqliteEventLog::Writer::
       }
     }
   }
+  // An older file is upgraded; a newer one (written by a later version) is refused below.
+  if (schema.ok() && version >= 1 && version < kSchemaVersion) {
+    schema = MigrateSchema(raw, &version);
+  }
   if (schema.ok()) schema = Exec(raw, "COMMIT", "commit schema");
   if (!schema.ok()) {
     writer->Rollback();
@@ -272,7 +318,7 @@ absl::StatusOr<std::unique_ptr<SqliteEventLog::Writer>> SqliteEventLog::Writer::
       // RETURNING yields no row when the content hash is already stored.
       {&writer->insert_,
        "INSERT INTO events(event_name, inspection_id, token_id, vehicle_id, payload, "
-       "content_hash, received_at_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) "
+       "content_hash, received_at_ms, account) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
        "ON CONFLICT(content_hash) DO NOTHING RETURNING seq"},
       {&writer->find_by_hash_, "SELECT seq FROM events WHERE content_hash = ?1"},
       {&writer->count_, "SELECT COUNT(*) FROM events"},
@@ -315,7 +361,7 @@ class SqliteEventLog::Reader {
         {&reader->removed_up_to_, "SELECT value FROM meta WHERE key = 'removed_up_to'"},
         {&reader->read_after_,
          "SELECT seq, event_name, inspection_id, token_id, vehicle_id, payload, content_hash, "
-         "received_at_ms FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2"},
+         "received_at_ms, account FROM events WHERE seq > ?1 ORDER BY seq LIMIT ?2"},
         {&reader->last_seq_, "SELECT MAX(seq) FROM events"},
         {&reader->high_seq_, "SELECT seq FROM sqlite_sequence WHERE name = 'events'"},
         {&reader->state_,
@@ -508,7 +554,8 @@ bool SqliteEventLog::ExecuteAppends(const std::vector<Request*>& batch) {
     if (!BindText(insert, 1, event.event_name) || !BindText(insert, 2, event.inspection_id) ||
         !BindText(insert, 3, event.token_id) || !BindText(insert, 4, event.vehicle_id) ||
         !BindText(insert, 5, event.payload) || !BindText(insert, 6, event.content_hash) ||
-        sqlite3_bind_int64(insert, 7, event.received_at_ms) != SQLITE_OK) {
+        sqlite3_bind_int64(insert, 7, event.received_at_ms) != SQLITE_OK ||
+        !BindText(insert, 8, event.account)) {
       // Only a field beyond SQLite's size limit gets here; nothing was written for it, so
       // the rest of the batch goes on.
       request->status = absl::InvalidArgumentError(
@@ -736,6 +783,7 @@ absl::StatusOr<std::vector<StoredEvent>> SqliteEventLog::ReadAfter(const std::st
       stored.event.payload = ColumnString(select, 5);
       stored.event.content_hash = ColumnString(select, 6);
       stored.event.received_at_ms = sqlite3_column_int64(select, 7);
+      stored.event.account = ColumnString(select, 8);
       events.push_back(std::move(stored));
     }
     if (rc != SQLITE_DONE) status = SqliteError(reader->db(), rc, "read events");

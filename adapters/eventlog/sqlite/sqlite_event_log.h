@@ -45,8 +45,15 @@ struct SqliteEventLogOptions {
 //
 // Storage: one file in WAL mode with synchronous=FULL. Table `events` (seq INTEGER
 // PRIMARY KEY AUTOINCREMENT, so a sequence number is never reused, even after retention
-// removed every event; content_hash UNIQUE is the duplicate key) and table `meta`
+// removed every event; content_hash UNIQUE is the duplicate key, compared as an opaque
+// string; account TEXT NOT NULL DEFAULT '', the vendor account) and table `meta`
 // (`schema_version`, and `removed_up_to`: the highest seq ever removed by retention).
+//
+// Schema versions: 1 had no `account` column; 2 (current) added it. Open upgrades a
+// version 1 file in place (ALTER TABLE events ADD COLUMN account ..., in the opening
+// transaction), keeping its events, which read back with account "" (the default
+// account). A version 2 file cannot be opened by version 1 code (it refuses any version
+// but its own), so there is no downgrade.
 //
 // Cursors are "s:<seq>", seq in canonical decimal (no sign, no leading zero), e.g. "s:42".
 // Anything else is InvalidArgument. Seqs increase but are not dense: an append found to
@@ -85,9 +92,10 @@ class SqliteEventLog final : public EventLog {
     int64_t in_flight = 0;       // appends in the transaction being written now
   };
 
-  // Opens (creating if missing) the database at `path`. Unavailable when the file cannot
-  // be opened or locked; FailedPrecondition when it is not a database of this schema or is
-  // read-only.
+  // Opens (creating if missing) the database at `path`, upgrading a file of an older
+  // schema version (see above). Unavailable when the file cannot be opened or locked;
+  // FailedPrecondition when it is not a database of this schema (or of a newer version)
+  // or is read-only.
   static absl::StatusOr<std::unique_ptr<SqliteEventLog>> Open(const std::string& path,
                                                               RetentionPolicy retention,
                                                               SqliteEventLogOptions options = {});

@@ -44,6 +44,16 @@ inline NewEvent MakeEvent(const std::string& name, const std::string& body_suffi
   return event;
 }
 
+// MakeEvent for the vendor account `account`, hashed the way the contract asks of the
+// caller: the duplicate key covers the account as well as the payload.
+inline NewEvent MakeAccountEvent(const std::string& account, const std::string& name,
+                                 const std::string& body_suffix, int64_t at_ms = 1700000000000) {
+  NewEvent event = MakeEvent(name, body_suffix, at_ms);
+  event.account = account;
+  if (!account.empty()) event.content_hash = Sha256Hex(account + "\n" + event.payload);
+  return event;
+}
+
 class EventLogConformanceTest : public ::testing::TestWithParam<EventLogFactory*> {
  protected:
   std::unique_ptr<EventLog> Create(RetentionPolicy retention = {}) {
@@ -70,6 +80,7 @@ TEST_P(EventLogConformanceTest, AppendThenReadInOrderWithEveryField) {
     const StoredEvent& stored = (*all)[i];
     const NewEvent expected = MakeEvent("createReport", std::to_string(i), 1700000000000 + i);
     EXPECT_EQ(stored.cursor, cursors[i]);
+    EXPECT_EQ(stored.event.account, "");
     EXPECT_EQ(stored.event.event_name, expected.event_name);
     EXPECT_EQ(stored.event.inspection_id, expected.inspection_id);
     EXPECT_EQ(stored.event.token_id, expected.token_id);
@@ -78,6 +89,75 @@ TEST_P(EventLogConformanceTest, AppendThenReadInOrderWithEveryField) {
     EXPECT_EQ(stored.event.content_hash, expected.content_hash);
     EXPECT_EQ(stored.event.received_at_ms, expected.received_at_ms);
   }
+}
+
+TEST_P(EventLogConformanceTest, TheAccountRoundTrips) {
+  auto log = Create();
+  ASSERT_NE(log, nullptr);
+  const std::vector<NewEvent> events = {
+      MakeAccountEvent("", "createReport", "default"),
+      MakeAccountEvent("fleet-north", "createReport", "north"),
+      MakeAccountEvent("", "newInspection", "default-2"),
+      // Not only [a-z-]: whatever the receiver derives from the webhook path.
+      MakeAccountEvent("Fleet South/\xc3\xa4 2", "newInspection", "south"),
+  };
+  std::vector<std::string> cursors;
+  for (const NewEvent& event : events) {
+    auto appended = log->Append(event);
+    ASSERT_TRUE(appended.ok()) << appended.status();
+    EXPECT_FALSE(appended->duplicate);
+    cursors.push_back(appended->cursor);
+  }
+  auto all = log->ReadAfter("", 100);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    const StoredEvent& stored = (*all)[i];
+    EXPECT_EQ(stored.cursor, cursors[i]);
+    EXPECT_EQ(stored.event.account, events[i].account) << i;
+    EXPECT_EQ(stored.event.event_name, events[i].event_name) << i;
+    EXPECT_EQ(stored.event.payload, events[i].payload) << i;
+    EXPECT_EQ(stored.event.content_hash, events[i].content_hash) << i;
+  }
+  // Reading after a cursor, and through another handle, returns it too.
+  auto after = log->ReadAfter(cursors[0], 1);
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_EQ(after->size(), 1u);
+  EXPECT_EQ((*after)[0].event.account, "fleet-north");
+  auto other = GetParam()->Reopen({});
+  ASSERT_NE(other, nullptr);
+  auto reread = other->ReadAfter(cursors[2], 10);
+  ASSERT_TRUE(reread.ok()) << reread.status();
+  ASSERT_EQ(reread->size(), 1u);
+  EXPECT_EQ((*reread)[0].event.account, "Fleet South/\xc3\xa4 2");
+}
+
+TEST_P(EventLogConformanceTest,
+       IdenticalBodiesOfTwoAccountsAreTwoEventsWhenTheHashCoversTheAccount) {
+  auto log = Create();
+  ASSERT_NE(log, nullptr);
+  const NewEvent north = MakeAccountEvent("north", "createReport", "same-body");
+  const NewEvent south = MakeAccountEvent("south", "createReport", "same-body");
+  const NewEvent by_default = MakeAccountEvent("", "createReport", "same-body");
+  ASSERT_EQ(north.payload, south.payload);
+  ASSERT_EQ(north.payload, by_default.payload);
+  std::set<std::string> cursors;
+  for (const NewEvent& event : {north, south, by_default}) {
+    auto appended = log->Append(event);
+    ASSERT_TRUE(appended.ok()) << appended.status();
+    EXPECT_FALSE(appended->duplicate) << event.account;
+    cursors.insert(appended->cursor);
+  }
+  EXPECT_EQ(cursors.size(), 3u);
+  // A redelivery to one account is still a duplicate of that account's event only.
+  auto again = log->Append(south);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->duplicate);
+  auto all = log->ReadAfter("", 100);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[1].cursor, again->cursor);
+  EXPECT_EQ((*all)[1].event.account, "south");
 }
 
 TEST_P(EventLogConformanceTest, ReadAfterACursorHasNoGapAndNoDuplicate) {

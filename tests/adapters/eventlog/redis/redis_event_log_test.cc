@@ -30,6 +30,7 @@ namespace {
 
 using ::inspection::eventlog::testing::EventLogConformanceTest;
 using ::inspection::eventlog::testing::EventLogFactory;
+using ::inspection::eventlog::testing::MakeAccountEvent;
 using ::inspection::eventlog::testing::MakeEvent;
 using ::inspection::testing::RedisServer;
 using ::inspection::testing::WaitUntil;
@@ -188,6 +189,87 @@ TEST(RedisEventLogTest, TwoReplicasAppendingTheSamePayloadsStoreEachOnce) {
   for (const auto& [payload, cursors] : cursors_by_payload) {
     EXPECT_EQ(cursors.size(), 1u) << payload;
   }
+}
+
+// The fields of the stream entry `id` as a map (empty when there is no such entry).
+std::map<std::string, std::string> EntryFields(RawRedis& raw, const std::string& stream,
+                                               const std::string& id) {
+  std::map<std::string, std::string> fields;
+  RedisReply reply = raw.Do({"XRANGE", stream, id, id});
+  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements != 1) return fields;
+  const redisReply& entry = *reply->element[0];
+  if (entry.type != REDIS_REPLY_ARRAY || entry.elements != 2) return fields;
+  const redisReply& values = *entry.element[1];
+  for (size_t i = 0; i + 1 < values.elements; i += 2) {
+    fields[std::string(values.element[i]->str, values.element[i]->len)] =
+        std::string(values.element[i + 1]->str, values.element[i + 1]->len);
+  }
+  return fields;
+}
+
+TEST(RedisEventLogTest, TheAccountIsTheEntryFieldAccountAlsoForTheDefaultAccount) {
+  const std::string stream = FreshStream("account-field");
+  auto log = OpenOrFail(shared_server->Url("/0?stream=" + stream));
+  ASSERT_NE(log, nullptr);
+  auto named = log->Append(MakeAccountEvent("fleet-north", "e", "1"));
+  auto by_default = log->Append(MakeAccountEvent("", "e", "2"));
+  ASSERT_TRUE(named.ok() && by_default.ok());
+  RawRedis raw(shared_server->Url());
+  const std::map<std::string, std::string> named_fields = EntryFields(raw, stream, named->cursor);
+  ASSERT_EQ(named_fields.count("account"), 1u);
+  EXPECT_EQ(named_fields.at("account"), "fleet-north");
+  const std::map<std::string, std::string> default_fields =
+      EntryFields(raw, stream, by_default->cursor);
+  ASSERT_EQ(default_fields.count("account"), 1u);
+  EXPECT_EQ(default_fields.at("account"), "");
+}
+
+TEST(RedisEventLogTest, AnEntryOfThePreviousVersionWithoutAnAccountReadsAsTheDefaultAccount) {
+  const std::string stream = FreshStream("before-accounts");
+  const NewEvent old_event = MakeEvent("createReport", "old", 1690000000000);
+  RawRedis raw(shared_server->Url());
+  // What the previous version's append script wrote: the entry (every field but
+  // `account`) and the dedupe key.
+  const std::string old_id = raw.String(
+      {"XADD", stream, "*", "event_name", old_event.event_name, "inspection_id",
+       old_event.inspection_id, "token_id", old_event.token_id, "vehicle_id", old_event.vehicle_id,
+       "payload", old_event.payload, "content_hash", old_event.content_hash, "received_at_ms",
+       std::to_string(old_event.received_at_ms)});
+  ASSERT_FALSE(old_id.empty());
+  ASSERT_EQ(raw.String({"SET", stream + ":dedupe:" + old_event.content_hash, old_id}), "OK");
+  ASSERT_EQ(EntryFields(raw, stream, old_id).count("account"), 0u);
+
+  auto log = OpenOrFail(shared_server->Url("/0?stream=" + stream));
+  ASSERT_NE(log, nullptr);
+  auto read = log->ReadAfter("", 10);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 1u);
+  const StoredEvent& stored = (*read)[0];
+  EXPECT_EQ(stored.cursor, old_id);
+  EXPECT_EQ(stored.event.account, "");
+  EXPECT_EQ(stored.event.event_name, old_event.event_name);
+  EXPECT_EQ(stored.event.inspection_id, old_event.inspection_id);
+  EXPECT_EQ(stored.event.token_id, old_event.token_id);
+  EXPECT_EQ(stored.event.vehicle_id, old_event.vehicle_id);
+  EXPECT_EQ(stored.event.payload, old_event.payload);
+  EXPECT_EQ(stored.event.content_hash, old_event.content_hash);
+  EXPECT_EQ(stored.event.received_at_ms, old_event.received_at_ms);
+
+  // A redelivery is still its duplicate; the same body for a named account is not.
+  auto redelivered = log->Append(old_event);
+  ASSERT_TRUE(redelivered.ok()) << redelivered.status();
+  EXPECT_TRUE(redelivered->duplicate);
+  EXPECT_EQ(redelivered->cursor, old_id);
+  auto named = log->Append(MakeAccountEvent("fleet-north", "createReport", "old", 1690000000000));
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_FALSE(named->duplicate);
+  auto all = log->ReadAfter("", 10);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].event.account, "");
+  EXPECT_EQ((*all)[1].cursor, named->cursor);
+  EXPECT_EQ((*all)[1].event.account, "fleet-north");
+  EXPECT_EQ((*all)[1].event.payload, old_event.payload);
 }
 
 TEST(RedisEventLogTest, OpenFailsWithUnavailableWhenNothingListens) {

@@ -40,6 +40,7 @@ namespace {
 
 using ::inspection::eventlog::testing::EventLogConformanceTest;
 using ::inspection::eventlog::testing::EventLogFactory;
+using ::inspection::eventlog::testing::MakeAccountEvent;
 using ::inspection::eventlog::testing::MakeEvent;
 using ::inspection::testing::Subprocess;
 using ::inspection::testing::WaitUntil;
@@ -283,6 +284,203 @@ TEST_F(SqliteEventLogTest, RemovedUpToAndSequenceSurviveReopenAfterRetentionEmpt
   ASSERT_TRUE(read.ok());
   ASSERT_EQ(read->size(), 1u);
   EXPECT_EQ((*read)[0].cursor, appended->cursor);
+}
+
+// ---------------------------------------------------------------------------
+// Upgrading a file of the previous version (schema 1: no account column).
+// ---------------------------------------------------------------------------
+
+// A plain connection to write a file the way an older version did, or look into one.
+class RawDb {
+ public:
+  explicit RawDb(const std::string& path) {
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+        SQLITE_OK) {
+      ADD_FAILURE() << "open " << path << ": " << sqlite3_errmsg(db_);
+    }
+    sqlite3_busy_timeout(db_, 10000);
+  }
+  ~RawDb() { sqlite3_close_v2(db_); }
+  RawDb(const RawDb&) = delete;
+  RawDb& operator=(const RawDb&) = delete;
+
+  void Exec(const std::string& sql) {
+    char* error = nullptr;
+    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
+      ADD_FAILURE() << sql << ": " << (error != nullptr ? error : "?");
+    }
+    sqlite3_free(error);
+  }
+  // Runs `sql` with `params` bound as text (?1, ?2, ...); every row, each column as text
+  // ("NULL" for NULL).
+  std::vector<std::vector<std::string>> Query(const std::string& sql,
+                                              const std::vector<std::string>& params = {}) {
+    std::vector<std::vector<std::string>> rows;
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &stmt, nullptr) != SQLITE_OK) {
+      ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db_);
+      return rows;
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      sqlite3_bind_text(stmt, static_cast<int>(i + 1), params[i].c_str(),
+                        static_cast<int>(params[i].size()), SQLITE_TRANSIENT);
+    }
+    int rc;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+      std::vector<std::string> row;
+      for (int c = 0; c < sqlite3_column_count(stmt); ++c) {
+        const unsigned char* text = sqlite3_column_text(stmt, c);
+        row.push_back(text == nullptr ? "NULL" : reinterpret_cast<const char*>(text));
+      }
+      rows.push_back(std::move(row));
+    }
+    if (rc != SQLITE_DONE) ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db_);
+    sqlite3_finalize(stmt);
+    return rows;
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+// The schema exactly as version 1 created it (written out here, not taken from the
+// backend, so that changes to the backend's schema cannot change what is tested).
+constexpr char kSchemaVersion1Sql[] = R"sql(
+PRAGMA journal_mode=WAL;
+CREATE TABLE IF NOT EXISTS events(
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  event_name TEXT NOT NULL,
+  inspection_id TEXT NOT NULL,
+  token_id TEXT NOT NULL,
+  vehicle_id TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  content_hash TEXT NOT NULL UNIQUE,
+  received_at_ms INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS events_by_received_at ON events(received_at_ms);
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', 1), ('removed_up_to', 0);
+)sql";
+
+// Creates a version 1 file at `path` holding `event`, inserted the way version 1 did.
+void WriteVersion1File(const std::string& path, const NewEvent& event) {
+  RawDb db(path);
+  db.Exec(kSchemaVersion1Sql);
+  db.Query(
+      "INSERT INTO events(event_name, inspection_id, token_id, vehicle_id, payload, "
+      "content_hash, received_at_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+      {event.event_name, event.inspection_id, event.token_id, event.vehicle_id, event.payload,
+       event.content_hash, std::to_string(event.received_at_ms)});
+}
+
+TEST_F(SqliteEventLogTest, AVersion1FileIsUpgradedOnOpenAndKeepsItsEventsAsTheDefaultAccount) {
+  const NewEvent old_event = MakeEvent("createReport", "old", 1690000000000);
+  WriteVersion1File(path_, old_event);
+  {
+    RawDb db(path_);
+    ASSERT_EQ(db.Query("SELECT COUNT(*) FROM pragma_table_info('events') WHERE name = 'account'"),
+              (std::vector<std::vector<std::string>>{{"0"}}));
+  }
+
+  absl::StatusOr<std::unique_ptr<EventLog>> opened = OpenSqliteEventLog(path_, {});
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::unique_ptr<EventLog> log = std::move(*opened);
+  auto read = log->ReadAfter("", 10);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 1u);
+  const StoredEvent& old_stored = (*read)[0];
+  EXPECT_EQ(old_stored.cursor, "s:1");
+  EXPECT_EQ(old_stored.event.account, "");
+  EXPECT_EQ(old_stored.event.event_name, old_event.event_name);
+  EXPECT_EQ(old_stored.event.inspection_id, old_event.inspection_id);
+  EXPECT_EQ(old_stored.event.token_id, old_event.token_id);
+  EXPECT_EQ(old_stored.event.vehicle_id, old_event.vehicle_id);
+  EXPECT_EQ(old_stored.event.payload, old_event.payload);
+  EXPECT_EQ(old_stored.event.content_hash, old_event.content_hash);
+  EXPECT_EQ(old_stored.event.received_at_ms, old_event.received_at_ms);
+  EXPECT_EQ(*log->LastCursor(), "s:1");
+
+  // New events carry their account; the old event's duplicate key still works; the same
+  // body for another account (its hash covers the account) is a new event.
+  const NewEvent north = MakeAccountEvent("fleet-north", "createReport", "new");
+  auto appended = log->Append(north);
+  ASSERT_TRUE(appended.ok()) << appended.status();
+  EXPECT_FALSE(appended->duplicate);
+  EXPECT_GT(SeqOf(appended->cursor), 1);
+  auto redelivered = log->Append(old_event);
+  ASSERT_TRUE(redelivered.ok()) << redelivered.status();
+  EXPECT_TRUE(redelivered->duplicate);
+  EXPECT_EQ(redelivered->cursor, "s:1");
+  const NewEvent same_body = MakeAccountEvent("fleet-north", "createReport", "old", 1690000000000);
+  auto other_account = log->Append(same_body);
+  ASSERT_TRUE(other_account.ok()) << other_account.status();
+  EXPECT_FALSE(other_account->duplicate);
+
+  const auto check_all = [&](EventLog* reader) {
+    auto all = reader->ReadAfter("", 10);
+    ASSERT_TRUE(all.ok()) << all.status();
+    ASSERT_EQ(all->size(), 3u);
+    EXPECT_EQ((*all)[0].cursor, "s:1");
+    EXPECT_EQ((*all)[0].event.account, "");
+    EXPECT_EQ((*all)[1].cursor, appended->cursor);
+    EXPECT_EQ((*all)[1].event.account, "fleet-north");
+    EXPECT_EQ((*all)[1].event.payload, north.payload);
+    EXPECT_EQ((*all)[2].cursor, other_account->cursor);
+    EXPECT_EQ((*all)[2].event.account, "fleet-north");
+    EXPECT_EQ((*all)[2].event.payload, old_event.payload);
+  };
+  check_all(log.get());
+  log.reset();
+
+  {
+    // The file is at version 2 now, with the column as a new file has it.
+    RawDb db(path_);
+    EXPECT_EQ(db.Query("SELECT value FROM meta WHERE key = 'schema_version'"),
+              (std::vector<std::vector<std::string>>{{"2"}}));
+    EXPECT_EQ(db.Query("SELECT type, \"notnull\", dflt_value FROM pragma_table_info('events') "
+                       "WHERE name = 'account'"),
+              (std::vector<std::vector<std::string>>{{"TEXT", "1", "''"}}));
+  }
+  // Opening the upgraded file again changes nothing.
+  auto reopened = Open();
+  ASSERT_NE(reopened, nullptr);
+  check_all(reopened.get());
+}
+
+TEST_F(SqliteEventLogTest, TwoHandlesOpeningAVersion1FileAtOnceBothSucceed) {
+  const NewEvent old_event = MakeEvent("createReport", "old");
+  WriteVersion1File(path_, old_event);
+  absl::StatusOr<std::unique_ptr<SqliteEventLog>> first, second;
+  std::thread other([&] { second = SqliteEventLog::Open(path_, {}); });
+  first = SqliteEventLog::Open(path_, {});
+  other.join();
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  for (SqliteEventLog* log : {first->get(), second->get()}) {
+    auto all = log->ReadAfter("", 10);
+    ASSERT_TRUE(all.ok()) << all.status();
+    ASSERT_EQ(all->size(), 1u);
+    EXPECT_EQ((*all)[0].event.account, "");
+    EXPECT_EQ((*all)[0].event.payload, old_event.payload);
+  }
+  auto appended = (*second)->Append(MakeAccountEvent("south", "e", "1"));
+  ASSERT_TRUE(appended.ok()) << appended.status();
+  auto read = (*first)->ReadAfter("s:1", 10);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 1u);
+  EXPECT_EQ((*read)[0].event.account, "south");
+}
+
+TEST_F(SqliteEventLogTest, AFileOfANewerSchemaVersionIsFailedPreconditionAndLeftAlone) {
+  { ASSERT_NE(Open(), nullptr); }
+  {
+    RawDb db(path_);
+    db.Exec("UPDATE meta SET value = 3 WHERE key = 'schema_version'");
+  }
+  auto log = SqliteEventLog::Open(path_, {});
+  EXPECT_EQ(log.status().code(), absl::StatusCode::kFailedPrecondition) << log.status();
+  RawDb db(path_);
+  EXPECT_EQ(db.Query("SELECT value FROM meta WHERE key = 'schema_version'"),
+            (std::vector<std::vector<std::string>>{{"3"}}));
 }
 
 // ---------------------------------------------------------------------------
