@@ -7,6 +7,8 @@
 #include <httplib.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -53,6 +55,31 @@ absl::StatusOr<JsonPointer> ParsePointer(const std::string& option, const std::s
   return pointer;
 }
 
+// Account names end up in stored events, log lines, metric labels and gRPC metadata, and
+// before the payload in the duplicate key (see the header): a plain identifier.
+bool ValidAccountName(const std::string& name) {
+  if (name.empty()) return false;
+  for (const char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The duplicate key (see the header): the default account's is the payload's hash alone,
+// exactly as before accounts existed, so that events already stored keep matching.
+std::string ContentHash(const std::string& account, const std::string& payload) {
+  if (account.empty()) return eventlog::Sha256Hex(payload);
+  return eventlog::Sha256Hex(absl::StrCat(account, "\n", payload));
+}
+
+// How messages name an account.
+std::string AccountLabel(const std::string& name) {
+  return name.empty() ? "the default webhook account"
+                      : absl::StrCat("webhook account \"", name, "\"");
+}
+
 }  // namespace
 
 std::set<std::string> SpecEventNames() {
@@ -62,10 +89,20 @@ std::set<std::string> SpecEventNames() {
 
 absl::StatusOr<std::unique_ptr<WebhookReceiver>> WebhookReceiver::Start(
     WebhookReceiverOptions options, eventlog::EventLog* log) {
-  // The key first: a receiver without one must not start, whatever else is wrong.
-  absl::StatusOr<WebhookKeyMatcher> keys =
+  // The keys first: a receiver without one must not start, whatever else is wrong.
+  absl::StatusOr<WebhookKeyMatcher> default_keys =
       WebhookKeyMatcher::Create(options.current_key, options.previous_key);
-  if (!keys.ok()) return keys.status();
+  if (!default_keys.ok()) return default_keys.status();
+  for (size_t i = 0; i < options.accounts.size(); ++i) {
+    const WebhookAccount& account = options.accounts[i];
+    if (account.current_key.empty()) {
+      // The name may be invalid still (it is checked below): escaped, and by position.
+      return absl::FailedPreconditionError(absl::StrCat(
+          "webhook account #", i + 1, " (\"", absl::CHexEscape(account.name),
+          "\") has no webhook key (its webhookHeaderKey): the webhook receiver does not run "
+          "an account without one"));
+    }
+  }
   if (log == nullptr) return absl::InvalidArgumentError("webhook receiver: no event log");
   if (options.path.empty() || options.path[0] != '/') {
     return absl::InvalidArgumentError(
@@ -90,16 +127,71 @@ absl::StatusOr<std::unique_ptr<WebhookReceiver>> WebhookReceiver::Start(
   if (!vehicle_id.ok()) return vehicle_id.status();
   if (!options.clock) options.clock = [] { return absl::Now(); };
 
+  // The accounts: each on its own path, with keys of its own.
+  Endpoints endpoints;
+  endpoints.emplace(options.path, Endpoint{"", *std::move(default_keys)});
+  // Every key seen so far, with its account's name: a key two accounts shared would let
+  // a sender holding one account's key deliver into the other's. Compared in plain here,
+  // once at startup (not per request, so timing reveals nothing); only digests are kept.
+  std::vector<std::pair<const std::string*, std::string>> seen_keys = {{&options.current_key, ""}};
+  if (!options.previous_key.empty()) seen_keys.emplace_back(&options.previous_key, "");
+  std::set<std::string> names;
+  for (size_t i = 0; i < options.accounts.size(); ++i) {
+    const WebhookAccount& account = options.accounts[i];
+    if (!ValidAccountName(account.name)) {
+      return absl::InvalidArgumentError(absl::StrCat("webhook account #", i + 1, ": name \"",
+                                                     absl::CHexEscape(account.name),
+                                                     "\" must be 1 or more of [A-Za-z0-9._-]"));
+    }
+    if (!names.insert(account.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("webhook account \"", account.name, "\" is configured twice"));
+    }
+    if (account.path.empty() || account.path[0] != '/') {
+      return absl::InvalidArgumentError(absl::StrCat("webhook account \"", account.name,
+                                                     "\": path \"", account.path,
+                                                     "\" must start with '/'"));
+    }
+    absl::StatusOr<WebhookKeyMatcher> account_keys =
+        WebhookKeyMatcher::Create(account.current_key, account.previous_key);
+    if (!account_keys.ok()) return account_keys.status();  // not reached: checked above
+    const auto [at, added] =
+        endpoints.emplace(account.path, Endpoint{account.name, *std::move(account_keys)});
+    if (!added) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("webhook account \"", account.name, "\": path \"", account.path,
+                       "\" is already the path of ", AccountLabel(at->second.account),
+                       " (each account needs a path of its own)"));
+    }
+    for (const std::string* key : {&account.current_key, &account.previous_key}) {
+      if (key->empty()) continue;
+      for (const auto& [seen, owner] : seen_keys) {
+        if (*seen == *key && owner != account.name) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              AccountLabel(account.name), " shares a webhook key with ", AccountLabel(owner),
+              ": each account needs keys of its own, or one account's key would deliver "
+              "into the other's"));
+        }
+      }
+      seen_keys.emplace_back(key, account.name);
+    }
+  }
+  seen_keys.clear();
+
   // Only the digests are needed from here on; the keys are not kept in memory.
   options.current_key.clear();
   options.previous_key.clear();
+  for (WebhookAccount& account : options.accounts) {
+    account.current_key.clear();
+    account.previous_key.clear();
+  }
 
   const std::string host = options.host;
   const int port = options.port;
   Pointers pointers{*std::move(event_name), *std::move(inspection_id), *std::move(token_id),
                     *std::move(vehicle_id)};
   std::unique_ptr<WebhookReceiver> receiver(
-      new WebhookReceiver(std::move(options), *std::move(keys), std::move(pointers), log));
+      new WebhookReceiver(std::move(options), std::move(endpoints), std::move(pointers), log));
 
   WebhookHttpServerSettings settings;
   settings.threads = receiver->options_.threads;
@@ -119,10 +211,10 @@ absl::StatusOr<std::unique_ptr<WebhookReceiver>> WebhookReceiver::Start(
   return receiver;
 }
 
-WebhookReceiver::WebhookReceiver(WebhookReceiverOptions options, WebhookKeyMatcher keys,
+WebhookReceiver::WebhookReceiver(WebhookReceiverOptions options, Endpoints endpoints,
                                  Pointers pointers, eventlog::EventLog* log)
     : options_(std::move(options)),
-      keys_(std::move(keys)),
+      endpoints_(std::move(endpoints)),
       pointers_(std::move(pointers)),
       log_(log) {}
 
@@ -157,16 +249,19 @@ void WebhookReceiver::Handle(const httplib::Request& request, httplib::Response&
     Reply(response, 405, "method_not_allowed", "webhook deliveries are POST requests");
     return;
   }
-  if (request.path != options_.path) {
+  const auto endpoint_at = endpoints_.find(request.path);
+  if (endpoint_at == endpoints_.end()) {
     ++not_found_;
     Reply(response, 404, "not_found", "no webhook endpoint at this path");
     return;
   }
+  const Endpoint& endpoint = endpoint_at->second;
 
-  // 2. The key, before reading any of the body: an unauthenticated sender costs us no
-  // body reading. A repeated header is refused rather than guessing which one counts.
+  // 2. The key of the path's account, before reading any of the body: an unauthenticated
+  // sender costs us no body reading. A repeated header is refused rather than guessing
+  // which one counts.
   if (request.get_header_value_count(kApiKeyHeader) != 1 ||
-      !keys_.Matches(request.get_header_value(kApiKeyHeader))) {
+      !endpoint.keys.Matches(request.get_header_value(kApiKeyHeader))) {
     ++unauthorized_;
     Reply(response, 401, "unauthorized", "missing or invalid x-api-key header");
     return;
@@ -260,11 +355,12 @@ void WebhookReceiver::Handle(const httplib::Request& request, httplib::Response&
 
   // 6. Stored before answered: a 2xx promises the event is in the log.
   eventlog::NewEvent event;
+  event.account = endpoint.account;
   event.event_name = name->get<std::string>();
   event.inspection_id = IdAt(pointers_.inspection_id, document);
   event.token_id = IdAt(pointers_.token_id, document);
   event.vehicle_id = IdAt(pointers_.vehicle_id, document);
-  event.content_hash = eventlog::Sha256Hex(body);
+  event.content_hash = ContentHash(endpoint.account, body);
   event.payload = std::move(body);
   event.received_at_ms = absl::ToUnixMillis(options_.clock());
   const absl::StatusOr<eventlog::AppendResult> appended = log_->Append(event);

@@ -5,9 +5,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -29,19 +31,41 @@ class WebhookHttpServer;
 // counted as unknown.
 std::set<std::string> SpecEventNames();
 
+// A named vendor account (e.g. "preprod" next to the default production account): its
+// webhooks arrive on their own path with their own key, and are stored with
+// NewEvent::account = name. Deliveries never cross accounts: a path accepts only its own
+// account's key(s).
+struct WebhookAccount {
+  // 1 or more of [A-Za-z0-9._-] (so never '\n', whitespace or anything that needs
+  // escaping in a log line, a metric label or gRPC metadata); unique.
+  std::string name;
+  // Starts with '/'; unique, and not the default account's `path`.
+  std::string path;
+  // The account's webhookHeaderKey (required) and, during a rotation, the key being
+  // replaced ("" when none). As for the default account: never logged, echoed or kept.
+  // No key may be shared with another account (the default one included).
+  std::string current_key;
+  std::string previous_key;
+};
+
 // Plain configuration, filled by the composition root from the gateway config.
 struct WebhookReceiverOptions {
   // Listen address. Port 0 lets the OS pick a free port; read it back with port().
   std::string host = "0.0.0.0";
   int port = 8080;
-  // The one path deliveries are accepted on (the path of our webhookUrlV2); any other
-  // path is answered 404. The query string is ignored.
+  // The path the default account's deliveries are accepted on (the path of our
+  // webhookUrlV2). Paths that are neither this nor a named account's are answered 404.
+  // The query string is ignored.
   std::string path = "/webhooks/v2";
-  // The vendor's webhookHeaderKey, expected in the `x-api-key` header. Required: Start()
-  // fails without it. Never logged, echoed or kept (only its SHA-256 is).
+  // The default account's webhookHeaderKey, expected in the `x-api-key` header.
+  // Required, even with named accounts: Start() fails without it. Never logged, echoed or
+  // kept (only its SHA-256 is).
   std::string current_key;
   // During a key rotation the key being replaced, also accepted; "" when none.
   std::string previous_key;
+  // Named vendor accounts, each on its own path with its own key(s); the default account
+  // (account name "") is the one configured above. Empty: only the default account.
+  std::vector<WebhookAccount> accounts;
   // Largest accepted body (after any Content-Encoding is undone); larger ones get 413.
   size_t max_body_bytes = 8 * 1024 * 1024;
   // RFC 6901 pointers into the body. The event name must be a non-empty string there;
@@ -60,7 +84,7 @@ struct WebhookReceiverOptions {
   std::function<absl::Time()> clock = [] { return absl::Now(); };
 };
 
-// Counts of deliveries by outcome since Start() (a snapshot).
+// Counts of deliveries by outcome since Start() (a snapshot), summed over all accounts.
 struct WebhookReceiverStats {
   int64_t accepted = 0;             // 200, stored as a new event
   int64_t duplicates = 0;           // 200, same content already stored: not stored again
@@ -77,20 +101,30 @@ struct WebhookReceiverStats {
 
 // The HTTP endpoint the vendor delivers events (webhooks) to. For each request, in this
 // order:
-//   1. not POST -> 405 (with `Allow: POST`); another path -> 404;
+//   1. not POST -> 405 (with `Allow: POST`); a path that is neither the default path nor
+//      a named account's -> 404. The path selects the account;
 //   2. `x-api-key` missing, repeated, or matching neither the current nor the previous
-//      key (constant-time) -> 401, before any of the body is read;
+//      key of the path's account (constant-time) -> 401, before any of the body is read.
+//      Another account's key is a wrong key;
 //   3. Content-Length over max_body_bytes -> 413 before reading; a body (chunked or
 //      compressed) that turns out larger -> 413 as soon as it passes the limit;
 //      invalid or ambiguous framing, or a body that cannot be read -> 400;
 //   4. body not JSON, or JSON but not an object -> 400;
 //   5. no non-empty string at event_name_pointer -> 400 (an event without a name can
 //      be neither filtered nor routed, and the vendor should see its mistake);
-//   6. EventLog::Append(NewEvent{name, ids, payload = the body exactly as received
-//      (decoded), content_hash = Sha256Hex(payload), received_at_ms = clock()}) and only
-//      then the answer: 200 {"status":"stored","cursor":...,"duplicate":bool} (a
-//      duplicate is answered 200 too, so the sender stops retrying), or, on any error,
-//      503 with `Retry-After: 1` so that an at-least-once sender delivers it again.
+//   6. EventLog::Append(NewEvent{account, name, ids, payload = the body exactly as
+//      received (decoded), content_hash, received_at_ms = clock()}) and only then the
+//      answer: 200 {"status":"stored","cursor":...,"duplicate":bool} (a duplicate is
+//      answered 200 too, so the sender stops retrying), or, on any error, 503 with
+//      `Retry-After: 1` so that an at-least-once sender delivers it again.
+//      content_hash, the backends' duplicate key, is scoped by account:
+//        default account (""):  Sha256Hex(payload)               (as before accounts)
+//        named account `name`:  Sha256Hex(name + '\n' + payload)
+//      so a body delivered twice to one account is one event, while byte-identical
+//      bodies delivered to two accounts are two. The encoding is unambiguous: names
+//      contain no '\n', so the first '\n' ends the name; and a default-account payload
+//      is a JSON object, which starts with '{', whitespace or a byte-order mark, never
+//      with a name's first character ([A-Za-z0-9._-]).
 // Every other answer is {"error":"<reason>","message":"..."}; answers never contain the
 // body or a key. A rejected request whose body was not read ends its connection.
 //
@@ -101,10 +135,13 @@ class WebhookReceiver {
   using Stats = WebhookReceiverStats;
 
   // Validates `options`, binds and starts serving; returns once connections are accepted.
-  // FailedPrecondition when no webhook key is configured (the receiver never runs open);
-  // InvalidArgument for a null `log`, a path not starting with '/', an invalid JSON
-  // pointer, max_body_bytes 0 or threads < 1; Unavailable when the address cannot be
-  // bound. `log` is not owned and must outlive the receiver.
+  // FailedPrecondition when the default account, or a named account, has no webhook key
+  // (the receiver never runs open); InvalidArgument for a null `log`, a path not
+  // starting with '/', an invalid JSON pointer, max_body_bytes 0, threads < 1, or a
+  // named account whose name is empty, not of [A-Za-z0-9._-] or repeated, whose path is
+  // repeated or the default path, or whose key is another account's too; Unavailable
+  // when the address cannot be bound. Messages name accounts, never keys. `log` is not
+  // owned and must outlive the receiver.
   static absl::StatusOr<std::unique_ptr<WebhookReceiver>> Start(WebhookReceiverOptions options,
                                                                 eventlog::EventLog* log);
 
@@ -130,14 +167,21 @@ class WebhookReceiver {
     JsonPointer vehicle_id;
   };
 
-  WebhookReceiver(WebhookReceiverOptions options, WebhookKeyMatcher keys, Pointers pointers,
+  // What a path accepts: the account it belongs to, and that account's keys.
+  struct Endpoint {
+    std::string account;  // "" for the default account
+    WebhookKeyMatcher keys;
+  };
+  using Endpoints = std::map<std::string, Endpoint, std::less<>>;  // by path
+
+  WebhookReceiver(WebhookReceiverOptions options, Endpoints endpoints, Pointers pointers,
                   eventlog::EventLog* log);
 
   void Handle(const httplib::Request& request, httplib::Response& response,
               const httplib::ContentReader& read_body);
 
-  const WebhookReceiverOptions options_;  // keys cleared
-  const WebhookKeyMatcher keys_;
+  const WebhookReceiverOptions options_;  // keys cleared (the accounts' too)
+  const Endpoints endpoints_;
   const Pointers pointers_;
   eventlog::EventLog* const log_;
   int port_ = 0;

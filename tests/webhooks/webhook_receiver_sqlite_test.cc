@@ -92,5 +92,57 @@ TEST(WebhookReceiverSqliteTest, AcknowledgedDeliveriesAreDurableAndStoredOnce) {
   EXPECT_EQ((*receiver)->stats().duplicates, 1);
 }
 
+// Over the real backend's duplicate detection: a body delivered to two accounts is two
+// events, the same body again on one account is a duplicate of that account's event.
+TEST(WebhookReceiverSqliteTest, AccountsDoNotDeduplicateAgainstEachOther) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  absl::StatusOr<std::unique_ptr<eventlog::EventLog>> log =
+      eventlog::OpenSqliteEventLog(dir.path() + "/events.db", eventlog::RetentionPolicy{});
+  ASSERT_TRUE(log.ok()) << log.status();
+
+  WebhookReceiverOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  options.current_key = kKey;
+  options.accounts = {{"preprod", "/webhooks/v2/preprod", "whk-sqlite-preprod-key", ""}};
+  absl::StatusOr<std::unique_ptr<WebhookReceiver>> receiver =
+      WebhookReceiver::Start(std::move(options), log->get());
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+
+  httplib::Client client("127.0.0.1", (*receiver)->port());
+  client.set_tcp_nodelay(true);
+  const std::string body = R"({"event":"newInspection","inspectionId":"i9"})";
+  struct Delivery {
+    std::string path;
+    std::string key;
+    bool duplicate;
+  };
+  const std::vector<Delivery> deliveries = {
+      {"/webhooks/v2", kKey, false},
+      {"/webhooks/v2/preprod", "whk-sqlite-preprod-key", false},
+      {"/webhooks/v2/preprod", "whk-sqlite-preprod-key", true},
+      {"/webhooks/v2", kKey, true},
+  };
+  for (const Delivery& delivery : deliveries) {
+    const httplib::Result result =
+        client.Post(delivery.path, {{"x-api-key", delivery.key}}, body, "application/json");
+    ASSERT_TRUE(result) << httplib::to_string(result.error());
+    ASSERT_EQ(result->status, 200) << result->body;
+    EXPECT_EQ(nlohmann::json::parse(result->body).at("duplicate").get<bool>(), delivery.duplicate)
+        << delivery.path;
+  }
+  (*receiver)->Stop();
+
+  absl::StatusOr<std::vector<eventlog::StoredEvent>> events = (*log)->ReadAfter("", 10);
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[0].event.content_hash, eventlog::Sha256Hex(body));
+  EXPECT_EQ((*events)[1].event.content_hash, eventlog::Sha256Hex("preprod\n" + body));
+  EXPECT_EQ((*events)[1].event.payload, body);
+  EXPECT_EQ((*receiver)->stats().accepted, 2);
+  EXPECT_EQ((*receiver)->stats().duplicates, 2);
+}
+
 }  // namespace
 }  // namespace inspection::webhooks

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -717,6 +718,233 @@ TEST_F(WebhookReceiverTest, ConcurrentDeliveriesAreAllStored) {
   for (const StoredEvent& stored : events) ids.insert(stored.event.inspection_id);
   EXPECT_EQ(ids.size(), events.size());
   EXPECT_EQ(receiver_->stats().accepted, kThreads * kPerThread);
+}
+
+// ---------------------------------------------------------------------------------------
+// Named accounts: each on its own path, with its own key(s).
+
+constexpr char kProdPath[] = "/webhooks/v2/prod";
+constexpr char kProdKey[] = "whk-prod-current-aaaaaaaaaaaa";
+constexpr char kProdPreviousKey[] = "whk-prod-previous-bbbbbbbbbb";
+constexpr char kPreprodPath[] = "/webhooks/v2/preprod";
+constexpr char kPreprodKey[] = "whk-preprod-current-cccccccccc";
+
+WebhookReceiverOptions AccountOptions() {
+  WebhookReceiverOptions options = TestOptions();
+  options.accounts = {
+      {"prod", kProdPath, kProdKey, kProdPreviousKey},
+      {"pre-prod", kPreprodPath, kPreprodKey, ""},
+  };
+  return options;
+}
+
+// Start()'s answer to `options`: its code, and its message (checked for keys).
+absl::Status StartStatus(WebhookReceiverOptions options, eventlog::EventLog* log) {
+  return WebhookReceiver::Start(std::move(options), log).status();
+}
+
+TEST_F(WebhookReceiverTest, AccountDeliveriesAreStoredWithTheirAccount) {
+  StartReceiver(AccountOptions());
+  const std::vector<std::pair<std::string, std::string>> deliveries = {
+      {kPath, kKey}, {kProdPath, kProdKey}, {kPreprodPath, kPreprodKey}};
+  for (size_t i = 0; i < deliveries.size(); ++i) {
+    const auto& [path, key] = deliveries[i];
+    const httplib::Result result =
+        Deliver(absl::StrCat(R"({"event":"createReport","inspectionId":"i)", i, R"("})"),
+                KeyHeader(key), path);
+    ASSERT_TRUE(result) << httplib::to_string(result.error());
+    EXPECT_EQ(result->status, 200) << path;
+  }
+  const std::vector<StoredEvent> events = log_.Events();
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].event.account, "");
+  EXPECT_EQ(events[1].event.account, "prod");
+  EXPECT_EQ(events[2].event.account, "pre-prod");
+  // The default account's duplicate key is the payload's hash, as before accounts; a named
+  // account's is scoped by its name.
+  EXPECT_EQ(events[0].event.content_hash, eventlog::Sha256Hex(events[0].event.payload));
+  EXPECT_EQ(events[1].event.content_hash, eventlog::Sha256Hex("prod\n" + events[1].event.payload));
+  EXPECT_EQ(events[2].event.content_hash,
+            eventlog::Sha256Hex("pre-prod\n" + events[2].event.payload));
+  EXPECT_EQ(events[1].event.inspection_id, "i1");
+  EXPECT_EQ(receiver_->stats().accepted, 3);  // stats are summed over accounts
+}
+
+TEST_F(WebhookReceiverTest, AnotherAccountsKeyIs401BothWays) {
+  StartReceiver(AccountOptions());
+  const std::vector<std::pair<std::string, std::string>> crossed = {
+      {kProdPath, kKey},          // the default account's key on an account's path
+      {kPath, kProdKey},          // an account's key on the default path
+      {kPath, kProdPreviousKey},  // ... or its previous key
+      {kProdPath, kPreprodKey},   // another account's key
+      {kPreprodPath, kProdKey},   // ... both ways
+      {kPreprodPath, kProdPreviousKey},
+  };
+  for (const auto& [path, key] : crossed) {
+    const httplib::Result result = Deliver(kCreateReport, KeyHeader(key), path);
+    ASSERT_TRUE(result);
+    EXPECT_EQ(result->status, 401) << path;
+    EXPECT_EQ(JsonOf(result).value("error", ""), "unauthorized");
+  }
+  EXPECT_EQ(log_.AppendCalls(), 0);
+  EXPECT_EQ(receiver_->stats().unauthorized, static_cast<int64_t>(crossed.size()));
+}
+
+TEST_F(WebhookReceiverTest, SameBodyOnTwoAccountsIsTwoEventsAndTwiceOnOneIsADuplicate) {
+  StartReceiver(AccountOptions());
+  const httplib::Result on_default = Deliver(kCreateReport, KeyHeader(kKey), kPath);
+  const httplib::Result on_prod = Deliver(kCreateReport, KeyHeader(kProdKey), kProdPath);
+  const httplib::Result on_preprod = Deliver(kCreateReport, KeyHeader(kPreprodKey), kPreprodPath);
+  const httplib::Result prod_again = Deliver(kCreateReport, KeyHeader(kProdKey), kProdPath);
+  const httplib::Result default_again = Deliver(kCreateReport, KeyHeader(kKey), kPath);
+  for (const httplib::Result* result :
+       {&on_default, &on_prod, &on_preprod, &prod_again, &default_again}) {
+    ASSERT_TRUE(*result);
+    EXPECT_EQ((*result)->status, 200);
+  }
+  EXPECT_FALSE(JsonOf(on_default).value("duplicate", true));
+  EXPECT_FALSE(JsonOf(on_prod).value("duplicate", true));
+  EXPECT_FALSE(JsonOf(on_preprod).value("duplicate", true));
+  EXPECT_TRUE(JsonOf(prod_again).value("duplicate", false));
+  EXPECT_EQ(JsonOf(prod_again).value("cursor", ""), JsonOf(on_prod).value("cursor", "x"));
+  EXPECT_TRUE(JsonOf(default_again).value("duplicate", false));
+  EXPECT_EQ(JsonOf(default_again).value("cursor", ""), JsonOf(on_default).value("cursor", "x"));
+
+  const std::vector<StoredEvent> events = log_.Events();
+  ASSERT_EQ(events.size(), 3u);
+  std::set<std::string> accounts;
+  std::set<std::string> hashes;
+  for (const StoredEvent& stored : events) {
+    EXPECT_EQ(stored.event.payload, kCreateReport);
+    accounts.insert(stored.event.account);
+    hashes.insert(stored.event.content_hash);
+  }
+  EXPECT_EQ(accounts, (std::set<std::string>{"", "prod", "pre-prod"}));
+  EXPECT_EQ(hashes.size(), 3u);
+  const WebhookReceiver::Stats stats = receiver_->stats();
+  EXPECT_EQ(stats.accepted, 3);
+  EXPECT_EQ(stats.duplicates, 2);
+}
+
+TEST_F(WebhookReceiverTest, AccountsPreviousKeyIsAcceptedDuringRotation) {
+  StartReceiver(AccountOptions());
+  const httplib::Result old_key =
+      Deliver(R"({"event":"newInspection","n":1})", KeyHeader(kProdPreviousKey), kProdPath);
+  ASSERT_TRUE(old_key);
+  EXPECT_EQ(old_key->status, 200);
+  const httplib::Result new_key =
+      Deliver(R"({"event":"newInspection","n":2})", KeyHeader(kProdKey), kProdPath);
+  ASSERT_TRUE(new_key);
+  EXPECT_EQ(new_key->status, 200);
+  // pre-prod has no rotation in progress: prod's previous key is not one of its keys.
+  const httplib::Result other =
+      Deliver(R"({"event":"newInspection","n":3})", KeyHeader(kProdPreviousKey), kPreprodPath);
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 401);
+  const std::vector<StoredEvent> events = log_.Events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].event.account, "prod");
+  EXPECT_EQ(events[1].event.account, "prod");
+}
+
+TEST_F(WebhookReceiverTest, PathsOfNoAccountAre404) {
+  StartReceiver(AccountOptions());
+  for (const std::string path : {"/webhooks/v2/staging", "/webhooks/v2/prod/", "/webhooks/v2/Prod",
+                                 "/webhooks/v2/pro", "/prod", "/webhooks/v2/pre-prod"}) {
+    const httplib::Result result = Deliver(kCreateReport, KeyHeader(kProdKey), path);
+    ASSERT_TRUE(result);
+    EXPECT_EQ(result->status, 404) << path;
+    EXPECT_EQ(JsonOf(result).value("error", ""), "not_found");
+  }
+  // A query string does not change the path (nor the account).
+  const httplib::Result with_query =
+      Deliver(kCreateReport, KeyHeader(kProdKey), std::string(kProdPath) + "?src=x");
+  ASSERT_TRUE(with_query);
+  EXPECT_EQ(with_query->status, 200);
+  ASSERT_EQ(log_.Events().size(), 1u);
+  EXPECT_EQ(log_.Events()[0].event.account, "prod");
+  EXPECT_EQ(receiver_->stats().not_found, 6);
+}
+
+TEST_F(WebhookReceiverTest, StartRejectsInvalidAccounts) {
+  struct Case {
+    std::string what;
+    std::function<void(WebhookReceiverOptions&)> change;
+    absl::StatusCode code;
+    std::string message;  // a part of the expected message
+  };
+  const std::vector<Case> cases = {
+      {"duplicate name", [](WebhookReceiverOptions& o) { o.accounts[1].name = "prod"; },
+       absl::StatusCode::kInvalidArgument, "\"prod\" is configured twice"},
+      {"duplicate path", [](WebhookReceiverOptions& o) { o.accounts[1].path = kProdPath; },
+       absl::StatusCode::kInvalidArgument, "already the path of webhook account \"prod\""},
+      {"the default path", [](WebhookReceiverOptions& o) { o.accounts[0].path = kPath; },
+       absl::StatusCode::kInvalidArgument, "already the path of the default webhook account"},
+      {"relative path", [](WebhookReceiverOptions& o) { o.accounts[0].path = "webhooks/prod"; },
+       absl::StatusCode::kInvalidArgument, "must start with '/'"},
+      {"empty path", [](WebhookReceiverOptions& o) { o.accounts[0].path = ""; },
+       absl::StatusCode::kInvalidArgument, "must start with '/'"},
+      {"name with a newline", [](WebhookReceiverOptions& o) { o.accounts[0].name = "pr\nod"; },
+       absl::StatusCode::kInvalidArgument, "[A-Za-z0-9._-]"},
+      {"name with a space", [](WebhookReceiverOptions& o) { o.accounts[0].name = "pre prod"; },
+       absl::StatusCode::kInvalidArgument, "[A-Za-z0-9._-]"},
+      {"empty name", [](WebhookReceiverOptions& o) { o.accounts[0].name = ""; },
+       absl::StatusCode::kInvalidArgument, "webhook account #1"},
+      {"no key", [](WebhookReceiverOptions& o) { o.accounts[1].current_key = ""; },
+       absl::StatusCode::kFailedPrecondition, "\"pre-prod\") has no webhook key"},
+      {"only a previous key",
+       [](WebhookReceiverOptions& o) {
+         o.accounts[0].current_key = "";
+         o.accounts[0].previous_key = kProdPreviousKey;
+       },
+       absl::StatusCode::kFailedPrecondition, "has no webhook key"},
+      {"the default account's key",
+       [](WebhookReceiverOptions& o) { o.accounts[1].current_key = kKey; },
+       absl::StatusCode::kInvalidArgument,
+       "\"pre-prod\" shares a webhook key with the default webhook account"},
+      {"another account's previous key",
+       [](WebhookReceiverOptions& o) { o.accounts[1].previous_key = kProdPreviousKey; },
+       absl::StatusCode::kInvalidArgument,
+       "\"pre-prod\" shares a webhook key with webhook "
+       "account \"prod\""},
+      {"no default key, with accounts", [](WebhookReceiverOptions& o) { o.current_key = ""; },
+       absl::StatusCode::kFailedPrecondition, "webhook key"},
+  };
+  for (const Case& c : cases) {
+    WebhookReceiverOptions options = AccountOptions();
+    c.change(options);
+    const absl::Status status = StartStatus(options, &log_);
+    EXPECT_EQ(status.code(), c.code) << c.what << ": " << status;
+    const std::string message(status.message());
+    EXPECT_THAT(message, HasSubstr(c.message)) << c.what;
+    EXPECT_THAT(message, Not(HasSubstr("\n"))) << c.what;  // names are escaped
+    for (const char* key : {kKey, kProdKey, kProdPreviousKey, kPreprodKey}) {
+      EXPECT_THAT(message, Not(HasSubstr(key))) << c.what;
+    }
+  }
+  // The same key as current and previous of one account is no conflict; the valid
+  // configuration starts.
+  WebhookReceiverOptions same = AccountOptions();
+  same.accounts[1].previous_key = kPreprodKey;
+  EXPECT_TRUE(StartStatus(same, &log_).ok());
+}
+
+TEST_F(WebhookReceiverTest, AnswersOnAccountPathsNeverContainTheKeys) {
+  StartReceiver(AccountOptions());
+  std::vector<httplib::Result> results;
+  results.push_back(Deliver(kCreateReport, KeyHeader(kProdKey), kProdPath));     // 200
+  results.push_back(Deliver(kCreateReport, KeyHeader(kProdKey), kProdPath));     // duplicate
+  results.push_back(Deliver(kCreateReport, KeyHeader(kKey), kProdPath));         // 401
+  results.push_back(Deliver(kCreateReport, KeyHeader(kProdKey), kPreprodPath));  // 401
+  results.push_back(Deliver("{}", KeyHeader(kProdKey), kProdPath));              // 400
+  for (const httplib::Result& result : results) {
+    ASSERT_TRUE(result);
+    std::string everything = result->body;
+    for (const auto& [name, value] : result->headers) absl::StrAppend(&everything, name, value);
+    for (const char* key : {kKey, kProdKey, kProdPreviousKey, kPreprodKey}) {
+      EXPECT_THAT(everything, Not(HasSubstr(key))) << result->status;
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------
