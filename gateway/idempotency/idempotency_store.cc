@@ -1,8 +1,11 @@
 #include "gateway/idempotency/idempotency_store.h"
 
+#include "gateway/idempotency/redis_idempotency_store.h"
+
 namespace inspection::pipeline {
 
-InMemoryIdempotencyStore::InMemoryIdempotencyStore(absl::Duration ttl, std::function<absl::Time()> clock)
+InMemoryIdempotencyStore::InMemoryIdempotencyStore(absl::Duration ttl,
+                                                   std::function<absl::Time()> clock)
     : ttl_(ttl), clock_(std::move(clock)) {}
 
 void InMemoryIdempotencyStore::ExpireLocked(absl::Time now) {
@@ -37,7 +40,7 @@ IdempotencyStore::Decision InMemoryIdempotencyStore::Begin(
 }
 
 void InMemoryIdempotencyStore::Complete(const std::string& account, const std::string& key,
-                                IdempotentOutcome outcome) {
+                                        IdempotentOutcome outcome) {
   std::vector<absl::AnyInvocable<void(const IdempotentOutcome&)>> waiters;
   {
     absl::MutexLock lock(&mu_);
@@ -54,7 +57,7 @@ void InMemoryIdempotencyStore::Complete(const std::string& account, const std::s
 }
 
 void InMemoryIdempotencyStore::Abandon(const std::string& account, const std::string& key,
-                               const IdempotentOutcome& outcome) {
+                                       const IdempotentOutcome& outcome) {
   std::vector<absl::AnyInvocable<void(const IdempotentOutcome&)>> waiters;
   {
     absl::MutexLock lock(&mu_);
@@ -69,6 +72,26 @@ void InMemoryIdempotencyStore::Abandon(const std::string& account, const std::st
 size_t InMemoryIdempotencyStore::size() const {
   absl::MutexLock lock(&mu_);
   return entries_.size();
+}
+
+absl::StatusOr<std::unique_ptr<IdempotencyStore>> OpenIdempotencyStore(const std::string& url,
+                                                                       absl::Duration ttl) {
+  if (ttl <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("idempotency store: the TTL must be positive");
+  }
+  if (url == "memory") return std::make_unique<InMemoryIdempotencyStore>(ttl);
+  if (url.rfind("redis://", 0) == 0 || url.rfind("rediss://", 0) == 0) {
+    RedisIdempotencyOptions options;
+    options.ttl = ttl;
+    absl::StatusOr<std::unique_ptr<RedisIdempotencyStore>> store =
+        RedisIdempotencyStore::Open(url, std::move(options));
+    if (!store.ok()) return store.status();
+    return std::unique_ptr<IdempotencyStore>(*std::move(store));
+  }
+  // Not echoed: a mistyped scheme may still carry a password.
+  return absl::InvalidArgumentError(
+      "idempotency store: expected \"memory\" or a "
+      "redis://[[user]:password@]host[:port][/db][?prefix=name] URL");
 }
 
 }  // namespace inspection::pipeline

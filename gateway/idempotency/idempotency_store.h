@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +11,7 @@
 #include <grpcpp/support/status.h>
 
 #include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -27,7 +29,7 @@ struct IdempotentOutcome {
 // with different parameters (another request fingerprint) is a mismatch; duplicates
 // that arrive while the first is in flight wait for it (callbacks, no blocked thread).
 // Implementations: InMemoryIdempotencyStore (default; a restart forgets the keys) and
-// the Redis store (idempotency_store=redis://..., shared by replicas).
+// RedisIdempotencyStore (redis_idempotency_store.h; shared by replicas).
 // Thread-safe; callbacks run outside any lock.
 class IdempotencyStore {
  public:
@@ -36,6 +38,9 @@ class IdempotencyStore {
     kReplay,    // `replay` holds the stored outcome
     kMismatch,  // the key was used with other parameters
     kWait,      // in flight: `on_ready` is called with the first outcome
+    // The store cannot be reached (Redis down): `replay` holds an UNAVAILABLE status to
+    // answer with; nothing was claimed. The in-memory store never returns it.
+    kUnavailable,
   };
 
   virtual ~IdempotencyStore() = default;
@@ -88,6 +93,15 @@ class InMemoryIdempotencyStore final : public IdempotencyStore {
   std::map<Key, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::multimap<absl::Time, Key> expiry_ ABSL_GUARDED_BY(mu_);
 };
+
+// The store named by `url`: "memory" -> InMemoryIdempotencyStore, "redis://..." ->
+// RedisIdempotencyStore (see ParseRedisIdempotencyUrl; other settings at their
+// defaults), both keeping outcomes for `ttl`. InvalidArgument for anything else, a
+// malformed URL or a ttl <= 0; PermissionDenied when Redis refuses the password. An
+// unreachable Redis is not an error (Begin() answers kUnavailable until it is back).
+// Messages never contain the URL (it may hold a password).
+absl::StatusOr<std::unique_ptr<IdempotencyStore>> OpenIdempotencyStore(const std::string& url,
+                                                                       absl::Duration ttl);
 
 }  // namespace inspection::pipeline
 
