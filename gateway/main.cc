@@ -62,6 +62,25 @@ inspection::server::GatewayServerOptions ServerOptions(const GatewayConfig& conf
   options.retention.max_events = config.event_log_retention.max_events;
   options.stream_queue_size = static_cast<size_t>(config.streams.queue_size);
   options.idempotency_ttl = absl::Hours(config.idempotency_ttl_hours);
+  options.idempotency_store_url = config.idempotency_store;
+  options.retry.backoff.base = config.retry.base;
+  options.retry.backoff.cap = config.retry.cap;
+  options.retry.backoff.max_attempts = config.retry.max_attempts;
+  options.retry.min_attempt_time = config.retry.min_attempt;
+  options.retry_budget.ratio = config.retry_budget.percent / 100.0;
+  options.retry_budget.min_retries = config.retry_budget.min_retries;
+  options.circuit_breaker.consecutive_failures = config.circuit_breaker.consecutive_failures;
+  options.circuit_breaker.failure_ratio = config.circuit_breaker.failure_ratio_percent / 100.0;
+  options.circuit_breaker.minimum_requests = config.circuit_breaker.minimum_requests;
+  options.circuit_breaker.bucket_width =
+      config.circuit_breaker.window / options.circuit_breaker.window_buckets;
+  options.circuit_breaker.open_duration = config.circuit_breaker.open;
+  options.circuit_breaker.max_open_duration = config.circuit_breaker.max_open;
+  options.cache.enabled = config.cache.enabled;
+  options.cache.max_bytes = static_cast<size_t>(config.cache.max_bytes);
+  options.cache.stale_if_error = config.cache.stale_if_error;
+  options.cache.image_analysis = config.cache.image_analysis;
+  options.cache.image_analysis_ttl = config.cache.image_analysis_ttl;
   options.token_watch.interval = config.token_watch.interval;
   options.token_watch.max_backoff = config.token_watch.max_backoff;
   if (!config.webhook_key.empty()) {

@@ -108,6 +108,12 @@ absl::StatusOr<std::string> EventLogUrl(std::string value) {
   return absl::InvalidArgumentError("must be sqlite:<path> or redis://host:port[/db]");
 }
 
+absl::StatusOr<std::string> IdempotencyStoreUrl(std::string value) {
+  if (value == "memory") return value;
+  if (absl::StartsWith(value, "redis://") && value.size() > 8) return value;
+  return absl::InvalidArgumentError("must be memory or redis://host:port[/db]");
+}
+
 absl::StatusOr<std::string> OptionalUrl(std::string value) {
   if (value.empty()) return value;
   return NormalizeBaseUrl(std::move(value));
@@ -384,6 +390,73 @@ const std::vector<KeySpec>& Keys() {
           "idempotency.ttl_hours", [](auto& c) -> auto& { return c.idempotency_ttl_hours; }, 1,
           24 * 30, "HOURS",
           "How long the first outcome of a CreateToken/DetectDamage idempotency key is kept."),
+      StringKey(
+          "idempotency_store", [](auto& c) -> auto& { return c.idempotency_store; },
+          IdempotencyStoreUrl, "memory|URL",
+          "Where idempotency keys are kept: memory (this process) or "
+          "redis://[:password@]host:port[/db] (replicas share them)."),
+      IntegerKey(
+          "retry.base_ms", [](auto& c) -> auto& { return c.retry.base; }, 1, 60000, "MS",
+          "Backoff before the first retry is uniform in [0, base]; each retry doubles it."),
+      IntegerKey(
+          "retry.cap_ms", [](auto& c) -> auto& { return c.retry.cap; }, 1, 600000, "MS",
+          "Largest backoff ceiling."),
+      IntegerKey(
+          "retry.max_attempts", [](auto& c) -> auto& { return c.retry.max_attempts; }, 1, 10, "N",
+          "Attempts per vendor call, the first included (1: never retry). Only safe and "
+          "idempotent routes are retried."),
+      IntegerKey(
+          "retry.min_attempt_ms", [](auto& c) -> auto& { return c.retry.min_attempt; }, 1, 60000,
+          "MS", "No retry starts with less than this left before the caller's deadline."),
+      IntegerKey(
+          "retry_budget.percent", [](auto& c) -> auto& { return c.retry_budget.percent; }, 0, 100,
+          "PERCENT", "Retries in flight may be at most this share of the requests in flight ..."),
+      IntegerKey(
+          "retry_budget.min_retries", [](auto& c) -> auto& { return c.retry_budget.min_retries; },
+          0, 1000000, "N", "... but at least this many."),
+      IntegerKey(
+          "circuit_breaker.consecutive_failures",
+          [](auto& c) -> auto& { return c.circuit_breaker.consecutive_failures; }, 0, 1000000, "N",
+          "Open after this many consecutive failed calls (0: rule off)."),
+      IntegerKey(
+          "circuit_breaker.failure_ratio_percent",
+          [](auto& c) -> auto& { return c.circuit_breaker.failure_ratio_percent; }, 1, 100,
+          "PERCENT", "Open when this share of the calls in the window failed ..."),
+      IntegerKey(
+          "circuit_breaker.minimum_requests",
+          [](auto& c) -> auto& { return c.circuit_breaker.minimum_requests; }, 1, 1000000, "N",
+          "... and the window holds at least this many calls."),
+      IntegerKey(
+          "circuit_breaker.window_ms", [](auto& c) -> auto& { return c.circuit_breaker.window; },
+          10, kDayMs, "MS", "The rolling window of the failure ratio (ten buckets)."),
+      IntegerKey(
+          "circuit_breaker.open_ms", [](auto& c) -> auto& { return c.circuit_breaker.open; }, 1,
+          kDayMs, "MS",
+          "How long the breaker stays open before one probe; doubles after a failed probe ..."),
+      IntegerKey(
+          "circuit_breaker.max_open_ms",
+          [](auto& c) -> auto& { return c.circuit_breaker.max_open; }, 1, kDayMs, "MS",
+          "... up to this."),
+      BoolKey(
+          "cache.enabled", [](auto& c) -> auto& { return c.cache.enabled; },
+          "Cache vendor answers of cacheable routes (TTLs in the route table) and coalesce "
+          "identical concurrent calls."),
+      IntegerKey(
+          "cache.max_bytes", [](auto& c) -> auto& { return c.cache.max_bytes; }, 1024,
+          int64_t{1} << 40, "BYTES", "Memory the cache may hold; least recently used go first."),
+      IntegerKey(
+          "cache.stale_if_error_ms", [](auto& c) -> auto& { return c.cache.stale_if_error; }, 0,
+          kDayMs, "MS",
+          "How long past its TTL an answer may be served when the vendor fails (flagged "
+          "x-cache: stale); 0: never."),
+      BoolKey(
+          "cache.image_analysis", [](auto& c) -> auto& { return c.cache.image_analysis; },
+          "Cache image analysis (quality, segmentation, background removal) by URL and "
+          "parameters."),
+      IntegerKey(
+          "cache.image_analysis_ttl_ms",
+          [](auto& c) -> auto& { return c.cache.image_analysis_ttl; }, 1, kDayMs * 30, "MS",
+          "How long an image analysis answer is cached."),
       StringKey(
           "register_webhook", [](auto& c) -> auto& { return c.register_webhook; }, OptionalUrl,
           "URL",
@@ -810,7 +883,20 @@ absl::Status ResolveSecret(const SecretSpec& spec, const EnvLookup& getenv, Gate
   return absl::OkStatus();
 }
 
+// Rules that tie two keys together.
+absl::Status CheckConsistent(const GatewayConfig& config) {
+  if (config.retry.cap < config.retry.base) {
+    return absl::InvalidArgumentError("`retry.cap_ms` must be >= `retry.base_ms`");
+  }
+  if (config.circuit_breaker.max_open < config.circuit_breaker.open) {
+    return absl::InvalidArgumentError(
+        "`circuit_breaker.max_open_ms` must be >= `circuit_breaker.open_ms`");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckRequired(const GatewayConfig& config) {
+  if (absl::Status consistent = CheckConsistent(config); !consistent.ok()) return consistent;
   if (config.sandbox) {
     // The embedded sandbox supplies the upstream and the web application address; a
     // configured upstream next to it is a mistake worth stopping for.
@@ -963,6 +1049,39 @@ std::string UsageText() {
   return text;
 }
 
+namespace {
+
+// The password in "scheme://[user]:password@host...", or "" when there is none.
+std::string UrlPassword(absl::string_view url) {
+  const size_t scheme = url.find("://");
+  if (scheme == absl::string_view::npos) return "";
+  const absl::string_view rest = url.substr(scheme + 3);
+  const size_t at = rest.find('@');
+  const size_t slash = rest.find('/');
+  if (at == absl::string_view::npos || (slash != absl::string_view::npos && slash < at)) return "";
+  const absl::string_view userinfo = rest.substr(0, at);
+  const size_t colon = userinfo.find(':');
+  if (colon == absl::string_view::npos) return "";
+  return std::string(userinfo.substr(colon + 1));
+}
+
+// `url` with its password shown as "[redacted]".
+std::string RedactUrlPassword(const std::string& url) {
+  const std::string password = UrlPassword(url);
+  if (password.empty()) return url;
+  const size_t start = url.find("://") + 3;
+  const size_t colon = url.find(':', start);
+  return absl::StrCat(url.substr(0, colon + 1), "[redacted]",
+                      url.substr(colon + 1 + password.size()));
+}
+
+// The keys whose value is a URL that may carry a password.
+bool IsCredentialUrlKey(const std::string& key) {
+  return key == "event_log" || key == "idempotency_store";
+}
+
+}  // namespace
+
 std::string DumpConfig(const GatewayConfig& config, DumpFormat format) {
   ordered_json root = ordered_json::object();
   for (const KeySpec& spec : Keys()) {
@@ -971,6 +1090,9 @@ std::string DumpConfig(const GatewayConfig& config, DumpFormat format) {
       node = &(*node)[std::string(part)];
     }
     *node = spec.show(config);
+    if (IsCredentialUrlKey(spec.key) && node->is_string()) {
+      *node = RedactUrlPassword(node->get<std::string>());
+    }
     for (const SecretSpec& secret : Secrets()) {
       if (secret.file_key == spec.key) {
         root[secret.name] = (config.*secret.value).empty() ? "[unset]" : "[redacted]";
@@ -988,6 +1110,24 @@ std::ostream& operator<<(std::ostream& os, const GatewayConfig& config) {
 void RegisterSecrets(const GatewayConfig& config, logging::Logger& logger) {
   for (const SecretSpec& secret : Secrets()) {
     logger.RegisterSecret((config.*secret.value).Reveal());
+  }
+  // Passwords inside the Redis URLs, as written and percent-decoded.
+  for (const std::string* url : {&config.event_log, &config.idempotency_store}) {
+    const std::string password = UrlPassword(*url);
+    if (password.empty()) continue;
+    logger.RegisterSecret(password);
+    std::string decoded;
+    for (size_t i = 0; i < password.size(); ++i) {
+      if (password[i] == '%' && i + 2 < password.size() &&
+          std::isxdigit(static_cast<unsigned char>(password[i + 1])) &&
+          std::isxdigit(static_cast<unsigned char>(password[i + 2]))) {
+        decoded += static_cast<char>(std::stoi(password.substr(i + 1, 2), nullptr, 16));
+        i += 2;
+      } else {
+        decoded += password[i];
+      }
+    }
+    if (decoded != password) logger.RegisterSecret(decoded);
   }
 }
 

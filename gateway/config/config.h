@@ -129,6 +129,39 @@ struct TokenWatchOptions {
   absl::Duration max_backoff = absl::Milliseconds(30000);
 };
 
+// retry.*: the retry loop around every vendor call (safe and idempotent routes only).
+struct RetryConfig {
+  absl::Duration base = absl::Milliseconds(25);         // first backoff ceiling (full jitter)
+  absl::Duration cap = absl::Milliseconds(1000);        // largest backoff ceiling
+  int max_attempts = 3;                                 // attempts per call, the first included
+  absl::Duration min_attempt = absl::Milliseconds(50);  // no attempt with less time left
+};
+
+// retry_budget.*: retries in flight at most percent% of requests in flight, at least min.
+struct RetryBudgetOptions {
+  int percent = 20;
+  int min_retries = 3;
+};
+
+// circuit_breaker.*: one breaker per vendor account.
+struct CircuitBreakerOptions {
+  int consecutive_failures = 5;
+  int failure_ratio_percent = 50;
+  int minimum_requests = 20;
+  absl::Duration window = absl::Milliseconds(10000);
+  absl::Duration open = absl::Milliseconds(5000);
+  absl::Duration max_open = absl::Milliseconds(60000);
+};
+
+// cache.*: the response cache.
+struct CacheConfig {
+  bool enabled = true;
+  int64_t max_bytes = int64_t{64} << 20;
+  absl::Duration stale_if_error = absl::Milliseconds(300000);
+  bool image_analysis = true;
+  absl::Duration image_analysis_ttl = absl::Milliseconds(600000);
+};
+
 struct GatewayConfig {
   // sandbox (default false, flag --sandbox): run the vendor emulator in-process as the
   // upstream; upstream_url, webapp_url and the API key then come from it.
@@ -170,6 +203,12 @@ struct GatewayConfig {
   // idempotency.ttl_hours (default 24): how long CreateToken/DetectDamage idempotency keys
   // remember their first outcome (in memory).
   int idempotency_ttl_hours = 24;
+  // idempotency_store (default "memory"): "memory" or "redis://..." (shared by replicas).
+  std::string idempotency_store = "memory";
+  RetryConfig retry;
+  RetryBudgetOptions retry_budget;
+  CircuitBreakerOptions circuit_breaker;
+  CacheConfig cache;
   // register_webhook (default none): the gateway's public webhook URL; when set, the
   // gateway registers it (and the webhook key) at the vendor on start-up and enables
   // register_webhook_events.

@@ -14,14 +14,16 @@ constexpr milliseconds kNoCache{0};
 // Timeouts: token and config calls are small JSON exchanges; image analysis runs
 // models on remote images and gets more time. The caller's deadline always wins.
 // Cache TTLs are used by the cache layer; image analysis is deterministic for a URL,
-// search and status change as the customer progresses, so they get short TTLs.
+// search results change as inspections progress, so they get a short TTL. Token status
+// is not cached: a caller that just moved the customer on expects to see it at once
+// (WatchTokenStatus already shares one poll per token among its watchers).
 std::vector<Route> BuildRoutes() {
   return {
       {RouteId::kCreateToken, "/inspection.v1.TokenService/CreateToken", HttpMethod::kPost,
        "/apiV1/tokenmanager/token", Idempotency::kNonIdempotent, false, kNoCache, seconds(10),
        "create_token"},
       {RouteId::kGetTokenStatus, "/inspection.v1.TokenService/GetTokenStatus", HttpMethod::kGet,
-       "/apiV1/tokenmanager/test", Idempotency::kSafe, true, seconds(2), seconds(5),
+       "/apiV1/tokenmanager/test", Idempotency::kSafe, false, kNoCache, seconds(5),
        "get_token_status"},
       {RouteId::kRemoveBackground, "/inspection.v1.ImageService/RemoveBackground",
        HttpMethod::kPost, "/apiV1/remarketing/removeBackground", Idempotency::kSafe, true,

@@ -55,6 +55,9 @@ class MetricsObserver final : public services::RpcObserver {
     if (unknown > 0 && record.route != nullptr) {
       metrics_->ForRoute(static_cast<size_t>(record.route->id)).RecordVendorUnknownFields(unknown);
     }
+    if (record.idempotency_replayed && record.route != nullptr) {
+      metrics_->ForRoute(static_cast<size_t>(record.route->id)).RecordIdempotencyReplay();
+    }
     if (next_ != nullptr) next_->OnRpcFinished(record);
   }
 
@@ -216,7 +219,13 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
       },
       server->scheduler_.get());
 
-  server->idempotency_ = std::make_unique<pipeline::InMemoryIdempotencyStore>(opts.idempotency_ttl);
+  auto idempotency =
+      pipeline::OpenIdempotencyStore(opts.idempotency_store_url, opts.idempotency_ttl);
+  if (!idempotency.ok()) {
+    return absl::Status(idempotency.status().code(),
+                        absl::StrCat("idempotency_store: ", idempotency.status().message()));
+  }
+  server->idempotency_ = std::move(*idempotency);
 
   services::ServiceDeps& deps = server->deps_;
   deps.idempotency = server->idempotency_.get();

@@ -56,6 +56,8 @@ struct GatewayServerOptions {
   token_watch::TokenStatusPollerOptions token_watch;
   // How long the first outcome of an idempotency key is kept.
   absl::Duration idempotency_ttl = absl::Hours(24);
+  // "memory" or "redis://..." (config key idempotency_store).
+  std::string idempotency_store_url = "memory";
   // Admin HTTP endpoint: /metrics, /healthz, /readyz. Port 0: any free port; -1: off.
   std::string admin_host = "0.0.0.0";
   int admin_port = 9464;

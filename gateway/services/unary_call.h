@@ -31,6 +31,7 @@ struct RpcRecord {
   long http_status = 0;  // 0 when the vendor was not reached
   std::chrono::microseconds duration{0};
   vendor::DecodeReport decode_report;
+  bool idempotency_replayed = false;  // answered from an idempotency key's first outcome
 };
 
 // Told about every finished RPC. Must be thread-safe and must not block.
@@ -141,19 +142,27 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
     idempotency_key = IdempotencyKeyFor(*context, endpoint.idempotency_key(*request));
   }
   if (!idempotency_key.empty()) {
-    auto finish_with = [reactor, response, context](const pipeline::IdempotentOutcome& outcome) {
+    // Runs for a replay and, possibly on another thread, for a waiter: the metadata is
+    // added here, before Finish, never after. ABORTED is the store telling a waiter that
+    // the first call never finished (retry), not a replayed outcome.
+    auto finish_with = [reactor, response, context, &deps, start,
+                        record](const pipeline::IdempotentOutcome& outcome) mutable {
+      if (outcome.status.error_code() != grpc::StatusCode::ABORTED) {
+        context->AddInitialMetadata("idempotency-replayed", "true");
+        record.idempotency_replayed = true;
+      }
       if (outcome.status.ok()) response->ParseFromString(outcome.response);
+      record.code = outcome.status.error_code();
+      NotifyFinished(deps, record, start);
       reactor->Finish(outcome.status);
     };
     pipeline::IdempotentOutcome replay;
     switch (deps.idempotency->Begin(call.account, idempotency_key, RequestFingerprint(*request),
                                     &replay, finish_with)) {
       case pipeline::IdempotencyStore::Decision::kReplay:
-        context->AddInitialMetadata("idempotency-replayed", "true");
         finish_with(replay);
         return reactor;
       case pipeline::IdempotencyStore::Decision::kWait:
-        context->AddInitialMetadata("idempotency-replayed", "true");
         return reactor;
       case pipeline::IdempotencyStore::Decision::kMismatch: {
         errors::ApiError error = errors::ApiError::InvalidRequest(

@@ -668,6 +668,50 @@ TEST_F(ConfigTest, RegisterSecretsRedactsApiKeyInLogs) {
   EXPECT_THAT(captured, AllOf(HasSubstr("[redacted]"), Not(HasSubstr(kApiKey))));
 }
 
+TEST_F(ConfigTest, RedisPasswordsNeverReachTheDumpOrTheLogs) {
+  absl::StatusOr<GatewayConfig> config =
+      Load({"--event-log=redis://:s3cr%2Ft@redis.internal:6379/0?stream=ev",
+            "--idempotency-store=redis://gw:other-pw@redis.internal:6379/1"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  const nlohmann::json dumped = nlohmann::json::parse(DumpConfig(*config));
+  EXPECT_EQ(dumped["event_log"], "redis://:[redacted]@redis.internal:6379/0?stream=ev");
+  EXPECT_EQ(dumped["idempotency_store"], "redis://gw:[redacted]@redis.internal:6379/1");
+  std::string captured;
+  logging::Logger logger([&](absl::string_view line) { captured.append(std::string(line)); });
+  RegisterSecrets(*config, logger);
+  logger.Warn("redis said", {{"raw", "s3cr%2Ft"}, {"decoded", "s3cr/t"}, {"other", "other-pw"}});
+  EXPECT_THAT(captured, AllOf(Not(HasSubstr("s3cr%2Ft")), Not(HasSubstr("s3cr/t")),
+                              Not(HasSubstr("other-pw"))));
+}
+
+TEST_F(ConfigTest, PipelineKnobsHaveDefaultsAndCrossChecks) {
+  absl::StatusOr<GatewayConfig> defaults = Load({});
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->retry.base, absl::Milliseconds(25));
+  EXPECT_EQ(defaults->retry.cap, absl::Seconds(1));
+  EXPECT_EQ(defaults->retry.max_attempts, 3);
+  EXPECT_EQ(defaults->retry_budget.percent, 20);
+  EXPECT_EQ(defaults->circuit_breaker.consecutive_failures, 5);
+  EXPECT_TRUE(defaults->cache.enabled);
+  EXPECT_EQ(defaults->cache.max_bytes, int64_t{64} << 20);
+  EXPECT_EQ(defaults->idempotency_store, "memory");
+
+  absl::StatusOr<GatewayConfig> set =
+      Load({"--retry-max-attempts=5", "--cache-enabled=false", "--cache-stale-if-error-ms=0",
+            "--circuit-breaker-open-ms=100", "--circuit-breaker-max-open-ms=100"});
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->retry.max_attempts, 5);
+  EXPECT_FALSE(set->cache.enabled);
+  EXPECT_EQ(set->cache.stale_if_error, absl::ZeroDuration());
+
+  EXPECT_THAT(ErrorOf(Load({"--retry-base-ms=500", "--retry-cap-ms=100"})),
+              HasSubstr("`retry.cap_ms` must be >= `retry.base_ms`"));
+  EXPECT_THAT(ErrorOf(Load({"--circuit-breaker-open-ms=5000", "--circuit-breaker-max-open-ms=10"})),
+              HasSubstr("circuit_breaker.max_open_ms"));
+  EXPECT_THAT(ErrorOf(Load({"--idempotency-store=postgres://x"})), HasSubstr("idempotency_store"));
+  EXPECT_THAT(ErrorOf(Load({"--retry-max-attempts=0"})), HasSubstr("retry.max_attempts"));
+}
+
 }  // namespace
 }  // namespace inspection::config
 
