@@ -11,6 +11,7 @@ SOURCES = $(shell git ls-files '*.h' '*.cc' 2>/dev/null)
 
 deps:
 	@scripts/install-deps.sh
+	@scripts/install-deploy-tools.sh
 
 configure: deps
 	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null

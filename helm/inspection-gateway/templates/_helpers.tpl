@@ -1,0 +1,339 @@
+{{/* Names ---------------------------------------------------------------------------- */}}
+
+{{- define "inspection-gateway.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "inspection-gateway.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- /* The sandbox's name: "<fullname>-sandbox", within 63 characters. */}}
+{{- define "inspection-gateway.sandboxName" -}}
+{{- printf "%s-sandbox" (include "inspection-gateway.fullname" . | trunc 55 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "inspection-gateway.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "inspection-gateway.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "inspection-gateway.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- /* Common labels; pass a dict {"ctx": $, "component": "gateway"}. */}}
+{{- define "inspection-gateway.labels" -}}
+helm.sh/chart: {{ include "inspection-gateway.chart" .ctx }}
+{{ include "inspection-gateway.selectorLabels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- if .ctx.Chart.AppVersion }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+{{- end }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: inspection-gateway
+{{- end }}
+
+{{- define "inspection-gateway.gatewaySelectorLabels" -}}
+{{ include "inspection-gateway.selectorLabels" . }}
+app.kubernetes.io/component: gateway
+{{- end }}
+
+{{- define "inspection-gateway.sandboxSelectorLabels" -}}
+{{ include "inspection-gateway.selectorLabels" . }}
+app.kubernetes.io/component: sandbox
+{{- end }}
+
+{{- define "inspection-gateway.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "inspection-gateway.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "inspection-gateway.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{- define "inspection-gateway.sandboxImage" -}}
+{{- $repo := default .Values.image.repository .Values.sandbox.image.repository }}
+{{- $tag := default (default .Chart.AppVersion .Values.image.tag) .Values.sandbox.image.tag }}
+{{- printf "%s:%s" $repo $tag }}
+{{- end }}
+
+{{/* Secrets ------------------------------------------------------------------------- */}}
+
+{{- /* Where the gateway's secret files are mounted. */}}
+{{- define "inspection-gateway.secretDir" -}}/etc/inspection-gateway/secrets{{- end }}
+
+{{- /* The Secret holding the vendor API key and webhook keys. */}}
+{{- define "inspection-gateway.secretName" -}}
+{{- default (include "inspection-gateway.fullname" .) .Values.secrets.existingSecret.name }}
+{{- end }}
+
+{{- /* The vendor API key the chart writes into its Secret (sandbox default included). */}}
+{{- define "inspection-gateway.apiKeyValue" -}}
+{{- if .Values.secrets.apiKey }}{{ .Values.secrets.apiKey }}
+{{- else if .Values.sandbox.enabled }}sandbox-api-key
+{{- end }}
+{{- end }}
+
+{{- define "inspection-gateway.webhookKeyValue" -}}
+{{- if .Values.secrets.webhookKey }}{{ .Values.secrets.webhookKey }}
+{{- else if .Values.sandbox.enabled }}sandbox-webhook-key
+{{- end }}
+{{- end }}
+
+{{- /*
+Secret items: a list of "secretKey=fileName" strings, one per secret the gateway gets
+(API key always; the webhook keys when there are any). Returned as JSON.
+*/}}
+{{- define "inspection-gateway.secretItems" -}}
+{{- $items := dict }}
+{{- $existing := .Values.secrets.existingSecret }}
+{{- if $existing.name }}
+{{- $_ := set $items "api-key" $existing.apiKeyKey }}
+{{- if $existing.webhookKeyKey }}{{ $_ := set $items "webhook-key" $existing.webhookKeyKey }}{{ end }}
+{{- if $existing.webhookPreviousKeyKey }}{{ $_ := set $items "webhook-previous-key" $existing.webhookPreviousKeyKey }}{{ end }}
+{{- else }}
+{{- $_ := set $items "api-key" "api-key" }}
+{{- if include "inspection-gateway.webhookKeyValue" . }}{{ $_ := set $items "webhook-key" "webhook-key" }}{{ end }}
+{{- if .Values.secrets.webhookPreviousKey }}{{ $_ := set $items "webhook-previous-key" "webhook-previous-key" }}{{ end }}
+{{- end }}
+{{- toJson $items }}
+{{- end }}
+
+{{- define "inspection-gateway.hasWebhookKey" -}}
+{{- if hasKey (include "inspection-gateway.secretItems" . | fromJson) "webhook-key" }}true{{ end }}
+{{- end }}
+
+{{/* Event log ----------------------------------------------------------------------- */}}
+
+{{- /* "host:port/db?stream=..." of the Redis event log (no scheme, no credentials). */}}
+{{- define "inspection-gateway.redisLocation" -}}
+{{- $r := .Values.eventLog.redis }}
+{{- printf "%s:%d/%d?stream=%s" $r.host (int $r.port) (int $r.db) (urlquery $r.stream) }}
+{{- end }}
+
+{{- /*
+How the event_log URL reaches the gateway: "config" (in the ConfigMap: SQLite, or Redis
+without a password), "chartSecret" (the chart's Secret holds the URL with the password),
+"existingUrl" (your Secret holds the URL), "existingPassword" (the URL is composed in the
+pod from your Secret's password).
+*/}}
+{{- define "inspection-gateway.eventLogMode" -}}
+{{- $r := .Values.eventLog.redis }}
+{{- if ne .Values.eventLog.backend "redis" }}config
+{{- else if $r.existingSecret.urlKey }}existingUrl
+{{- else if $r.existingSecret.passwordKey }}existingPassword
+{{- else if $r.password }}chartSecret
+{{- else }}config
+{{- end }}
+{{- end }}
+
+{{- define "inspection-gateway.eventLogSecretName" -}}
+{{- printf "%s-event-log" (include "inspection-gateway.fullname" . | trunc 53 | trimSuffix "-") }}
+{{- end }}
+
+{{- /* The event_log value when it goes in the ConfigMap (no secret in it). */}}
+{{- define "inspection-gateway.eventLogConfigUrl" -}}
+{{- if eq .Values.eventLog.backend "redis" }}
+{{- printf "redis://%s" (include "inspection-gateway.redisLocation" .) }}
+{{- else }}sqlite:/var/lib/inspection-gateway/events.db
+{{- end }}
+{{- end }}
+
+{{- /* The URL with the password, for the chart's event-log Secret. */}}
+{{- define "inspection-gateway.eventLogSecretUrl" -}}
+{{- $r := .Values.eventLog.redis }}
+{{- printf "redis://%s:%s@%s" (urlquery $r.username) (urlquery $r.password) (include "inspection-gateway.redisLocation" .) }}
+{{- end }}
+
+{{/* Config file --------------------------------------------------------------------- */}}
+
+{{- define "inspection-gateway.webhookPath" -}}
+{{- $webhook := default dict .Values.config.webhook }}
+{{- default "/webhooks/v2" $webhook.path }}
+{{- end }}
+
+{{- define "inspection-gateway.sandboxUrl" -}}
+{{- printf "http://%s.%s.svc:%d" (include "inspection-gateway.sandboxName" .) .Release.Namespace (int .Values.sandbox.port) }}
+{{- end }}
+
+{{- /* The JSON config file: .Values.config plus the keys the chart manages. */}}
+{{- define "inspection-gateway.configJson" -}}
+{{- $cfg := deepCopy (default dict .Values.config) }}
+{{- range $key, $value := $cfg }}
+{{- if or (kindIs "invalid" $value) (and (kindIs "string" $value) (eq $value "")) }}
+{{- $_ := unset $cfg $key }}
+{{- end }}
+{{- end }}
+{{- $dir := include "inspection-gateway.secretDir" . }}
+{{- $_ := set $cfg "grpc_addr" (printf "0.0.0.0:%d" (int .Values.containerPorts.grpc)) }}
+{{- $_ := set $cfg "webhook_addr" (printf "0.0.0.0:%d" (int .Values.containerPorts.webhook)) }}
+{{- $_ := set $cfg "admin_addr" (printf "0.0.0.0:%d" (int .Values.containerPorts.admin)) }}
+{{- $items := include "inspection-gateway.secretItems" . | fromJson }}
+{{- $_ := set $cfg "api_key_file" (printf "%s/api-key" $dir) }}
+{{- if hasKey $items "webhook-key" }}
+{{- $_ := set $cfg "webhook_key_file" (printf "%s/webhook-key" $dir) }}
+{{- end }}
+{{- if hasKey $items "webhook-previous-key" }}
+{{- $_ := set $cfg "webhook_previous_key_file" (printf "%s/webhook-previous-key" $dir) }}
+{{- end }}
+{{- if eq (include "inspection-gateway.eventLogMode" .) "config" }}
+{{- $_ := set $cfg "event_log" (include "inspection-gateway.eventLogConfigUrl" .) }}
+{{- end }}
+{{- if .Values.sandbox.enabled }}
+{{- $sandboxUrl := include "inspection-gateway.sandboxUrl" . }}
+{{- $_ := set $cfg "upstream_url" $sandboxUrl }}
+{{- $_ := set $cfg "webapp_url" (printf "%s/webapp" $sandboxUrl) }}
+{{- if and (not (hasKey $cfg "register_webhook")) (hasKey $items "webhook-key") }}
+{{- $_ := set $cfg "register_webhook" (printf "http://%s.%s.svc:%d%s" (include "inspection-gateway.fullname" .) .Release.Namespace (int .Values.service.ports.webhook) (include "inspection-gateway.webhookPath" .)) }}
+{{- end }}
+{{- end }}
+{{- toPrettyJson $cfg }}
+{{- end }}
+
+{{- /* ceil(shutdown.grace_ms / 1000), the drain time in seconds. */}}
+{{- define "inspection-gateway.graceSeconds" -}}
+{{- $shutdown := default dict .Values.config.shutdown }}
+{{- $graceMs := 10000 }}
+{{- if hasKey $shutdown "grace_ms" }}{{ $graceMs = int64 $shutdown.grace_ms }}{{ end }}
+{{- div (add $graceMs 999) 1000 }}
+{{- end }}
+
+{{- define "inspection-gateway.terminationGracePeriodSeconds" -}}
+{{- $drain := add (int64 (include "inspection-gateway.graceSeconds" .)) (int64 .Values.lifecycle.preStopSleepSeconds) }}
+{{- if kindIs "invalid" .Values.terminationGracePeriodSeconds }}
+{{- add $drain 5 }}
+{{- else }}
+{{- int64 .Values.terminationGracePeriodSeconds }}
+{{- end }}
+{{- end }}
+
+{{/* Checks: every rule a schema cannot express. Renders nothing; fails with a message. */}}
+{{- define "inspection-gateway.validate" -}}
+{{- $v := .Values }}
+{{- $cfg := default dict $v.config }}
+{{- $managed := dict "grpc_addr" "containerPorts.grpc" "webhook_addr" "containerPorts.webhook" "admin_addr" "containerPorts.admin" "api_key_file" "secrets.apiKey or secrets.existingSecret" "webhook_key_file" "secrets.webhookKey or secrets.existingSecret.webhookKeyKey" "webhook_previous_key_file" "secrets.webhookPreviousKey or secrets.existingSecret.webhookPreviousKeyKey" "event_log" "eventLog.*" "sandbox" "sandbox.enabled (the chart runs the sandbox as its own Deployment)" }}
+{{- range $key, $instead := $managed }}
+{{- if hasKey $cfg $key }}
+{{- fail (printf "config.%s is set by the chart: use %s instead" $key $instead) }}
+{{- end }}
+{{- end }}
+{{- range $key := list "api_key" "webhook_key" "webhook_previous_key" }}
+{{- if hasKey $cfg $key }}
+{{- fail (printf "config.%s: secrets never go in the config file (it is a ConfigMap); use the secrets.* values" $key) }}
+{{- end }}
+{{- end }}
+{{- /* More than one replica needs a shared event log. */}}
+{{- $replicas := int $v.replicaCount }}
+{{- $what := printf "replicaCount=%d" $replicas }}
+{{- if $v.autoscaling.enabled }}
+{{- $replicas = int $v.autoscaling.maxReplicas }}
+{{- $what = printf "autoscaling.maxReplicas=%d" $replicas }}
+{{- end }}
+{{- if and (gt $replicas 1) (ne $v.eventLog.backend "redis") }}
+{{- fail (printf "%s needs a shared event log: with eventLog.backend=%s every replica keeps its own log and a webhook received by one replica never reaches the streams of another. Set eventLog.backend=redis (and eventLog.redis.host), or run one replica." $what $v.eventLog.backend) }}
+{{- end }}
+{{- if and $v.autoscaling.enabled (gt (int $v.autoscaling.minReplicas) (int $v.autoscaling.maxReplicas)) }}
+{{- fail "autoscaling.minReplicas must not exceed autoscaling.maxReplicas" }}
+{{- end }}
+{{- if and $v.autoscaling.enabled (kindIs "invalid" $v.autoscaling.targetCPUUtilizationPercentage) (kindIs "invalid" $v.autoscaling.targetMemoryUtilizationPercentage) }}
+{{- fail "autoscaling.enabled needs targetCPUUtilizationPercentage or targetMemoryUtilizationPercentage" }}
+{{- end }}
+{{- /* Redis. */}}
+{{- $r := $v.eventLog.redis }}
+{{- if eq $v.eventLog.backend "redis" }}
+{{- if and (not $r.host) (not (and $r.existingSecret.name $r.existingSecret.urlKey)) }}
+{{- fail "eventLog.backend=redis needs eventLog.redis.host (or eventLog.redis.existingSecret.name + urlKey)" }}
+{{- end }}
+{{- if and (or $r.existingSecret.passwordKey $r.existingSecret.urlKey) (not $r.existingSecret.name) }}
+{{- fail "eventLog.redis.existingSecret.passwordKey/urlKey need eventLog.redis.existingSecret.name" }}
+{{- end }}
+{{- if and $r.existingSecret.passwordKey $r.existingSecret.urlKey }}
+{{- fail "eventLog.redis.existingSecret: set passwordKey or urlKey, not both" }}
+{{- end }}
+{{- if and $r.password $r.existingSecret.name }}
+{{- fail "eventLog.redis: set password or existingSecret, not both" }}
+{{- end }}
+{{- if and $r.existingSecret.name (not (or $r.existingSecret.passwordKey $r.existingSecret.urlKey)) }}
+{{- fail "eventLog.redis.existingSecret.name needs passwordKey or urlKey" }}
+{{- end }}
+{{- if and $r.username (not (or $r.password $r.existingSecret.passwordKey)) }}
+{{- fail "eventLog.redis.username needs a password (eventLog.redis.password or existingSecret.passwordKey)" }}
+{{- end }}
+{{- end }}
+{{- if and (eq $v.eventLog.backend "redis") $v.eventLog.sqlite.persistence.enabled }}
+{{- fail "eventLog.sqlite.persistence.enabled is for eventLog.backend=sqlite" }}
+{{- end }}
+{{- /* Secrets. */}}
+{{- $s := $v.secrets }}
+{{- if $s.existingSecret.name }}
+{{- if or $s.apiKey $s.webhookKey $s.webhookPreviousKey }}
+{{- fail "secrets.existingSecret.name is set: leave secrets.apiKey, webhookKey and webhookPreviousKey empty (put them in your Secret)" }}
+{{- end }}
+{{- if not $s.existingSecret.apiKeyKey }}
+{{- fail "secrets.existingSecret.apiKeyKey must name the key of the vendor API key" }}
+{{- end }}
+{{- else if and (not $s.apiKey) (not $v.sandbox.enabled) }}
+{{- fail "the vendor API key is required: set secrets.apiKey, or secrets.existingSecret.name (a Secret with key api-key), or enable the sandbox" }}
+{{- end }}
+{{- if and $s.webhookPreviousKey (not (include "inspection-gateway.webhookKeyValue" .)) }}
+{{- fail "secrets.webhookPreviousKey needs secrets.webhookKey (the current key)" }}
+{{- end }}
+{{- /* Upstream. */}}
+{{- if $v.sandbox.enabled }}
+{{- range $key := list "upstream_url" "webapp_url" }}
+{{- if get $cfg $key }}
+{{- fail (printf "sandbox.enabled points config.%s at the sandbox: leave config.%s empty, or set sandbox.enabled=false" $key $key) }}
+{{- end }}
+{{- end }}
+{{- else }}
+{{- range $key := list "upstream_url" "webapp_url" }}
+{{- if not (get $cfg $key) }}
+{{- fail (printf "config.%s is required (the vendor's address) unless sandbox.enabled=true" $key) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- /* Ingress: the webhook receiver only runs with a webhook key. */}}
+{{- if $v.ingress.enabled }}
+{{- if not $v.ingress.host }}
+{{- fail "ingress.enabled needs ingress.host (the public host name the vendor posts to)" }}
+{{- end }}
+{{- if not (include "inspection-gateway.hasWebhookKey" .) }}
+{{- fail "ingress.enabled needs a webhook key (secrets.webhookKey or secrets.existingSecret.webhookKeyKey): without one the gateway does not start its webhook receiver" }}
+{{- end }}
+{{- if and $v.ingress.tls.enabled (not $v.ingress.tls.secretName) }}
+{{- fail "ingress.tls.enabled needs ingress.tls.secretName" }}
+{{- end }}
+{{- end }}
+{{- /* Graceful termination must outlast the drain. */}}
+{{- $drain := add (int64 (include "inspection-gateway.graceSeconds" .)) (int64 $v.lifecycle.preStopSleepSeconds) }}
+{{- if le (int64 (include "inspection-gateway.terminationGracePeriodSeconds" .)) $drain }}
+{{- fail (printf "terminationGracePeriodSeconds=%v must be larger than ceil(config.shutdown.grace_ms/1000) + lifecycle.preStopSleepSeconds = %d, or calls are killed before they drain" $v.terminationGracePeriodSeconds $drain) }}
+{{- end }}
+{{- /* PodDisruptionBudget. */}}
+{{- if $v.podDisruptionBudget.enabled }}
+{{- $pdb := $v.podDisruptionBudget }}
+{{- if and (not (kindIs "invalid" $pdb.maxUnavailable)) (not (kindIs "invalid" $pdb.minAvailable)) }}
+{{- fail "podDisruptionBudget: set maxUnavailable or minAvailable, not both (set the other to null)" }}
+{{- end }}
+{{- if and (kindIs "invalid" $pdb.maxUnavailable) (kindIs "invalid" $pdb.minAvailable) }}
+{{- fail "podDisruptionBudget.enabled needs maxUnavailable or minAvailable" }}
+{{- end }}
+{{- end }}
+{{- if and $v.networkPolicy.enabled $v.ingress.enabled (not $v.networkPolicy.webhook.ingressControllerNamespace) }}
+{{- fail "networkPolicy.enabled with ingress.enabled needs networkPolicy.webhook.ingressControllerNamespace" }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,320 @@
+#!/usr/bin/env bash
+# Checks helm/inspection-gateway without a cluster (ctest deploy.helm_chart):
+#   - yamllint over the chart's values, Chart.yaml and ci/ files (.yamllint at the repo root);
+#   - helm lint and helm lint --strict, with the default values and each ci/*.yaml;
+#   - helm template with the default values and each ci/*.yaml, every rendered manifest
+#     validated by kubernetes-validate --strict (offline schemas) for the oldest and newest
+#     Kubernetes version the chart targets; the two CRD kinds (ServiceMonitor,
+#     PrometheusRule), which have no schema there, get their required fields checked here;
+#     plus chart invariants (config file is JSON, non-root, read-only root fs, grace period);
+#   - the rendered config files accepted by the real gateway (--print-config), when a built
+#     binary is found (INSPECTION_GATEWAY_BIN or build/inspection-gateway);
+#   - negative checks that must fail: several replicas on SQLite, unknown values keys,
+#     chart-managed config keys, a missing API key, a too short grace period;
+#   - no secret value in any rendered manifest except base64 in a Secret.
+# Tools: helm, kubernetes-validate, yamllint from scripts/install-deploy-tools.sh (.tools/bin).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
+chart="$root/helm/inspection-gateway"
+export PATH="$root/.tools/bin:$PATH"
+
+# Oldest supported (README) and newest Kubernetes versions validated against.
+KUBE_MIN=1.30.0
+KUBE_MAX=1.37.0
+
+fail() {
+  echo "check-helm: FAIL: $*" >&2
+  exit 1
+}
+ok() { echo "check-helm: ok: $*"; }
+
+for tool in helm kubernetes-validate yamllint; do
+  command -v "$tool" >/dev/null ||
+    fail "$tool not found (run scripts/install-deploy-tools.sh; it installs into .tools/bin)"
+done
+# kubernetes-validate's own venv has PyYAML: use its python for the checks below.
+python="$(dirname "$(readlink -f "$(command -v kubernetes-validate)")")/python"
+[ -x "$python" ] || python=python3
+"$python" -c 'import yaml' 2>/dev/null || fail "$python cannot import yaml"
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+started=$SECONDS
+
+# --- yamllint ----------------------------------------------------------------------------
+yamllint -c "$root/.yamllint" --strict "$chart/Chart.yaml" "$chart/values.yaml" "$chart"/ci/*.yaml ||
+  fail "yamllint"
+ok "yamllint (Chart.yaml, values.yaml, ci/*.yaml; templates are checked by rendering)"
+
+# --- helm lint ---------------------------------------------------------------------------
+helm lint "$chart" >"$tmp/lint.log" 2>&1 || {
+  cat "$tmp/lint.log"
+  fail "helm lint"
+}
+ok "helm lint (default values)"
+for values in "" "$chart"/ci/*.yaml; do
+  name="${values:+$(basename "$values")}"
+  helm lint --strict "$chart" ${values:+-f "$values"} >"$tmp/lint.log" 2>&1 || {
+    cat "$tmp/lint.log"
+    fail "helm lint --strict ${name:-(default values)}"
+  }
+  ok "helm lint --strict ${name:-(default values)}"
+done
+
+# --- helm template + schema validation ---------------------------------------------------
+# check_render FILE VALUES: CRDs checked here, every other document written to FILE.k8s for
+# kubernetes-validate; chart invariants; secrets from VALUES never in plain text.
+cat >"$tmp/check_render.py" <<'PY'
+import base64, json, math, sys, urllib.parse
+import yaml
+
+rendered, values_file, out = sys.argv[1], sys.argv[2], sys.argv[3]
+docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
+values = yaml.safe_load(open(values_file)) if values_file != "-" else {}
+values = values or {}
+errors = []
+
+# CRDs: no offline schema; check the fields the Prometheus Operator requires.
+def need(doc, path):
+    node = doc
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            errors.append(f"{doc['kind']}/{doc['metadata']['name']}: missing {path}")
+            return None
+        node = node[part]
+    return node
+
+crd_kinds = {"ServiceMonitor", "PrometheusRule"}
+rest = []
+for doc in docs:
+    for field in ("apiVersion", "kind", "metadata"):
+        if field not in doc:
+            errors.append(f"a document has no {field}: {str(doc)[:80]}")
+    if doc.get("kind") == "ServiceMonitor":
+        if doc["apiVersion"] != "monitoring.coreos.com/v1":
+            errors.append("ServiceMonitor apiVersion must be monitoring.coreos.com/v1")
+        need(doc, "spec.selector.matchLabels")
+        for ep in need(doc, "spec.endpoints") or []:
+            if "port" not in ep:
+                errors.append("ServiceMonitor endpoint without port")
+    elif doc.get("kind") == "PrometheusRule":
+        if doc["apiVersion"] != "monitoring.coreos.com/v1":
+            errors.append("PrometheusRule apiVersion must be monitoring.coreos.com/v1")
+        for group in need(doc, "spec.groups") or []:
+            if not group.get("name"):
+                errors.append("PrometheusRule group without name")
+            for rule in group.get("rules", []):
+                if not isinstance(rule.get("expr"), str) or not rule["expr"].strip():
+                    errors.append(f"rule without expr: {rule}")
+                if ("alert" in rule) == ("record" in rule):
+                    errors.append(f"rule must have exactly one of alert/record: {rule}")
+    else:
+        rest.append(doc)
+crds = sorted({d["kind"] for d in docs if d.get("kind") in crd_kinds})
+
+# Invariants of the gateway Deployment and its config file.
+config = None
+for doc in docs:
+    if doc.get("kind") == "ConfigMap" and "config.json" in doc.get("data", {}):
+        try:
+            config = json.loads(doc["data"]["config.json"])
+        except ValueError as e:
+            errors.append(f"config.json is not JSON: {e}")
+for doc in docs:
+    if doc.get("kind") != "Deployment":
+        continue
+    spec = doc["spec"]["template"]["spec"]
+    pod_sc = spec.get("securityContext", {})
+    for c in spec["containers"]:
+        sc = c.get("securityContext", {})
+        where = f"{doc['metadata']['name']}/{c['name']}"
+        if not (sc.get("runAsNonRoot") or pod_sc.get("runAsNonRoot")):
+            errors.append(f"{where}: not runAsNonRoot")
+        if sc.get("readOnlyRootFilesystem") is not True:
+            errors.append(f"{where}: root file system not read-only")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            errors.append(f"{where}: allowPrivilegeEscalation not false")
+        if "ALL" not in sc.get("capabilities", {}).get("drop", []):
+            errors.append(f"{where}: capabilities not dropped")
+        if "resources" not in c:
+            errors.append(f"{where}: no resources")
+        if c["name"] == "gateway":
+            grace_ms = (config or {}).get("shutdown", {}).get("grace_ms", 10000)
+            pre_stop = c.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds", 0)
+            period = spec.get("terminationGracePeriodSeconds", 30)
+            if period <= math.ceil(grace_ms / 1000) + pre_stop:
+                errors.append(f"{where}: terminationGracePeriodSeconds {period} <= drain "
+                              f"{math.ceil(grace_ms / 1000)} + preStop {pre_stop}")
+            for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+                if probe not in c:
+                    errors.append(f"{where}: no {probe}")
+if config is None:
+    errors.append("no ConfigMap with config.json")
+else:
+    for key in ("api_key", "webhook_key", "webhook_previous_key"):
+        if key in config:
+            errors.append(f"config.json holds the secret {key}")
+    if "@" in str(config.get("event_log", "")):
+        errors.append("config.json event_log carries credentials")
+
+# Secrets from the values file: never in plain text; base64 only inside a Secret.
+secrets = []
+s = values.get("secrets", {}) or {}
+for key in ("apiKey", "webhookKey", "webhookPreviousKey"):
+    if s.get(key):
+        secrets.append((f"secrets.{key}", s[key]))
+redis_password = ((values.get("eventLog") or {}).get("redis") or {}).get("password")
+if redis_password:
+    secrets.append(("eventLog.redis.password", redis_password))
+    urls = [base64.b64decode(d["data"]["url"]).decode() for d in docs
+            if d.get("kind") == "Secret" and "url" in d.get("data", {})]
+    if not urls:
+        errors.append("no event-log Secret with the Redis URL")
+    for url in urls:
+        credentials = url[len("redis://"):].rsplit("@", 1)[0]
+        if urllib.parse.unquote(credentials.split(":", 1)[1]) != redis_password:
+            errors.append("the event-log Secret's URL does not decode to the Redis password")
+text = open(rendered).read()
+for name, secret in secrets:
+    if secret in text:
+        errors.append(f"{name} appears in plain text in the rendered manifests")
+    encoded = base64.b64encode(secret.encode()).decode()
+    for doc in docs:
+        if doc.get("kind") != "Secret" and encoded in yaml.safe_dump(doc):
+            errors.append(f"{name} appears base64-encoded in {doc['kind']}/{doc['metadata']['name']}")
+
+with open(out, "w") as f:
+    yaml.safe_dump_all(rest, f)
+with open(out + ".crds", "w") as f:
+    f.write(" ".join(crds))
+with open(out + ".config.json", "w") as f:
+    json.dump(config or {}, f)
+with open(out + ".secrets", "w") as f:
+    f.write(str(len(secrets)))
+if errors:
+    print("\n".join(errors))
+    sys.exit(1)
+PY
+
+gateway_bin="${INSPECTION_GATEWAY_BIN:-$root/build/inspection-gateway}"
+if [ ! -x "$gateway_bin" ]; then
+  echo "check-helm: skip: rendered config files are not run through the gateway (no binary at $gateway_bin; set INSPECTION_GATEWAY_BIN)"
+  gateway_bin=""
+fi
+
+# render NAME VALUES_FILE|- [helm args...]: template, validate, check.
+render() {
+  local name="$1" values="$2"
+  shift 2
+  local out="$tmp/$name.yaml"
+  local args=()
+  [ "$values" = - ] || args=(-f "$values")
+  helm template ig "$chart" --namespace inspections \
+    "${args[@]}" "$@" >"$out" 2>"$tmp/err" || {
+    cat "$tmp/err"
+    fail "helm template $name"
+  }
+  "$python" "$tmp/check_render.py" "$out" "$values" "$out.k8s" || fail "$name: chart checks (above)"
+  local count
+  count="$(grep -c '^kind:' "$out.k8s" || true)"
+  kubernetes-validate --strict --quiet -k "$KUBE_MIN" -k "$KUBE_MAX" "$out.k8s" >"$tmp/kv.log" 2>&1 || {
+    cat "$tmp/kv.log"
+    fail "$name: kubernetes-validate --strict"
+  }
+  # kubernetes-validate only warns about a kind it has no schema for: none may be left.
+  if [ -s "$tmp/kv.log" ]; then
+    cat "$tmp/kv.log"
+    fail "$name: kubernetes-validate printed warnings (unknown kind or apiVersion?)"
+  fi
+  local crds
+  crds="$(cat "$out.k8s.crds")"
+  ok "helm template $name: $count manifests valid for Kubernetes $KUBE_MIN and $KUBE_MAX (--strict)${crds:+; $crds: no offline schema, required fields checked}; invariants hold; $(cat "$out.k8s.secrets") secret value(s) only base64 in Secrets"
+  if [ -n "$gateway_bin" ]; then
+    # The gateway reads secrets from the mounted files: point them at stand-ins.
+    mkdir -p "$tmp/secrets"
+    for f in api-key webhook-key webhook-previous-key; do echo "stand-in-$f-value" >"$tmp/secrets/$f"; done
+    sed "s#/etc/inspection-gateway/secrets#$tmp/secrets#g" "$out.k8s.config.json" >"$tmp/config.json"
+    "$gateway_bin" --config="$tmp/config.json" --print-config >/dev/null 2>"$tmp/gw.err" || {
+      cat "$tmp/gw.err"
+      fail "$name: the gateway rejects the rendered config file"
+    }
+    ok "$name: the gateway accepts the rendered config file (--print-config)"
+  fi
+}
+
+render default -
+for values in "$chart"/ci/*.yaml; do
+  render "$(basename "$values" .yaml)" "$values"
+done
+
+# Secrets with characters that need URL encoding, sandbox off, every secret kind.
+cat >"$tmp/secret-values.yaml" <<'EOF'
+config:
+  upstream_url: https://vendor.example.com
+  webapp_url: https://webapp.example.com
+secrets:
+  apiKey: "leak-test-API-KEY-7f3a9c"
+  webhookKey: "leak-test-WEBHOOK-KEY-51be0d"
+  webhookPreviousKey: "leak-test-PREVIOUS-KEY-c4e871"
+eventLog:
+  backend: redis
+  redis:
+    host: redis.example.internal
+    username: gateway
+    password: "leak-test-p@ss/w%rd:9e2?#"
+replicaCount: 2
+sandbox:
+  enabled: false
+EOF
+render secret-leak "$tmp/secret-values.yaml"
+
+# A config key the chart does not know (the gateway's newer keys) is passed through.
+helm template ig "$chart" --set config.some_future_section.knob=7 \
+  >"$tmp/future.yaml" || fail "a config key unknown to the chart is refused"
+grep -q '"some_future_section"' "$tmp/future.yaml" || fail "config.some_future_section not in the ConfigMap"
+ok "config accepts keys the chart does not know (passed to the config file)"
+
+# --- negative checks: each must fail with the expected message ---------------------------
+# must_fail DESCRIPTION EXPECTED_TEXT helm-template-args...
+must_fail() {
+  local what="$1" expected="$2"
+  shift 2
+  if helm template ig "$chart" "$@" >"$tmp/neg.out" 2>"$tmp/neg.err"; then
+    fail "$what: helm template succeeded, it must fail"
+  fi
+  grep -qF -- "$expected" "$tmp/neg.err" || {
+    cat "$tmp/neg.err"
+    fail "$what: failed without the expected message '$expected'"
+  }
+  ok "fails as it must: $what ($(head -c 160 "$tmp/neg.err" | tr '\n' ' ')...)"
+}
+must_fail "replicaCount=2 with the SQLite event log" "needs a shared event log" \
+  --set replicaCount=2
+must_fail "autoscaling.maxReplicas=4 with the SQLite event log" "needs a shared event log" \
+  --set autoscaling.enabled=true --set autoscaling.maxReplicas=4
+must_fail "an unknown top-level values key" "additional properties 'replicas' not allowed" \
+  --set replicas=2
+must_fail "an unknown nested values key" "additional properties 'hostt' not allowed" \
+  --set eventLog.redis.hostt=redis
+must_fail "a wrongly typed value" "replicaCount" \
+  --set-string replicaCount=two
+must_fail "a config key of the wrong value (config.log.level=verbose)" "/config/log/level" \
+  --set config.log.level=verbose
+must_fail "a chart-managed config key (config.grpc_addr)" "config.grpc_addr is set by the chart" \
+  --set config.grpc_addr=0.0.0.0:1
+must_fail "a secret in the config file (config.api_key)" "secrets never go in the config file" \
+  --set config.api_key=oops
+must_fail "no vendor API key without the sandbox" "the vendor API key is required" \
+  --set sandbox.enabled=false --set config.upstream_url=https://v.example.com \
+  --set config.webapp_url=https://w.example.com
+must_fail "no upstream_url without the sandbox" "config.upstream_url is required" \
+  --set sandbox.enabled=false --set secrets.apiKey=k
+must_fail "terminationGracePeriodSeconds shorter than the drain" "must be larger than" \
+  --set terminationGracePeriodSeconds=12 --set config.shutdown.grace_ms=10000
+must_fail "an Ingress without a webhook key" "needs a webhook key" \
+  --set sandbox.enabled=false --set secrets.apiKey=k --set config.upstream_url=https://v.example.com \
+  --set config.webapp_url=https://w.example.com --set ingress.enabled=true --set ingress.host=h.example.com
+
+ok "all checks passed in $((SECONDS - started)) s"
