@@ -6,10 +6,13 @@ import json
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 
 
 def field(message, name):
@@ -143,3 +146,28 @@ def load_stubs(proto_dir, out_dir):
     return mods
 
 
+def free_loopback_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago: bound to port 0, then closed.
+    For servers that cannot listen on port 0 and report the port they got. Racy: another
+    process may take the port between the close and the server's bind, so the caller
+    retries the start when the server fails with "address already in use"."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url, timeout=10):
+    """GET `url`: (status, body text); an HTTP error status is returned, not raised."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def http_get_json(url, timeout=10):
+    """GET `url`, expecting 200 and a JSON body, parsed."""
+    status, body = http_get(url, timeout)
+    if status != 200:
+        raise AssertionError(f"GET {url}: HTTP {status}: {body[:500]}")
+    return json.loads(body)
