@@ -3,6 +3,8 @@
 #include <fstream>
 #include <set>
 
+#include "gateway/config/config.h"
+#include "nlohmann/json.hpp"
 #include "tests/integration/gateway_fixture.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -105,6 +107,63 @@ TEST(ReadmeExamplesTest, EveryGrpcurlCommandWorksAsPrinted) {
             (std::set<std::string>{"inspection.v1.TokenService", "inspection.v1.ImageService",
                                    "inspection.v1.DamageService", "inspection.v1.InspectionService",
                                    "inspection.v1.EventConfigService"}));
+}
+
+// "The README documents every knob with its default": each key of the configuration (as
+// --print-config shows it) has a row in the Configuration table, and a number or boolean
+// default is the one in the row.
+TEST(ReadmeExamplesTest, TheConfigurationTableDocumentsEveryKeyWithItsDefault) {
+  std::ifstream readme(std::string(SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(readme.good());
+  std::vector<std::string> rows;
+  bool in_section = false;
+  for (std::string line; std::getline(readme, line);) {
+    if (line.rfind("## ", 0) == 0) in_section = line == "## Configuration";
+    if (in_section && line.rfind("| `", 0) == 0) rows.push_back(line);
+  }
+  ASSERT_FALSE(rows.empty());
+  // The defaults: only the required keys are given.
+  auto config = config::LoadConfig(
+      {"--upstream-url=https://vendor.example.com", "--webapp-url=https://webapp.example.com"},
+      [](const std::string& name) {
+        return name == "INSPECTION_API_KEY" ? std::optional<std::string>("k")
+                                            : std::optional<std::string>();
+      });
+  ASSERT_TRUE(config.ok()) << config.status();
+  const nlohmann::json dump = nlohmann::json::parse(config::DumpConfig(*config));
+  std::vector<std::pair<std::string, nlohmann::json>> keys;
+  std::function<void(const nlohmann::json&, const std::string&)> flatten =
+      [&](const nlohmann::json& node, const std::string& prefix) {
+        for (const auto& [name, value] : node.items()) {
+          const std::string key = prefix.empty() ? name : prefix + "." + name;
+          if (value.is_object()) {
+            flatten(value, key);
+          } else {
+            keys.emplace_back(key, value);
+          }
+        }
+      };
+  flatten(dump, "");
+  for (const auto& [key, value] : keys) {
+    // The secrets themselves are documented through their *_file keys.
+    if (key == "api_key" || key == "webhook_key" || key == "webhook_previous_key") continue;
+    const std::string last = key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.'));
+    const std::string* row = nullptr;
+    for (const std::string& candidate : rows) {
+      const std::string first = candidate.substr(0, candidate.find(" | "));
+      if (first.find("`" + key + "`") != std::string::npos ||
+          (last[0] == '.' && first.find("`" + last + "`") != std::string::npos &&
+           first.find("`" + key.substr(0, key.find('.') + 1)) != std::string::npos)) {
+        row = &candidate;
+        break;
+      }
+    }
+    ASSERT_NE(row, nullptr) << "README's Configuration table has no row for `" << key << "`";
+    if (value.is_number() || value.is_boolean()) {
+      EXPECT_NE(row->find("`" + value.dump() + "`"), std::string::npos)
+          << "`" << key << "` defaults to " << value.dump() << " but its README row says: " << *row;
+    }
+  }
 }
 
 }  // namespace
