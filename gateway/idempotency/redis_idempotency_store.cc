@@ -1,9 +1,6 @@
 #include "gateway/idempotency/redis_idempotency_store.h"
 
 #include <hiredis/hiredis.h>
-#include <pthread.h>
-#include <signal.h>
-#include <sys/time.h>
 
 #include <algorithm>
 #include <cctype>
@@ -15,7 +12,10 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
+#include "adapters/eventlog/redis/redis_connection.h"
+#include "adapters/eventlog/redis/redis_url.h"
 
 namespace inspection::pipeline {
 namespace {
@@ -79,6 +79,13 @@ std::string Milliseconds(absl::Duration duration) {
   return std::to_string(std::max<int64_t>(1, absl::ToInt64Milliseconds(duration)));
 }
 
+using Reply = eventlog::RedisReply;
+
+absl::Status InvalidUrl(const std::string& what) {
+  // Never includes the URL: it may carry the password.
+  return absl::InvalidArgumentError(absl::StrCat("redis idempotency store URL: ", what));
+}
+
 std::string ReplyText(const redisReply* reply) {
   return reply != nullptr && reply->str != nullptr ? std::string(reply->str, reply->len)
                                                    : std::string();
@@ -99,128 +106,36 @@ std::optional<IdempotentOutcome> ParseOutcome(const redisReply* code, const redi
   return outcome;
 }
 
-// --- URL parsing (same grammar as the event log's redis:// URLs, plus ?prefix=).
-
-absl::Status InvalidUrl(const std::string& what) {
-  // Never includes the URL: it may carry the password.
-  return absl::InvalidArgumentError(absl::StrCat("redis idempotency store URL: ", what));
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-bool PercentDecode(const std::string& in, std::string* out) {
-  out->clear();
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out->push_back(in[i]);
-      continue;
-    }
-    if (i + 2 >= in.size() || HexValue(in[i + 1]) < 0 || HexValue(in[i + 2]) < 0) return false;
-    out->push_back(static_cast<char>(HexValue(in[i + 1]) * 16 + HexValue(in[i + 2])));
-    i += 2;
-  }
-  return true;
-}
-
-bool ParsePort(const std::string& text, int* port) {
-  return !text.empty() && text.size() <= 5 &&
-         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-         absl::SimpleAtoi(text, port) && *port >= 1 && *port <= 65535;
-}
-
-// --- hiredis plumbing.
-
-// hiredis writes with write(2), which raises SIGPIPE when Redis has closed the
-// connection. A library must not rely on the binary ignoring SIGPIPE, so each round trip
-// runs with SIGPIPE blocked in this thread and a SIGPIPE it raised is consumed before
-// unblocking (the write then fails with EPIPE, handled like any lost connection). The
-// event log's RedisConnection does the same.
-class ScopedSigpipeBlock {
- public:
-  ScopedSigpipeBlock() {
-    sigemptyset(&pipe_);
-    sigaddset(&pipe_, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_, &previous_);
-  }
-  ~ScopedSigpipeBlock() {
-    if (sigismember(&previous_, SIGPIPE) == 1) return;
-    sigset_t pending;
-    if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
-      const timespec zero{0, 0};
-      while (sigtimedwait(&pipe_, nullptr, &zero) == -1 && errno == EINTR) {
-      }
-    }
-    pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
-  }
-  ScopedSigpipeBlock(const ScopedSigpipeBlock&) = delete;
-  ScopedSigpipeBlock& operator=(const ScopedSigpipeBlock&) = delete;
-
- private:
-  sigset_t pipe_;
-  sigset_t previous_;
-};
-
-struct ReplyDeleter {
-  void operator()(redisReply* reply) const { freeReplyObject(reply); }
-};
-using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
-
-struct ContextDeleter {
-  void operator()(redisContext* context) const { redisFree(context); }
-};
-
-// One hiredis connection; `used` once a round trip on it has succeeded.
-struct Connection {
-  std::unique_ptr<redisContext, ContextDeleter> context;
-  bool used = false;
-};
-
 }  // namespace
 
 namespace internal {
 
-// Synchronous hiredis connections to one Redis, reused across calls. Thread-safe.
-// A connection that failed is dropped, never reused.
+// The event log's pooled hiredis connections (adapters/eventlog/redis), with the pipeline
+// this store sends.
 class RedisIdempotencyConnections {
  public:
-  RedisIdempotencyConnections(RedisIdempotencyUrl url, absl::Duration connect_timeout,
+  RedisIdempotencyConnections(const RedisIdempotencyUrl& url, absl::Duration connect_timeout,
                               absl::Duration command_timeout)
-      : url_(std::move(url)),
-        description_(url_.Describe()),
-        connect_timeout_(connect_timeout),
-        command_timeout_(command_timeout) {}
+      : description_(url.Describe()),
+        pool_(ToRedisUrl(url), eventlog::RedisTimeouts{connect_timeout, command_timeout},
+              kMaxIdle) {}
 
   // Sends `commands` in one write and reads their replies in order. Unavailable on a
-  // transport failure. When a pooled connection turns out to be dead (Redis restarted),
-  // the commands are sent once more on a fresh connection, so they must be safe to
-  // repeat (the scripts are: see Begin's own-claim check).
+  // transport failure. When a pooled connection turns out to have been closed by Redis
+  // (a restart), the commands are sent once more on a fresh connection, so they must be
+  // safe to repeat (the scripts are: see Begin's own-claim check).
   absl::StatusOr<std::vector<Reply>> Run(const std::vector<std::vector<std::string>>& commands) {
-    for (int attempt = 0;; ++attempt) {
-      absl::StatusOr<std::unique_ptr<Connection>> connection = Acquire();
-      if (!connection.ok()) return connection.status();
-      const bool reused = (*connection)->used;
-      absl::StatusOr<std::vector<Reply>> replies = RoundTrip(**connection, commands);
-      if (replies.ok()) {
-        (*connection)->used = true;
-        Release(*std::move(connection));
-        return replies;
-      }
-      if (!reused || attempt > 0) return replies.status();
-      DropIdle();  // they are likely just as dead
-    }
+    return pool_.Run<std::vector<Reply>>([&commands](eventlog::RedisConnection& connection) {
+      return connection.Pipeline(commands);
+    });
   }
 
   // Opens one connection (and keeps it): surfaces a refused AUTH or SELECT early.
   absl::Status Probe() {
-    absl::StatusOr<std::unique_ptr<Connection>> connection = Open();
-    if (!connection.ok()) return connection.status();
-    Release(*std::move(connection));
-    return absl::OkStatus();
+    return pool_
+        .Run<Reply>(
+            [](eventlog::RedisConnection& connection) { return connection.Command({"PING"}); })
+        .status();
   }
 
   const std::string& description() const { return description_; }
@@ -228,109 +143,18 @@ class RedisIdempotencyConnections {
  private:
   static constexpr size_t kMaxIdle = 8;
 
-  absl::StatusOr<std::unique_ptr<Connection>> Acquire() {
-    {
-      absl::MutexLock lock(&mu_);
-      if (!idle_.empty()) {
-        std::unique_ptr<Connection> connection = std::move(idle_.back());
-        idle_.pop_back();
-        return connection;
-      }
-    }
-    return Open();
+  static eventlog::RedisUrl ToRedisUrl(const RedisIdempotencyUrl& url) {
+    eventlog::RedisUrl redis;
+    redis.host = url.host;
+    redis.port = url.port;
+    redis.db = url.db;
+    redis.user = url.user;
+    redis.password = url.password;
+    return redis;
   }
 
-  void Release(std::unique_ptr<Connection> connection) {
-    absl::MutexLock lock(&mu_);
-    if (idle_.size() < kMaxIdle) idle_.push_back(std::move(connection));
-  }
-
-  void DropIdle() {
-    std::vector<std::unique_ptr<Connection>> dropped;
-    absl::MutexLock lock(&mu_);
-    dropped.swap(idle_);
-  }
-
-  absl::StatusOr<std::unique_ptr<Connection>> Open() {
-    auto connection = std::make_unique<Connection>();
-    connection->context.reset(
-        redisConnectWithTimeout(url_.host.c_str(), url_.port, absl::ToTimeval(connect_timeout_)));
-    redisContext* context = connection->context.get();
-    if (context == nullptr) {
-      return absl::UnavailableError(absl::StrCat(description_, ": cannot allocate a connection"));
-    }
-    if (context->err != 0) {
-      return absl::UnavailableError(
-          absl::StrCat(description_, ": cannot connect: ", context->errstr));
-    }
-    if (redisSetTimeout(context, absl::ToTimeval(command_timeout_)) != REDIS_OK) {
-      return absl::UnavailableError(absl::StrCat(description_, ": cannot set the socket timeout"));
-    }
-    redisEnableKeepAlive(context);
-
-    std::vector<std::vector<std::string>> handshake;
-    if (!url_.password.empty()) {
-      std::vector<std::string> auth = {"AUTH"};
-      if (!url_.user.empty()) auth.push_back(url_.user);
-      auth.push_back(url_.password);
-      handshake.push_back(std::move(auth));
-    }
-    if (url_.db != 0) handshake.push_back({"SELECT", std::to_string(url_.db)});
-    if (handshake.empty()) return connection;
-    absl::StatusOr<std::vector<Reply>> replies = RoundTrip(*connection, handshake);
-    if (!replies.ok()) return replies.status();
-    for (size_t i = 0; i < replies->size(); ++i) {
-      const redisReply* reply = (*replies)[i].get();
-      if (reply->type != REDIS_REPLY_ERROR) continue;
-      // Redis does not echo AUTH arguments, so the reply text is safe to show.
-      const std::string text = ReplyText(reply);
-      if (handshake[i][0] == "AUTH" || text.rfind("NOAUTH", 0) == 0) {
-        return absl::PermissionDeniedError(absl::StrCat(description_, ": AUTH refused: ", text));
-      }
-      return absl::InvalidArgumentError(absl::StrCat(description_, ": SELECT refused: ", text));
-    }
-    return connection;
-  }
-
-  absl::StatusOr<std::vector<Reply>> RoundTrip(
-      Connection& connection, const std::vector<std::vector<std::string>>& commands) {
-    redisContext* context = connection.context.get();
-    for (const std::vector<std::string>& args : commands) {
-      std::vector<const char*> argv;
-      std::vector<size_t> lengths;
-      for (const std::string& arg : args) {
-        argv.push_back(arg.data());
-        lengths.push_back(arg.size());
-      }
-      if (redisAppendCommandArgv(context, static_cast<int>(argv.size()), argv.data(),
-                                 lengths.data()) != REDIS_OK) {
-        return absl::UnavailableError(absl::StrCat(description_, ": cannot queue a command"));
-      }
-    }
-    ScopedSigpipeBlock no_sigpipe;
-    std::vector<Reply> replies;
-    for (size_t i = 0; i < commands.size(); ++i) {
-      void* reply = nullptr;
-      errno = 0;
-      const int result = redisGetReply(context, &reply);
-      const int saved_errno = errno;
-      if (result != REDIS_OK || reply == nullptr) {
-        const bool timed_out =
-            context->err == REDIS_ERR_IO && (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK);
-        return absl::UnavailableError(absl::StrCat(
-            description_, ": command failed: ", timed_out ? "timed out" : context->errstr));
-      }
-      replies.emplace_back(static_cast<redisReply*>(reply));
-    }
-    return replies;
-  }
-
-  const RedisIdempotencyUrl url_;
   const std::string description_;
-  const absl::Duration connect_timeout_;
-  const absl::Duration command_timeout_;
-  absl::Mutex mu_;
-  std::vector<std::unique_ptr<Connection>> idle_ ABSL_GUARDED_BY(mu_);
+  eventlog::RedisConnectionPool pool_;
 };
 
 }  // namespace internal
@@ -341,79 +165,39 @@ std::string RedisIdempotencyUrl::Describe() const {
 }
 
 absl::StatusOr<RedisIdempotencyUrl> ParseRedisIdempotencyUrl(const std::string& url_text) {
-  constexpr char kScheme[] = "redis://";
-  if (url_text.rfind("rediss://", 0) == 0) {
-    return InvalidUrl("rediss:// (TLS) is not supported; use redis://");
-  }
-  if (url_text.rfind(kScheme, 0) != 0) return InvalidUrl("must start with redis://");
-  std::string rest = url_text.substr(sizeof(kScheme) - 1);
-  RedisIdempotencyUrl url;
-
-  // The credentials end at the LAST '@', so a password may hold raw '/', '?' or '@'.
-  if (const size_t at = rest.rfind('@'); at != std::string::npos) {
-    const std::string credentials = rest.substr(0, at);
-    rest = rest.substr(at + 1);
-    const size_t colon = credentials.find(':');
-    if (colon == std::string::npos) {
-      return InvalidUrl("credentials must be ':password' or 'user:password'");
-    }
-    if (!PercentDecode(credentials.substr(0, colon), &url.user)) {
-      return InvalidUrl("user name has a malformed %-escape");
-    }
-    if (!PercentDecode(credentials.substr(colon + 1), &url.password)) {
-      return InvalidUrl("password has a malformed %-escape");
-    }
-    if (url.password.empty()) return InvalidUrl("password after ':' is empty");
-  }
-  if (rest.find('#') != std::string::npos) return InvalidUrl("a fragment ('#') is not allowed");
-
-  const size_t query_start = rest.find('?');
-  const std::string before_query = rest.substr(0, query_start);
-  const size_t slash = before_query.find('/');
-  const std::string host_port = before_query.substr(0, slash);
-  std::string port_text;
-  bool has_port = false;
-  if (!host_port.empty() && host_port[0] == '[') {
-    const size_t close = host_port.find(']');
-    if (close == std::string::npos) return InvalidUrl("IPv6 host is missing its closing ']'");
-    url.host = host_port.substr(1, close - 1);
-    const std::string after = host_port.substr(close + 1);
-    if (!after.empty() && after[0] != ':') return InvalidUrl("expected ':port' after the host");
-    has_port = !after.empty();
-    if (has_port) port_text = after.substr(1);
-  } else {
-    const size_t colon = host_port.find(':');
-    url.host = host_port.substr(0, colon);
-    has_port = colon != std::string::npos;
-    if (has_port) port_text = host_port.substr(colon + 1);
-    for (char c : url.host) {
-      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') {
-        return InvalidUrl("host has an invalid character");
+  // The event log's grammar (eventlog::ParseRedisUrl), with ?prefix= where it has
+  // ?stream=: the query is checked here, then handed over renamed. The credentials end at
+  // the last '@', so the query starts at the first '?' after it.
+  const size_t at = url_text.rfind('@');
+  const size_t query = url_text.find('?', at == std::string::npos ? 0 : at + 1);
+  std::string rewritten = url_text;
+  bool has_prefix = false;
+  if (query != std::string::npos) {
+    const size_t fragment = url_text.find('#', query);
+    const std::string params = url_text.substr(
+        query + 1, fragment == std::string::npos ? std::string::npos : fragment - query - 1);
+    if (!params.empty()) {
+      if (params.rfind("prefix=", 0) != 0 || params.find('&') != std::string::npos) {
+        return InvalidUrl("unknown query parameter (only 'prefix' is supported, once)");
       }
+      if (params.size() == 7) return InvalidUrl("prefix is empty");
+      rewritten.replace(query + 1, 6, "stream");
+      has_prefix = true;
     }
   }
-  if (url.host.empty()) return InvalidUrl("host is missing");
-  if (has_port && !ParsePort(port_text, &url.port)) {
-    return InvalidUrl("port must be a number from 1 to 65535");
+  absl::StatusOr<eventlog::RedisUrl> parsed = eventlog::ParseRedisUrl(rewritten);
+  if (!parsed.ok()) {
+    // Its messages never hold the URL; only the names are the event log's.
+    return InvalidUrl(absl::StrReplaceAll(
+        parsed.status().message(), {{"redis event log URL: ", ""}, {"stream name", "prefix"}}));
   }
-  if (slash != std::string::npos) {
-    const std::string db_text = before_query.substr(slash + 1);
-    if (!db_text.empty() &&
-        (db_text.size() > 9 || !std::all_of(db_text.begin(), db_text.end(), ::isdigit) ||
-         !absl::SimpleAtoi(db_text, &url.db))) {
-      return InvalidUrl("db (the path) must be a non-negative integer");
-    }
-  }
-  if (query_start != std::string::npos && query_start + 1 < rest.size()) {
-    const std::string query = rest.substr(query_start + 1);
-    if (query.rfind("prefix=", 0) != 0 || query.find('&') != std::string::npos) {
-      return InvalidUrl("unknown query parameter (only 'prefix' is supported, once)");
-    }
-    if (!PercentDecode(query.substr(7), &url.prefix)) {
-      return InvalidUrl("prefix has a malformed %-escape");
-    }
-    if (url.prefix.empty()) return InvalidUrl("prefix is empty");
-  }
+  RedisIdempotencyUrl url;
+  url.host = parsed->host;
+  url.port = parsed->port;
+  url.db = parsed->db;
+  url.user = parsed->user;
+  url.password = parsed->password;
+  if (has_prefix) url.prefix = parsed->stream;
   return url;
 }
 
