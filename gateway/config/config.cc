@@ -1,5 +1,6 @@
 #include "gateway/config/config.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -38,7 +39,7 @@ constexpr std::int64_t kDayMs = 24 * 60 * 60 * 1000;
 
 // The JSON type a key takes in the config file. Env and flag text is converted to it first, so
 // one `store` function validates a value whatever its source.
-enum class ValueKind { kString, kInteger, kStringList, kBool };
+enum class ValueKind { kString, kInteger, kStringList, kBool, kObject };
 
 // "upstream.timeout_ms" -> "upstream-timeout-ms" (the flag, without "--").
 std::string FlagName(absl::string_view key) {
@@ -65,6 +66,10 @@ struct KeySpec {
   // Validates `value` (already of `kind`) and stores it. The error says what is wrong with the
   // value without naming the key; the caller adds that.
   std::function<absl::Status(const json& value, GatewayConfig& config)> store;
+  // Instead of `store`, for an object whose errors name a key below `key`
+  // ("accounts.preprod.upstream_url"): the error is the whole message, built with `origin`.
+  std::function<absl::Status(const json& value, absl::string_view origin, GatewayConfig& config)>
+      store_nested;
   // The current value, for the dump and the defaults in --help.
   std::function<ordered_json(const GatewayConfig& config)> show;
 
@@ -254,6 +259,197 @@ KeySpec BoolKey(std::string key, Access access, std::string help) {
   return spec;
 }
 
+// ---------------------------------------------------------------------------------------------
+// accounts: named vendor accounts, each an object of string sub-keys.
+// ---------------------------------------------------------------------------------------------
+
+std::string DescribeType(const json& value);
+
+constexpr std::size_t kMaxAccountName = 64;
+constexpr absl::string_view kAccountWebhookPathPrefix = "/webhooks/v2/";
+
+// One sub-key of an account: accounts.<name>.<key>.
+struct AccountFieldSpec {
+  std::string key;
+  std::string VendorAccountConfig::*field;
+  StringCheck check;
+  bool required;
+};
+
+const std::vector<AccountFieldSpec>& AccountFields() {
+  static const std::vector<AccountFieldSpec>* const fields = new std::vector<AccountFieldSpec>{
+      {"upstream_url", &VendorAccountConfig::upstream_url, NormalizeBaseUrl, /*required=*/true},
+      {"api_key_file", &VendorAccountConfig::api_key_file, NonEmpty, /*required=*/true},
+      {"webhook_key_file", &VendorAccountConfig::webhook_key_file, NonEmpty, /*required=*/false},
+      {"webhook_previous_key_file", &VendorAccountConfig::webhook_previous_key_file, NonEmpty,
+       /*required=*/false},
+      {"webhook_path", &VendorAccountConfig::webhook_path, AbsolutePath, /*required=*/false},
+      {"register_webhook", &VendorAccountConfig::register_webhook, OptionalUrl,
+       /*required=*/false},
+  };
+  return *fields;
+}
+
+// A secret of an account: read only from the file named by its sub-key `file_key` (the API key's
+// file is required, see AccountFields()).
+struct AccountSecretSpec {
+  std::string name;      // "api_key": accounts.<name>.api_key in messages and the dump.
+  std::string file_key;  // "api_key_file"
+  std::string VendorAccountConfig::*file_path;
+  Secret VendorAccountConfig::*value;
+};
+
+const std::vector<AccountSecretSpec>& AccountSecrets() {
+  static const std::vector<AccountSecretSpec>* const secrets = new std::vector<AccountSecretSpec>{
+      {"api_key", "api_key_file", &VendorAccountConfig::api_key_file,
+       &VendorAccountConfig::api_key},
+      {"webhook_key", "webhook_key_file", &VendorAccountConfig::webhook_key_file,
+       &VendorAccountConfig::webhook_key},
+      {"webhook_previous_key", "webhook_previous_key_file",
+       &VendorAccountConfig::webhook_previous_key_file, &VendorAccountConfig::webhook_previous_key},
+  };
+  return *secrets;
+}
+
+bool IsNameCharacters(absl::string_view name) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(c) && c != '.' && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+// `name` as a part of a key in a message: as it is when made of [A-Za-z0-9._-], else a quoted
+// JSON string with anything unusual escaped (names are not secrets, but may hold anything).
+std::string KeyPart(absl::string_view name) {
+  if (IsNameCharacters(name)) return std::string(name);
+  return json(std::string(name))
+      .dump(-1, ' ', /*ensure_ascii=*/true, json::error_handler_t::replace);
+}
+
+// "accounts.<name>", safe to show.
+std::string AccountKey(absl::string_view name) { return absl::StrCat("accounts.", KeyPart(name)); }
+
+absl::Status InvalidAt(absl::string_view key, absl::string_view origin, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat("invalid `", key, "` ", origin, ": ", problem));
+}
+
+// Validates one account's object; `key` is AccountKey(name).
+absl::StatusOr<VendorAccountConfig> ParseAccount(const std::string& name, const json& body,
+                                                 const std::string& key, absl::string_view origin) {
+  if (!IsNameCharacters(name) || name.size() > kMaxAccountName || name == "." || name == "..") {
+    return InvalidAt(key, origin,
+                     "an account name is 1..64 characters of A-Z, a-z, 0-9, '.', '_' and '-' "
+                     "(not \".\" or \"..\")");
+  }
+  if (name == "default") {
+    return InvalidAt(key, origin,
+                     "the name \"default\" is reserved for the default account (upstream_url, "
+                     "api_key_file, webhook_key_file)");
+  }
+  if (!body.is_object()) {
+    return InvalidAt(key, origin,
+                     absl::StrCat("expected object (an account), got ", body.type_name()));
+  }
+  VendorAccountConfig account;
+  account.name = name;
+  for (const auto& [sub, value] : body.items()) {
+    const std::string sub_key = absl::StrCat(key, ".", KeyPart(sub));
+    const AccountFieldSpec* field = nullptr;
+    for (const AccountFieldSpec& candidate : AccountFields()) {
+      if (candidate.key == sub) field = &candidate;
+    }
+    if (field == nullptr) {
+      std::string message = absl::StrCat("unknown key `", sub_key, "` ", origin);
+      bool is_secret = false;
+      for (const AccountSecretSpec& secret : AccountSecrets()) {
+        if (sub == secret.name) {
+          is_secret = true;
+          absl::StrAppend(&message,
+                          ": secrets are not read from the config file (nor from env or flags); "
+                          "set `",
+                          key, ".", secret.file_key, "`");
+        }
+      }
+      if (!is_secret) {
+        std::vector<std::string> names;
+        for (const AccountFieldSpec& candidate : AccountFields()) names.push_back(candidate.key);
+        if (std::string match = ClosestMatch(sub, names); !match.empty()) {
+          absl::StrAppend(&message, " (did you mean `", key, ".", match, "`?)");
+        }
+      }
+      return absl::InvalidArgumentError(message);
+    }
+    if (!value.is_string()) {
+      return InvalidAt(sub_key, origin, absl::StrCat("expected string, got ", DescribeType(value)));
+    }
+    absl::StatusOr<std::string> checked = field->check(value.get<std::string>());
+    if (!checked.ok()) return InvalidAt(sub_key, origin, checked.status().message());
+    account.*field->field = *std::move(checked);
+  }
+  for (const AccountFieldSpec& field : AccountFields()) {
+    if (field.required && (account.*field.field).empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("missing `", key, ".", field.key, "` ", origin,
+                       ": every account needs its upstream_url and api_key_file"));
+    }
+  }
+  if (!account.webhook_previous_key_file.empty() && account.webhook_key_file.empty()) {
+    return InvalidAt(absl::StrCat(key, ".webhook_previous_key_file"), origin,
+                     absl::StrCat("only allowed together with `", key, ".webhook_key_file`"));
+  }
+  if (account.webhook_path.empty()) {
+    account.webhook_path = absl::StrCat(kAccountWebhookPathPrefix, name);
+  }
+  return account;
+}
+
+absl::Status StoreAccounts(const json& value, absl::string_view origin, GatewayConfig& config) {
+  std::vector<VendorAccountConfig> accounts;
+  for (const auto& [name, body] : value.items()) {
+    absl::StatusOr<VendorAccountConfig> account =
+        ParseAccount(name, body, AccountKey(name), origin);
+    if (!account.ok()) return account.status();
+    accounts.push_back(*std::move(account));
+  }
+  std::sort(
+      accounts.begin(), accounts.end(),
+      [](const VendorAccountConfig& a, const VendorAccountConfig& b) { return a.name < b.name; });
+  config.accounts = std::move(accounts);  // A later source replaces them all.
+  return absl::OkStatus();
+}
+
+ordered_json ShowAccounts(const GatewayConfig& config) {
+  ordered_json accounts = ordered_json::object();
+  for (const VendorAccountConfig& account : config.accounts) {
+    ordered_json& node = accounts[account.name];
+    node = ordered_json::object();
+    for (const AccountFieldSpec& field : AccountFields()) {
+      node[field.key] = account.*field.field;
+      for (const AccountSecretSpec& secret : AccountSecrets()) {
+        if (secret.file_key == field.key) {
+          node[secret.name] = (account.*secret.value).empty() ? "[unset]" : "[redacted]";
+        }
+      }
+    }
+  }
+  return accounts;
+}
+
+KeySpec AccountsKey() {
+  KeySpec spec = MakeSpec(
+      "accounts", ValueKind::kObject, "JSON",
+      "Named vendor accounts besides the default one, as a JSON object {\"NAME\": {...}, ...}; "
+      "a call selects one with gRPC metadata x-vendor-account: NAME (the default account "
+      "otherwise). NAME is 1..64 of A-Za-z0-9._- (not default). Each account has upstream_url "
+      "and api_key_file (required), webhook_key_file, webhook_previous_key_file, webhook_path "
+      "(default /webhooks/v2/NAME) and register_webhook. A later source replaces the whole "
+      "object.");
+  spec.store_nested = StoreAccounts;
+  spec.show = ShowAccounts;
+  return spec;
+}
+
 // Every setting. Rows are in --help order; the dump follows it too.
 const std::vector<KeySpec>& Keys() {
   static const std::vector<KeySpec>* const keys = new std::vector<KeySpec>{
@@ -269,6 +465,7 @@ const std::vector<KeySpec>& Keys() {
           "api_key_file", [](auto& c) -> auto& { return c.api_key_file; }, NonEmpty, "PATH",
           "File holding the vendor API key (trailing whitespace trimmed). When not set, the key "
           "is read from env INSPECTION_API_KEY."),
+      AccountsKey(),
       StringKey(
           "webapp_url", [](auto& c) -> auto& { return c.webapp_url; }, NormalizeBaseUrl, "URL",
           "Base address of the customer web application (absolute http(s); a trailing '/' is "
@@ -544,6 +741,8 @@ absl::string_view KindName(ValueKind kind) {
       return "array of strings";
     case ValueKind::kBool:
       return "boolean";
+    case ValueKind::kObject:
+      return "object";
   }
   return "value";
 }
@@ -556,6 +755,8 @@ bool HasKind(const json& value, ValueKind kind) {
       return value.is_number_integer();
     case ValueKind::kBool:
       return value.is_boolean();
+    case ValueKind::kObject:
+      return value.is_object();
     case ValueKind::kStringList:
       if (!value.is_array()) return false;
       for (const json& item : value) {
@@ -584,6 +785,7 @@ absl::Status Apply(const KeySpec& spec, const json& value, absl::string_view ori
                                                    ": expected ", KindName(spec.kind), ", got ",
                                                    DescribeType(value)));
   }
+  if (spec.store_nested) return spec.store_nested(value, origin, config);
   absl::Status status = spec.store(value, config);
   if (!status.ok()) {
     return absl::InvalidArgumentError(
@@ -591,6 +793,8 @@ absl::Status Apply(const KeySpec& spec, const json& value, absl::string_view ori
   }
   return absl::OkStatus();
 }
+
+std::string JsonParseError(const std::string& text);
 
 // Converts env or flag text to the key's JSON type.
 absl::StatusOr<json> FromText(ValueKind kind, const std::string& text) {
@@ -625,6 +829,18 @@ absl::StatusOr<json> FromText(ValueKind kind, const std::string& text) {
         list.push_back(std::string(absl::StripAsciiWhitespace(item)));
       }
       return list;
+    }
+    case ValueKind::kObject: {
+      const json object = json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (object.is_discarded()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("expected a JSON object (", JsonParseError(text), ")"));
+      }
+      if (!object.is_object()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("expected a JSON object, got ", object.type_name()));
+      }
+      return object;
     }
   }
   return absl::InternalError("unknown value kind");
@@ -695,6 +911,14 @@ class ParseErrorFinder : public nlohmann::json_sax<json> {
   std::string message = "parse error";
 };
 
+// Why `text`, which json::parse refused, is not valid JSON: "parse error at line 1, column 3:
+// ..." (without an excerpt of the text).
+std::string JsonParseError(const std::string& text) {
+  ParseErrorFinder finder;
+  json::sax_parse(text, &finder);
+  return finder.message;
+}
+
 absl::Status ApplyObject(const json& object, const std::string& prefix, const std::string& path,
                          GatewayConfig& config) {
   const std::string origin = absl::StrCat("in ", path);
@@ -740,10 +964,8 @@ absl::Status ApplyFile(const std::string& path, GatewayConfig& config) {
   }
   const json document = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (document.is_discarded()) {
-    ParseErrorFinder finder;
-    json::sax_parse(*text, &finder);
     return absl::InvalidArgumentError(
-        absl::StrCat("config file ", path, " is not valid JSON: ", finder.message));
+        absl::StrCat("config file ", path, " is not valid JSON: ", JsonParseError(*text)));
   }
   if (!document.is_object()) {
     return absl::InvalidArgumentError(
@@ -847,39 +1069,120 @@ bool HasControlCharacters(absl::string_view text) {
   return false;
 }
 
-// Messages here name the key, file or env variable, never the value.
+// Trims trailing whitespace off a secret `name` read from `source` ("`api_key_file` /run/key",
+// "env INSPECTION_API_KEY") and refuses control characters. Messages here and below name the
+// key, file or env variable, never the value.
+absl::StatusOr<std::string> CleanSecret(std::string value, absl::string_view name,
+                                        absl::string_view source) {
+  value.resize(absl::StripTrailingAsciiWhitespace(value).size());
+  if (HasControlCharacters(value)) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid ", name, " from ", source,
+                                                   ": contains control characters (not shown)"));
+  }
+  return value;
+}
+
+// Reads the secret `name` from the file `path` named by key `file_key`: it must not be empty.
+absl::StatusOr<Secret> ReadSecretFile(absl::string_view name, absl::string_view file_key,
+                                      const std::string& path) {
+  const std::string source = absl::StrCat("`", file_key, "` ", path);
+  absl::StatusOr<std::string> contents = ReadFile(path);
+  if (!contents.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read ", source, ": ", contents.status().message()));
+  }
+  absl::StatusOr<std::string> value = CleanSecret(*std::move(contents), name, source);
+  if (!value.ok()) return value.status();
+  if (value->empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, " is empty: it must hold the ", name));
+  }
+  return Secret(*std::move(value));
+}
+
 absl::Status ResolveSecret(const SecretSpec& spec, const EnvLookup& getenv, GatewayConfig& config) {
   const std::string& path = config.*spec.file_path;
-  std::string value;
-  std::string source;
   if (!path.empty()) {
-    source = absl::StrCat("`", spec.file_key, "` ", path);
-    absl::StatusOr<std::string> contents = ReadFile(path);
-    if (!contents.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot read ", source, ": ", contents.status().message()));
-    }
-    value = *std::move(contents);
-  } else if (std::optional<std::string> env = getenv(spec.env); env.has_value()) {
-    source = absl::StrCat("env ", spec.env);
-    value = *std::move(env);
+    absl::StatusOr<Secret> secret = ReadSecretFile(spec.name, spec.file_key, path);
+    if (!secret.ok()) return secret.status();
+    config.*spec.value = *std::move(secret);
+    return absl::OkStatus();
   }
-  value.resize(absl::StripTrailingAsciiWhitespace(value).size());
-  if (value.empty()) {
-    if (!path.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source, " is empty: it must hold the ", spec.name));
-    }
+  std::optional<std::string> env = getenv(spec.env);
+  absl::StatusOr<std::string> value =
+      CleanSecret(env.value_or(""), spec.name, absl::StrCat("env ", spec.env));
+  if (!value.ok()) return value.status();
+  if (value->empty()) {
     if (!spec.required) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat("missing ", spec.name, ": set `", spec.file_key,
                                                    "` (flag --", FlagName(spec.file_key), ", env ",
                                                    EnvName(spec.file_key), ") or env ", spec.env));
   }
-  if (HasControlCharacters(value)) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid ", spec.name, " from ", source,
-                                                   ": contains control characters (not shown)"));
+  config.*spec.value = Secret(*std::move(value));
+  return absl::OkStatus();
+}
+
+// Reads every account's secrets from their files (in sandbox mode too).
+absl::Status ResolveAccountSecrets(GatewayConfig& config) {
+  for (VendorAccountConfig& account : config.accounts) {
+    const std::string key = AccountKey(account.name);
+    for (const AccountSecretSpec& spec : AccountSecrets()) {
+      const std::string& path = account.*spec.file_path;
+      if (path.empty()) continue;  // Only optional ones: the store refused a missing api_key_file.
+      absl::StatusOr<Secret> secret = ReadSecretFile(absl::StrCat(key, ".", spec.name),
+                                                     absl::StrCat(key, ".", spec.file_key), path);
+      if (!secret.ok()) return secret.status();
+      account.*spec.value = *std::move(secret);
+    }
   }
-  config.*spec.value = Secret(std::move(value));
+  return absl::OkStatus();
+}
+
+// The webhook keys, once read: an account's key needs the default account's (which starts the
+// receiver), and no two accounts (the default one included) share a key.
+absl::Status CheckWebhookKeys(const GatewayConfig& config) {
+  struct Owned {
+    std::string account;  // "" for the default account.
+    std::string source;   // "`accounts.a.webhook_key_file`", "env INSPECTION_WEBHOOK_KEY".
+    const Secret* key;
+  };
+  std::vector<Owned> keys;
+  for (const SecretSpec& spec : Secrets()) {
+    if (spec.value == &GatewayConfig::api_key) continue;  // Every other one is a webhook key.
+    keys.push_back({"",
+                    (config.*spec.file_path).empty() ? absl::StrCat("env ", spec.env)
+                                                     : absl::StrCat("`", spec.file_key, "`"),
+                    &(config.*spec.value)});
+  }
+  for (const VendorAccountConfig& account : config.accounts) {
+    for (const AccountSecretSpec& spec : AccountSecrets()) {
+      if (spec.value == &VendorAccountConfig::api_key) continue;
+      keys.push_back({account.name,
+                      absl::StrCat("`", AccountKey(account.name), ".", spec.file_key, "`"),
+                      &(account.*spec.value)});
+    }
+  }
+  // In sandbox mode the sandbox supplies the default webhook key when none is configured.
+  if (config.webhook_key.empty() && !config.sandbox) {
+    for (const VendorAccountConfig& account : config.accounts) {
+      if (account.webhook_key.empty()) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "`", AccountKey(account.name),
+          ".webhook_key_file` is set but the default account has no webhook key: the webhook "
+          "receiver is started by the default account's `webhook_key_file` (or env "
+          "INSPECTION_WEBHOOK_KEY), so it must be set too"));
+    }
+  }
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    for (std::size_t j = i + 1; j < keys.size(); ++j) {
+      if (keys[i].account == keys[j].account || keys[i].key->empty() ||
+          keys[i].key->Reveal() != keys[j].key->Reveal()) {
+        continue;
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat(keys[i].source, " and ", keys[j].source,
+                       " hold the same webhook key (not shown): each account needs its own"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -891,6 +1194,21 @@ absl::Status CheckConsistent(const GatewayConfig& config) {
   if (config.circuit_breaker.max_open < config.circuit_breaker.open) {
     return absl::InvalidArgumentError(
         "`circuit_breaker.max_open_ms` must be >= `circuit_breaker.open_ms`");
+  }
+  // Every account has its own webhook path: the path tells which account a webhook is for.
+  std::vector<std::pair<std::string, const std::string*>> paths = {
+      {"webhook.path", &config.webhook.path}};
+  for (const VendorAccountConfig& account : config.accounts) {
+    paths.push_back(
+        {absl::StrCat(AccountKey(account.name), ".webhook_path"), &account.webhook_path});
+  }
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    for (std::size_t j = i + 1; j < paths.size(); ++j) {
+      if (*paths[i].second != *paths[j].second) continue;
+      return absl::InvalidArgumentError(absl::StrCat("`", paths[j].first, "` and `", paths[i].first,
+                                                     "` are both ", *paths[i].second,
+                                                     ": every account needs its own webhook path"));
+    }
   }
   return absl::OkStatus();
 }
@@ -939,6 +1257,7 @@ std::string Wrap(absl::string_view text, absl::string_view indent, std::size_t w
 std::string DefaultText(const KeySpec& spec) {
   if (spec.required) return "required (no default)";
   const ordered_json value = spec.show(GatewayConfig{});
+  if (value.is_object() && value.empty()) return "default: none";
   if (value.is_string()) {
     const std::string text = value.get<std::string>();
     return text.empty() ? "default: none" : absl::StrCat("default: ", text);
@@ -1007,6 +1326,8 @@ absl::StatusOr<GatewayConfig> LoadConfig(const std::vector<std::string>& args,
     absl::Status status = ResolveSecret(secret, getenv, config);
     if (!status.ok()) return status;
   }
+  if (absl::Status status = ResolveAccountSecrets(config); !status.ok()) return status;
+  if (absl::Status status = CheckWebhookKeys(config); !status.ok()) return status;
   return config;
 }
 
@@ -1046,6 +1367,10 @@ std::string UsageText() {
                                       secret.required ? " Required." : ""),
                          "      "));
   }
+  absl::StrAppend(&text, "  accounts.NAME.api_key, .webhook_key, .webhook_previous_key\n",
+                  Wrap("Read only from the files named by accounts.NAME.api_key_file (required), "
+                       ".webhook_key_file and .webhook_previous_key_file.",
+                       "      "));
   return text;
 }
 
@@ -1110,6 +1435,11 @@ std::ostream& operator<<(std::ostream& os, const GatewayConfig& config) {
 void RegisterSecrets(const GatewayConfig& config, logging::Logger& logger) {
   for (const SecretSpec& secret : Secrets()) {
     logger.RegisterSecret((config.*secret.value).Reveal());
+  }
+  for (const VendorAccountConfig& account : config.accounts) {
+    for (const AccountSecretSpec& secret : AccountSecrets()) {
+      if (!(account.*secret.value).empty()) logger.RegisterSecret((account.*secret.value).Reveal());
+    }
   }
   // Passwords inside the Redis URLs, as written and percent-decoded.
   for (const std::string* url : {&config.event_log, &config.idempotency_store}) {

@@ -162,6 +162,31 @@ struct CacheConfig {
   absl::Duration image_analysis_ttl = absl::Milliseconds(600000);
 };
 
+// accounts.<name>: a named vendor account (production and pre-production, say), selected
+// per call with gRPC metadata `x-vendor-account: <name>`. The default account (upstream_url,
+// api_key_file, webhook_key_file) is used when a call names none.
+struct VendorAccountConfig {
+  // 1..64 of [A-Za-z0-9._-]; not "default" (reserved).
+  std::string name;
+  // Required; absolute http(s), normalised like upstream_url (NormalizeBaseUrl).
+  std::string upstream_url;
+  // Required: the file holding the account's vendor API key (only from a file).
+  std::string api_key_file;
+  // Read from api_key_file, trailing whitespace trimmed; non-empty.
+  Secret api_key;
+  // Optional: the file holding the x-api-key the vendor sends with this account's webhooks.
+  std::string webhook_key_file;
+  Secret webhook_key;
+  // Optional, only together with webhook_key_file: the previous key, during a rotation.
+  std::string webhook_previous_key_file;
+  Secret webhook_previous_key;
+  // Default "/webhooks/v2/<name>"; an absolute path like webhook.path.
+  std::string webhook_path;
+  // Optional: the public webhook URL registered at this account on start-up (same rules as
+  // register_webhook); "" when not set.
+  std::string register_webhook;
+};
+
 struct GatewayConfig {
   // sandbox (default false, flag --sandbox): run the vendor emulator in-process as the
   // upstream; upstream_url, webapp_url and the API key then come from it.
@@ -175,6 +200,11 @@ struct GatewayConfig {
   // The vendor API key (required, non-empty): from `api_key_file` or, when that is not set,
   // env INSPECTION_API_KEY. Never printed: use Reveal() only where it is sent.
   Secret api_key;
+  // accounts (default none; --accounts, env INSPECTION_ACCOUNTS as JSON object text): the named
+  // vendor accounts next to the default one. A later source replaces the whole object. Their
+  // secrets are read from their files like api_key; their webhook paths are unique and differ
+  // from webhook.path, and no two accounts (the default one included) share a webhook key.
+  std::vector<VendorAccountConfig> accounts;  // sorted by name; empty by default
   // webapp_url (required; --webapp-url): base address of the customer web application,
   // absolute http(s), stored without a trailing '/'.
   std::string webapp_url;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -763,6 +764,513 @@ TEST_F(SandboxConfigTest, AConfiguredKeyIsStillUsedInSandboxMode) {
   absl::StatusOr<GatewayConfig> config = LoadConfig({"--sandbox"}, Env());
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->api_key.Reveal(), kApiKey);
+}
+
+}  // namespace
+}  // namespace inspection::config
+
+// ---------------------------------------------------------------------------------------------
+// accounts: named vendor accounts.
+// ---------------------------------------------------------------------------------------------
+
+namespace inspection::config {
+namespace {
+
+constexpr char kPreprodApiKey[] = "pp_api_K3y_secret_4242";
+constexpr char kPreprodWebhookKey[] = "pp_webhook_K3y_secret_77";
+constexpr char kPreprodPreviousWebhookKey[] = "pp_previous_webhook_K3y_99";
+constexpr char kTestApiKey[] = "test_api_K3y_secret_1313";
+constexpr char kDefaultWebhookKey[] = "default_webhook_K3y_55";
+
+class AccountsConfigTest : public ConfigTest {
+ protected:
+  AccountsConfigTest() {
+    preprod_api_key_file_ = dir_.Write("preprod-api-key", std::string(kPreprodApiKey) + " \n");
+    preprod_webhook_key_file_ = dir_.Write("preprod-webhook-key", kPreprodWebhookKey);
+    preprod_previous_key_file_ =
+        dir_.Write("preprod-previous-key", std::string(kPreprodPreviousWebhookKey) + "\n");
+    test_api_key_file_ = dir_.Write("test-api-key", kTestApiKey);
+    default_webhook_key_file_ = dir_.Write("default-webhook-key", kDefaultWebhookKey);
+  }
+
+  // {"upstream_url": ..., "api_key_file": ...} for an account, plus `extra` members.
+  static nlohmann::json Account(const std::string& url, const std::string& api_key_file,
+                                const nlohmann::json& extra = nlohmann::json::object()) {
+    nlohmann::json account = {{"upstream_url", url}, {"api_key_file", api_key_file}};
+    account.update(extra);
+    return account;
+  }
+
+  // A config file {"accounts": accounts} (plus the required flags and `extra_args`).
+  absl::StatusOr<GatewayConfig> LoadAccounts(const nlohmann::json& accounts,
+                                             std::vector<std::string> extra_args = {}) {
+    return LoadWithFile(nlohmann::json({{"accounts", accounts}}).dump(), std::move(extra_args));
+  }
+
+  std::string ConfigPath() const { return dir_.PathOf("config.json"); }
+
+  std::string preprod_api_key_file_;
+  std::string preprod_webhook_key_file_;
+  std::string preprod_previous_key_file_;
+  std::string test_api_key_file_;
+  std::string default_webhook_key_file_;
+};
+
+TEST_F(AccountsConfigTest, NoAccountsByDefault) {
+  absl::StatusOr<GatewayConfig> config = Load({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->accounts.empty());
+  const nlohmann::json dumped = nlohmann::json::parse(DumpConfig(*config));
+  ASSERT_TRUE(dumped.contains("accounts")) << dumped.dump();
+  EXPECT_EQ(dumped["accounts"], nlohmann::json::object());
+}
+
+TEST_F(AccountsConfigTest, AccountsFromTheConfigFile) {
+  absl::StatusOr<GatewayConfig> config = LoadAccounts(
+      {{"test", Account("http://test.vendor.example:8080/", test_api_key_file_,
+                        {{"webhook_path", "/hooks/test"}})},
+       {"preprod", Account("HTTPS://preprod.vendor.example/api/", preprod_api_key_file_,
+                           {{"webhook_key_file", preprod_webhook_key_file_},
+                            {"webhook_previous_key_file", preprod_previous_key_file_},
+                            {"register_webhook", "https://gw.example.com/webhooks/v2/preprod/"}})}},
+      {"--webhook-key-file=" + default_webhook_key_file_});
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->accounts.size(), 2u);
+
+  const VendorAccountConfig& preprod = config->accounts[0];  // sorted by name
+  EXPECT_EQ(preprod.name, "preprod");
+  EXPECT_EQ(preprod.upstream_url, "https://preprod.vendor.example/api");
+  EXPECT_EQ(preprod.api_key_file, preprod_api_key_file_);
+  EXPECT_EQ(preprod.api_key.Reveal(), kPreprodApiKey);  // trailing whitespace trimmed
+  EXPECT_EQ(preprod.webhook_key_file, preprod_webhook_key_file_);
+  EXPECT_EQ(preprod.webhook_key.Reveal(), kPreprodWebhookKey);
+  EXPECT_EQ(preprod.webhook_previous_key_file, preprod_previous_key_file_);
+  EXPECT_EQ(preprod.webhook_previous_key.Reveal(), kPreprodPreviousWebhookKey);
+  EXPECT_EQ(preprod.webhook_path, "/webhooks/v2/preprod");  // the default
+  EXPECT_EQ(preprod.register_webhook, "https://gw.example.com/webhooks/v2/preprod");
+
+  const VendorAccountConfig& test = config->accounts[1];
+  EXPECT_EQ(test.name, "test");
+  EXPECT_EQ(test.upstream_url, "http://test.vendor.example:8080");
+  EXPECT_EQ(test.api_key.Reveal(), kTestApiKey);
+  EXPECT_EQ(test.webhook_key_file, "");
+  EXPECT_TRUE(test.webhook_key.empty());
+  EXPECT_TRUE(test.webhook_previous_key.empty());
+  EXPECT_EQ(test.webhook_path, "/hooks/test");
+  EXPECT_EQ(test.register_webhook, "");
+
+  // The default account is untouched.
+  EXPECT_EQ(config->upstream_url, "https://vendor.example.com/api");
+  EXPECT_EQ(config->api_key.Reveal(), kApiKey);
+  EXPECT_EQ(config->webhook_key.Reveal(), kDefaultWebhookKey);
+}
+
+TEST_F(AccountsConfigTest, EnvAndFlagReplaceTheWholeObject) {
+  const std::string file_accounts =
+      nlohmann::json(
+          {{"accounts", {{"fromfile", Account("https://f.example", test_api_key_file_)}}}})
+          .dump();
+  env_["INSPECTION_CONFIG"] = dir_.Write("config.json", file_accounts);
+  env_["INSPECTION_ACCOUNTS"] =
+      nlohmann::json({{"a", Account("https://a.example", test_api_key_file_)},
+                      {"b", Account("https://b.example", preprod_api_key_file_)}})
+          .dump();
+  const std::string flag =
+      "--accounts=" +
+      nlohmann::json({{"c", Account("https://c.example", preprod_api_key_file_)}}).dump();
+
+  // The flag wins over env and the file, and replaces their accounts entirely.
+  absl::StatusOr<GatewayConfig> config = Load({flag});
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->accounts.size(), 1u);
+  EXPECT_EQ(config->accounts[0].name, "c");
+  EXPECT_EQ(config->accounts[0].upstream_url, "https://c.example");
+  EXPECT_EQ(config->accounts[0].api_key.Reveal(), kPreprodApiKey);
+
+  // The flag also takes its value as the next argument.
+  config = Load({"--accounts", nlohmann::json::object().dump()});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->accounts.empty());
+
+  // Without the flag, env replaces the file's accounts.
+  config = Load({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->accounts.size(), 2u);
+  EXPECT_EQ(config->accounts[0].name, "a");
+  EXPECT_EQ(config->accounts[0].webhook_path, "/webhooks/v2/a");
+  EXPECT_EQ(config->accounts[1].name, "b");
+  EXPECT_EQ(config->accounts[1].api_key.Reveal(), kPreprodApiKey);
+
+  // Without env either, the file's.
+  env_.erase("INSPECTION_ACCOUNTS");
+  config = Load({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->accounts.size(), 1u);
+  EXPECT_EQ(config->accounts[0].name, "fromfile");
+}
+
+TEST_F(AccountsConfigTest, EnvAndFlagTextMustBeAJsonObject) {
+  env_["INSPECTION_ACCOUNTS"] = "{\"a\": ";
+  absl::StatusOr<GatewayConfig> config = Load({});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("invalid `accounts` from env INSPECTION_ACCOUNTS"),
+                                     HasSubstr("expected a JSON object")));
+
+  env_.erase("INSPECTION_ACCOUNTS");
+  config = Load({"--accounts=[1]"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("invalid `accounts` from flag --accounts"),
+                                     HasSubstr("expected a JSON object, got array")));
+
+  // Errors inside the object name the precise key and the flag.
+  config = Load({R"(--accounts={"x": {"upstream_url": "https://x.example"}})"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("missing `accounts.x.api_key_file` from flag --accounts"));
+}
+
+TEST_F(AccountsConfigTest, AccountsInTheFileMustBeAnObject) {
+  absl::StatusOr<GatewayConfig> config = LoadAccounts(nlohmann::json::array({1}));
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("invalid `accounts` in " + ConfigPath()),
+                                     HasSubstr("expected object, got array")));
+}
+
+// Each bad account (a file {"accounts": {...}}) is refused with a message naming the exact key.
+struct BadAccountCase {
+  std::string name;
+  std::string accounts;  // JSON text; API_KEY_FILE stands for a readable key file.
+  std::string expected;  // Must appear in the message (with the key in backticks).
+  std::string also;      // Another substring the message must contain.
+};
+
+void PrintTo(const BadAccountCase& c, std::ostream* os) { *os << c.name; }
+
+class BadAccountTest : public AccountsConfigTest,
+                       public ::testing::WithParamInterface<BadAccountCase> {};
+
+TEST_P(BadAccountTest, ErrorNamesTheKey) {
+  std::string accounts = GetParam().accounts;
+  for (std::size_t at; (at = accounts.find("API_KEY_FILE")) != std::string::npos;) {
+    accounts.replace(at, 12, test_api_key_file_);
+  }
+  absl::StatusOr<GatewayConfig> config =
+      LoadWithFile(absl::StrCat(R"({"accounts": )", accounts, "}"));
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr(GetParam().expected), HasSubstr(GetParam().also),
+                    HasSubstr(" in " + ConfigPath()), Not(HasSubstr("s3cr3t-in-config")),
+                    Not(HasSubstr(kTestApiKey))));
+}
+
+std::vector<BadAccountCase> BadAccountCases() {
+  return {
+      BadAccountCase{"AccountNotAnObject", R"({"preprod": "https://x.example"})",
+                     "invalid `accounts.preprod`", "expected object (an account), got string"},
+      BadAccountCase{"NameWithSpace",
+                     R"({"pre prod": {"upstream_url": "https://x.example",
+                                        "api_key_file": "API_KEY_FILE"}})",
+                     "invalid `accounts.\"pre prod\"`", "1..64 characters"},
+      BadAccountCase{"NameWithSlash", R"({"a/b": {}})", "invalid `accounts.\"a/b\"`",
+                     "account name"},
+      BadAccountCase{"EmptyName", R"({"": {}})", "invalid `accounts.\"\"`", "account name"},
+      BadAccountCase{"NameTooLong", absl::StrCat(R"({")", std::string(65, 'a'), R"(": {}})"),
+                     absl::StrCat("invalid `accounts.", std::string(65, 'a'), "`"),
+                     "1..64 characters"},
+      BadAccountCase{"NameDotDot", R"({"..": {}})", "invalid `accounts...`", "account name"},
+      BadAccountCase{"NameDefaultIsReserved",
+                     R"({"default": {"upstream_url": "https://x.example",
+                                       "api_key_file": "API_KEY_FILE"}})",
+                     "invalid `accounts.default`", "reserved"},
+      BadAccountCase{"UnknownSubKeyWithSuggestion",
+                     R"({"preprod": {"upstream_ur": "https://x.example"}})",
+                     "unknown key `accounts.preprod.upstream_ur`",
+                     "(did you mean `accounts.preprod.upstream_url`?)"},
+      BadAccountCase{"UnknownSubKey", R"({"preprod": {"foo": "bar"}})",
+                     "unknown key `accounts.preprod.foo`", "accounts.preprod.foo"},
+      BadAccountCase{"UnknownSubKeyWithOddCharacters", R"({"preprod": {"a\nb": "bar"}})",
+                     "unknown key `accounts.preprod.\"a\\nb\"`", "preprod"},
+      BadAccountCase{"ApiKeyInTheConfig", R"({"preprod": {"api_key": "s3cr3t-in-config"}})",
+                     "unknown key `accounts.preprod.api_key`",
+                     "set `accounts.preprod.api_key_file`"},
+      BadAccountCase{"WebhookKeyInTheConfig", R"({"preprod": {"webhook_key": "s3cr3t-in-config"}})",
+                     "unknown key `accounts.preprod.webhook_key`",
+                     "set `accounts.preprod.webhook_key_file`"},
+      BadAccountCase{"PreviousWebhookKeyInTheConfig",
+                     R"({"preprod": {"webhook_previous_key": "s3cr3t-in-config"}})",
+                     "unknown key `accounts.preprod.webhook_previous_key`",
+                     "set `accounts.preprod.webhook_previous_key_file`"},
+      BadAccountCase{"SubKeyNotAString", R"({"preprod": {"upstream_url": 5}})",
+                     "invalid `accounts.preprod.upstream_url`", "expected string, got number"},
+      BadAccountCase{"UpstreamUrlNotHttp",
+                     R"({"preprod": {"upstream_url": "ftp://x.example",
+                                       "api_key_file": "API_KEY_FILE"}})",
+                     "invalid `accounts.preprod.upstream_url`",
+                     "must be an absolute http:// or https:// URL"},
+      BadAccountCase{"MissingUpstreamUrl", R"({"preprod": {"api_key_file": "API_KEY_FILE"}})",
+                     "missing `accounts.preprod.upstream_url`", "every account"},
+      BadAccountCase{"MissingApiKeyFile", R"({"preprod": {"upstream_url": "https://x.example"}})",
+                     "missing `accounts.preprod.api_key_file`", "every account"},
+      BadAccountCase{"EmptyApiKeyFile",
+                     R"({"preprod": {"upstream_url": "https://x.example", "api_key_file": ""}})",
+                     "invalid `accounts.preprod.api_key_file`", "must not be empty"},
+      BadAccountCase{"PreviousWebhookKeyWithoutCurrent",
+                     R"({"preprod": {"upstream_url": "https://x.example",
+                                       "api_key_file": "API_KEY_FILE",
+                                       "webhook_previous_key_file": "API_KEY_FILE"}})",
+                     "invalid `accounts.preprod.webhook_previous_key_file`",
+                     "only allowed together with `accounts.preprod.webhook_key_file`"},
+      BadAccountCase{"RelativeWebhookPath",
+                     R"({"preprod": {"upstream_url": "https://x.example",
+                                       "api_key_file": "API_KEY_FILE", "webhook_path": "hooks"}})",
+                     "invalid `accounts.preprod.webhook_path`", "absolute path"},
+      BadAccountCase{"BadRegisterWebhook",
+                     R"({"preprod": {"upstream_url": "https://x.example",
+                                       "api_key_file": "API_KEY_FILE",
+                                       "register_webhook": "gw.example.com/hook"}})",
+                     "invalid `accounts.preprod.register_webhook`", "http"}};
+}
+
+INSTANTIATE_TEST_SUITE_P(Validation, BadAccountTest, ::testing::ValuesIn(BadAccountCases()));
+
+TEST_F(AccountsConfigTest, OddAccountNamesAreShownEscaped) {
+  absl::StatusOr<GatewayConfig> config = LoadWithFile("{\"accounts\": {\"a\\u001b[2Jb`c\": {}}}");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("invalid `accounts.\"a\\u001b[2Jb`c\"`"), Not(HasSubstr("\x1b"))));
+}
+
+TEST_F(AccountsConfigTest, WebhookPathsAreUniqueAndNotTheDefaultOne) {
+  absl::StatusOr<GatewayConfig> config =
+      LoadAccounts({{"preprod", Account("https://x.example", test_api_key_file_,
+                                        {{"webhook_path", "/webhooks/v2"}})}});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("`accounts.preprod.webhook_path`"),
+                                     HasSubstr("`webhook.path`"), HasSubstr("/webhooks/v2")));
+
+  config = LoadAccounts(
+      {{"a", Account("https://a.example", test_api_key_file_, {{"webhook_path", "/hooks/x"}})},
+       {"b", Account("https://b.example", test_api_key_file_, {{"webhook_path", "/hooks/x"}})}});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("`accounts.a.webhook_path`"), HasSubstr("`accounts.b.webhook_path`"),
+                    HasSubstr("/hooks/x")));
+
+  // Checked once every source is applied: a later flag moves webhook.path onto a default path.
+  config = LoadAccounts({{"preprod", Account("https://x.example", test_api_key_file_)}},
+                        {"--webhook-path=/webhooks/v2/preprod"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("`accounts.preprod.webhook_path`"), HasSubstr("`webhook.path`")));
+
+  // Distinct paths are fine.
+  config = LoadAccounts({{"preprod", Account("https://x.example", test_api_key_file_)}},
+                        {"--webhook-path=/webhooks/v2/default"});
+  ASSERT_TRUE(config.ok()) << config.status();
+}
+
+TEST_F(AccountsConfigTest, AccountSecretFilesAreCheckedWithoutEcho) {
+  const std::string missing = dir_.PathOf("no-such-key");
+  absl::StatusOr<GatewayConfig> config =
+      LoadAccounts({{"preprod", Account("https://x.example", missing)}});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("cannot read `accounts.preprod.api_key_file` " + missing),
+                    HasSubstr("No such file")));
+
+  const std::string empty = dir_.Write("empty-key", " \n");
+  config = LoadAccounts({{"preprod", Account("https://x.example", empty)}});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("`accounts.preprod.api_key_file` " + empty), HasSubstr("empty")));
+
+  const std::string two_lines =
+      dir_.Write("two-lines", std::string(kPreprodApiKey) + "\nsecond-line\n");
+  config = LoadAccounts({{"preprod", Account("https://x.example", two_lines)}});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("`accounts.preprod.api_key_file`"), HasSubstr("control characters"),
+                    Not(HasSubstr(kPreprodApiKey)), Not(HasSubstr("second-line"))));
+
+  config = LoadAccounts({{"preprod", Account("https://x.example", test_api_key_file_,
+                                             {{"webhook_key_file", two_lines}})}},
+                        {"--webhook-key-file=" + default_webhook_key_file_});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("`accounts.preprod.webhook_key_file`"),
+                    HasSubstr("control characters"), Not(HasSubstr(kPreprodApiKey))));
+
+  config = LoadAccounts({{"preprod", Account("https://x.example", test_api_key_file_,
+                                             {{"webhook_key_file", preprod_webhook_key_file_},
+                                              {"webhook_previous_key_file", missing}})}},
+                        {"--webhook-key-file=" + default_webhook_key_file_});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              HasSubstr("cannot read `accounts.preprod.webhook_previous_key_file` " + missing));
+}
+
+TEST_F(AccountsConfigTest, DumpShowsAccountsWithSecretsRedacted) {
+  absl::StatusOr<GatewayConfig> config = LoadAccounts(
+      {{"preprod", Account("https://preprod.vendor.example/api", preprod_api_key_file_,
+                           {{"webhook_key_file", preprod_webhook_key_file_},
+                            {"webhook_previous_key_file", preprod_previous_key_file_}})},
+       {"test", Account("https://test.vendor.example", test_api_key_file_)}},
+      {"--webhook-key-file=" + default_webhook_key_file_});
+  ASSERT_TRUE(config.ok()) << config.status();
+  for (DumpFormat format : {DumpFormat::kMultiLine, DumpFormat::kSingleLine}) {
+    const std::string dump = DumpConfig(*config, format);
+    for (const char* secret : {kPreprodApiKey, kPreprodWebhookKey, kPreprodPreviousWebhookKey,
+                               kTestApiKey, kDefaultWebhookKey}) {
+      EXPECT_THAT(dump, Not(HasSubstr(secret)));
+    }
+    const nlohmann::json dumped = nlohmann::json::parse(dump, nullptr, false);
+    ASSERT_FALSE(dumped.is_discarded()) << dump;
+    EXPECT_EQ(dumped["accounts"]["preprod"],
+              nlohmann::json({{"upstream_url", "https://preprod.vendor.example/api"},
+                              {"api_key_file", preprod_api_key_file_},
+                              {"api_key", "[redacted]"},
+                              {"webhook_key_file", preprod_webhook_key_file_},
+                              {"webhook_key", "[redacted]"},
+                              {"webhook_previous_key_file", preprod_previous_key_file_},
+                              {"webhook_previous_key", "[redacted]"},
+                              {"webhook_path", "/webhooks/v2/preprod"},
+                              {"register_webhook", ""}}));
+    EXPECT_EQ(dumped["accounts"]["test"]["api_key"], "[redacted]");
+    EXPECT_EQ(dumped["accounts"]["test"]["webhook_key_file"], "");
+    EXPECT_EQ(dumped["accounts"]["test"]["webhook_key"], "[unset]");
+    EXPECT_EQ(dumped["accounts"]["test"]["webhook_previous_key"], "[unset]");
+  }
+  // The single-line form too, as gtest prints it.
+  EXPECT_EQ(::testing::PrintToString(*config).find(kPreprodApiKey), std::string::npos);
+  // The multi-line dump keeps the sub-keys in order.
+  const std::string dump = DumpConfig(*config);
+  EXPECT_LT(dump.find("\"upstream_url\": \"https://preprod"), dump.find("\"webhook_path\""));
+}
+
+TEST_F(AccountsConfigTest, RegisterSecretsRedactsAccountSecretsInLogs) {
+  absl::StatusOr<GatewayConfig> config = LoadAccounts(
+      {{"preprod", Account("https://x.example", preprod_api_key_file_,
+                           {{"webhook_key_file", preprod_webhook_key_file_},
+                            {"webhook_previous_key_file", preprod_previous_key_file_}})},
+       {"test", Account("https://y.example", test_api_key_file_)}},
+      {"--webhook-key-file=" + default_webhook_key_file_});
+  ASSERT_TRUE(config.ok()) << config.status();
+  std::string captured;
+  logging::Logger logger([&](absl::string_view line) { captured.append(std::string(line)); });
+  RegisterSecrets(*config, logger);
+  logger.Info(absl::StrCat("keys ", kPreprodApiKey, " ", kTestApiKey),
+              {{"webhook", kPreprodWebhookKey}, {"previous", kPreprodPreviousWebhookKey}});
+  EXPECT_THAT(captured, AllOf(HasSubstr("[redacted]"), Not(HasSubstr(kPreprodApiKey)),
+                              Not(HasSubstr(kTestApiKey)), Not(HasSubstr(kPreprodWebhookKey)),
+                              Not(HasSubstr(kPreprodPreviousWebhookKey))));
+}
+
+TEST_F(AccountsConfigTest, AccountWebhookKeyNeedsTheDefaultWebhookKey) {
+  const nlohmann::json accounts = {
+      {"preprod", Account("https://x.example", preprod_api_key_file_,
+                          {{"webhook_key_file", preprod_webhook_key_file_}})}};
+  absl::StatusOr<GatewayConfig> config = LoadAccounts(accounts);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("`accounts.preprod.webhook_key_file`"),
+                    HasSubstr("`webhook_key_file`"), HasSubstr("INSPECTION_WEBHOOK_KEY"),
+                    HasSubstr("receiver"), Not(HasSubstr(kPreprodWebhookKey))));
+
+  // The default webhook key from env will do.
+  env_["INSPECTION_WEBHOOK_KEY"] = kDefaultWebhookKey;
+  config = LoadAccounts(accounts);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->webhook_key.Reveal(), kDefaultWebhookKey);
+  EXPECT_EQ(config->accounts[0].webhook_key.Reveal(), kPreprodWebhookKey);
+}
+
+TEST_F(AccountsConfigTest, AccountsSharingAWebhookKeyAreRefusedWithoutShowingIt) {
+  const std::string same_as_preprod = dir_.Write("same-webhook-key", kPreprodWebhookKey);
+  const std::string same_as_default = dir_.Write("same-default-key", kDefaultWebhookKey);
+
+  // An account and the default account.
+  absl::StatusOr<GatewayConfig> config =
+      LoadAccounts({{"preprod", Account("https://x.example", preprod_api_key_file_,
+                                        {{"webhook_key_file", same_as_default}})}},
+                   {"--webhook-key-file=" + default_webhook_key_file_});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("`webhook_key_file` and `accounts.preprod.webhook_key_file`"),
+                    HasSubstr("same webhook key"), Not(HasSubstr(kDefaultWebhookKey))));
+
+  // The default key from env: the message names the env variable.
+  env_["INSPECTION_WEBHOOK_KEY"] = kDefaultWebhookKey;
+  config = LoadAccounts({{"preprod", Account("https://x.example", preprod_api_key_file_,
+                                             {{"webhook_key_file", same_as_default}})}});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("env INSPECTION_WEBHOOK_KEY and `accounts.preprod.webhook_key_file`"),
+                    Not(HasSubstr(kDefaultWebhookKey))));
+
+  // Two accounts, one's previous key being the other's current one.
+  config = LoadAccounts({{"preprod", Account("https://x.example", preprod_api_key_file_,
+                                             {{"webhook_key_file", preprod_webhook_key_file_}})},
+                         {"test", Account("https://y.example", test_api_key_file_,
+                                          {{"webhook_key_file", preprod_previous_key_file_},
+                                           {"webhook_previous_key_file", same_as_preprod}})}});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("`accounts.preprod.webhook_key_file`"),
+                    HasSubstr("`accounts.test.webhook_previous_key_file`"),
+                    HasSubstr("same webhook key"), Not(HasSubstr(kPreprodWebhookKey))));
+
+  // Distinct keys are fine.
+  config = LoadAccounts({{"preprod", Account("https://x.example", preprod_api_key_file_,
+                                             {{"webhook_key_file", preprod_webhook_key_file_}})},
+                         {"test", Account("https://y.example", test_api_key_file_,
+                                          {{"webhook_key_file", preprod_previous_key_file_}})}});
+  ASSERT_TRUE(config.ok()) << config.status();
+}
+
+TEST_F(AccountsConfigTest, SandboxAllowsAccountsAndStillReadsTheirFiles) {
+  env_.clear();
+  const std::string accounts =
+      nlohmann::json({{"preprod", Account("https://x.example", preprod_api_key_file_)}}).dump();
+  absl::StatusOr<GatewayConfig> config = LoadConfig({"--sandbox", "--accounts", accounts}, Env());
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->accounts.size(), 1u);
+  EXPECT_EQ(config->accounts[0].api_key.Reveal(), kPreprodApiKey);
+
+  const std::string missing = dir_.PathOf("no-such-key");
+  config = LoadConfig({"--sandbox", "--accounts",
+                       nlohmann::json({{"preprod", Account("https://x.example", missing)}}).dump()},
+                      Env());
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("cannot read `accounts.preprod.api_key_file`"));
+}
+
+TEST_F(AccountsConfigTest, HelpDescribesAccounts) {
+  const std::string usage = UsageText();
+  for (const char* expected :
+       {"--accounts=JSON", "key: accounts\n", "env: INSPECTION_ACCOUNTS\n", "x-vendor-account",
+        "/webhooks/v2/NAME", "accounts.NAME.api_key_file"}) {
+    EXPECT_THAT(usage, HasSubstr(expected));
+  }
+  const std::size_t row = usage.find("--accounts=JSON");
+  ASSERT_NE(row, std::string::npos);
+  const std::size_t next_row = usage.find("  --", row + 1);
+  EXPECT_THAT(usage.substr(row, next_row - row), HasSubstr("default: none"));
+  // --help comes back from LoadConfig as well.
+  absl::StatusOr<GatewayConfig> config = LoadConfig({"--help"}, Env());
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("--accounts=JSON"));
+}
+
+TEST_F(AccountsConfigTest, SuggestsAccountsForATypoAtTheTopLevel) {
+  absl::StatusOr<GatewayConfig> config = LoadWithFile(R"({"account": {}})");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("unknown key `account`"), HasSubstr("did you mean `accounts`?")));
 }
 
 }  // namespace
