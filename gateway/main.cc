@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <tuple>
 
 #include "absl/time/time.h"
 #include "gateway/config/config.h"
@@ -101,6 +102,16 @@ inspection::server::GatewayServerOptions ServerOptions(const GatewayConfig& conf
     webhook.token_id_pointer = config.webhook.token_id_pointer;
     webhook.vehicle_id_pointer = config.webhook.vehicle_id_pointer;
   }
+  for (const inspection::config::VendorAccountConfig& account : config.accounts) {
+    options.accounts.push_back({account.name, account.upstream_url, account.api_key.Reveal()});
+    // The config refuses account webhook keys without the default one (which starts the
+    // receiver); an account without a key receives no webhooks.
+    if (!account.webhook_key.empty() && !config.webhook_key.empty()) {
+      options.webhook.accounts.push_back({account.name, account.webhook_path,
+                                          account.webhook_key.Reveal(),
+                                          account.webhook_previous_key.Reveal()});
+    }
+  }
   return options;
 }
 
@@ -158,16 +169,27 @@ int main(int argc, char** argv) {
     logger.Error("start-up failed", {{"error", std::string(server.status().message())}});
     return 1;
   }
+  // register_webhook, for the default account and then each named one that sets it.
+  std::vector<std::tuple<std::string, std::string, std::string>> registrations;
   if (!config->register_webhook.empty()) {
+    registrations.emplace_back("", config->register_webhook, config->webhook_key.Reveal());
+  }
+  for (const auto& account : config->accounts) {
+    if (account.register_webhook.empty()) continue;
+    registrations.emplace_back(account.name, account.register_webhook,
+                               account.webhook_key.Reveal());
+  }
+  for (const auto& [account, url, key] : registrations) {
     absl::Status registered = inspection::server::RegisterWebhookAtVendor(
-        (*server)->vendor(), config->register_webhook, config->webhook_key.Reveal(),
-        config->register_webhook_events, std::chrono::seconds(10));
+        (*server)->vendor(), url, key, config->register_webhook_events, std::chrono::seconds(10),
+        account);
     if (!registered.ok()) {
       logger.Error("start-up failed", {{"error", std::string(registered.message())}});
       return 1;
     }
     logger.Info("webhook registered at the vendor",
-                {{"url", config->register_webhook},
+                {{"account", account.empty() ? "default" : account},
+                 {"url", url},
                  {"events", static_cast<int64_t>(config->register_webhook_events.size())}});
   }
   if ((*server)->webhook_port() == 0) {

@@ -129,6 +129,13 @@ ApiError ApiError::InvalidRequest(validation::Violations violations) {
   return error;
 }
 
+ApiError ApiError::UnknownVendorAccount() {
+  return InvalidRequest(
+      {{"x-vendor-account",
+        "metadata names no configured vendor account; see the gateway's `accounts` "
+        "configuration (omit it, or send \"default\", for the default account)"}});
+}
+
 namespace {
 
 void AddVendorBody(const http::HttpResponse& response, ApiError* error) {

@@ -61,6 +61,9 @@ struct ApiError {
   grpc::Status ToGrpcStatus() const;
 
   static ApiError InvalidRequest(validation::Violations violations);
+  // Metadata `x-vendor-account` names no configured account: INVALID_ARGUMENT with a
+  // field violation on the metadata key.
+  static ApiError UnknownVendorAccount();
   // A non-2xx vendor answer. The body (already scrubbed of secrets by the caller)
   // is preserved in metadata; Retry-After becomes RetryInfo.
   static ApiError FromVendorResponse(const routes::Route& route, const http::HttpResponse& response,

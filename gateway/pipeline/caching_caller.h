@@ -25,7 +25,7 @@ struct CachingOptions {
   // parameters) when on, for `image_analysis_ttl` (route table TTL when unset).
   bool image_analysis = true;
   std::optional<absl::Duration> image_analysis_ttl;
-  // The cache scope of a vendor account (a hash of its API key, never the key): two
+  // The cache scope of a vendor account (a hash of its upstream and API key, never the key): two
   // accounts never share an entry. Null: every account is scoped by its name.
   std::function<std::string(const std::string& account)> account_scope;
   std::function<absl::Time()> clock = [] { return absl::Now(); };

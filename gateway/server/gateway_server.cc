@@ -1,6 +1,10 @@
 #include "gateway/server/gateway_server.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
+#include <map>
 #include <thread>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -78,6 +82,60 @@ metrics::CircuitState ToMetricState(resilience::CircuitState state) {
   return metrics::CircuitState::kClosed;
 }
 
+// The `upstream` label of a named account's breaker: "vendor.<name>", '-' shown as '_'
+// (label values are [A-Za-z0-9_.], which keeps ids such as UUIDs out of them). Two names
+// differing only there are refused by GatewayMetrics::Create as a duplicate label.
+std::string UpstreamLabel(const std::string& account) {
+  std::string label = absl::StrCat("vendor.", account);
+  std::replace(label.begin(), label.end(), '-', '_');
+  return label;
+}
+
+// The cache scope of a vendor account: a hash of its upstream URL and API key (never the
+// key itself), so accounts share no entry even when one key serves two upstreams.
+std::string CacheScope(const std::string& base_url, const std::string& api_key) {
+  return eventlog::Sha256Hex(absl::StrCat(base_url, "\n", api_key)).substr(0, 32);
+}
+
+// WatchTokenStatus's poll of one account: GetTokenStatus through the pipeline.
+token_watch::FetchStatus TokenStatusFetch(upstream::VendorCaller* vendor, std::string account) {
+  return [vendor, account = std::move(account)](
+             const std::string& uid,
+             absl::AnyInvocable<void(absl::StatusOr<v1::GetTokenStatusResponse>) &&> done) {
+    v1::GetTokenStatusRequest request;
+    request.set_uid(uid);
+    const auto& route = routes::GetRoute(routes::RouteId::kGetTokenStatus);
+    vendor->Call(route.id, vendor::EncodeGetTokenStatusRequest(request),
+                 std::chrono::system_clock::now() + route.timeout,
+                 // A poll wants the vendor's current answer, and refreshes the cache.
+                 upstream::CallOptions{.account = account, .bypass_cache = true},
+                 [done = std::move(done), &route](upstream::VendorResult result) mutable {
+                   v1::GetTokenStatusResponse response;
+                   if (!result.ok()) {
+                     grpc::Status status = result.error->ToGrpcStatus();
+                     absl::Status error(static_cast<absl::StatusCode>(status.error_code()),
+                                        status.error_message());
+                     error.SetPayload(token_watch::kGrpcStatusDetailsPayloadUrl,
+                                      absl::Cord(status.error_details()));
+                     std::move(done)(std::move(error));
+                     return;
+                   }
+                   if (absl::Status decoded =
+                           vendor::DecodeGetTokenStatusResponse(result.body, &response, nullptr);
+                       !decoded.ok()) {
+                     grpc::Status status =
+                         errors::ApiError::FromBadVendorBody(
+                             route, result.response, errors::kReasonVendorUnexpectedResponse,
+                             std::string(decoded.message()))
+                             .ToGrpcStatus();
+                     std::move(done)(absl::UnavailableError(status.error_message()));
+                     return;
+                   }
+                   std::move(done)(std::move(response));
+                 });
+  };
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<eventlog::EventLog>> OpenEventLog(
@@ -102,52 +160,66 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
     if (!transport.ok()) return transport.status();
     server->transport_ = std::shared_ptr<http::HttpTransport>(std::move(*transport));
   }
-  server->vendor_client_ =
-      std::make_unique<upstream::VendorClient>(opts.vendor, server->transport_.get());
-  // Metrics, registered once with bounded label sets (route labels from the route table).
+  // Metrics, registered once with bounded label sets (route labels from the route table,
+  // upstream labels from the configured accounts).
   metrics::GatewayMetricsConfig metrics_config;
   for (const routes::Route& route : routes::AllRoutes()) {
     metrics_config.routes.emplace_back(route.metric_label);
   }
   metrics_config.grpc_methods = PublicMethods();
   metrics_config.upstreams = {"vendor"};
+  for (const VendorAccountOptions& account : opts.accounts) {
+    metrics_config.upstreams.push_back(UpstreamLabel(account.name));
+  }
   metrics_config.stream_rpcs = {"Subscribe", "StreamDamageResults", "WatchTokenStatus"};
   auto gateway_metrics = metrics::GatewayMetrics::Create(metrics_config);
   if (!gateway_metrics.ok()) return gateway_metrics.status();
   server->metrics_ = std::move(*gateway_metrics);
   opts.retry.metrics = server->metrics_.get();
 
-  // The one place the pipeline is composed (DESIGN §4): retry loop + circuit breaker over
-  // the vendor client (idempotency keys sit above it, in the services).
+  // The one place the pipeline is composed (DESIGN §4): per vendor account, a retry loop
+  // and circuit breaker over its vendor client; an account router over those; the
+  // response cache over the router (idempotency keys sit above it, in the services).
   server->scheduler_ = std::make_unique<token_watch::TimerThreadScheduler>();
-  auto budget = resilience::RetryBudget::Create(opts.retry_budget);
-  if (!budget.ok()) return budget.status();
-  server->retry_budget_ = std::move(*budget);
-  metrics::GatewayMetrics* metrics_ptr = server->metrics_.get();
-  auto breaker = resilience::CircuitBreaker::Create(
-      opts.circuit_breaker, opts.retry.clock,
-      [metrics_ptr](resilience::CircuitState, resilience::CircuitState to) {
-        metrics_ptr->ForUpstream(0).RecordTransition(ToMetricState(to));
-      });
-  if (!breaker.ok()) return breaker.status();
-  server->breaker_ = std::move(*breaker);
   if (!resilience::BackoffPolicy::Create(opts.retry.backoff).ok()) {
     return absl::InvalidArgumentError("invalid retry backoff settings");
   }
-  server->retrying_ = std::make_unique<pipeline::RetryingCaller>(
-      server->vendor_client_.get(), opts.retry, server->retry_budget_.get(), server->breaker_.get(),
-      server->scheduler_.get());
+  if (absl::Status added = server->AddAccount("", opts.vendor, 0); !added.ok()) return added;
+  std::map<std::string, std::string> scopes = {
+      {"", CacheScope(opts.vendor.base_url, opts.vendor.api_key)}};
+  for (size_t i = 0; i < opts.accounts.size(); ++i) {
+    const VendorAccountOptions& account = opts.accounts[i];
+    if (account.name.empty() || account.name == services::kDefaultAccountName ||
+        scopes.count(account.name) > 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("vendor account names must be unique, non-empty and not \"default\": \"",
+                       account.name, "\""));
+    }
+    upstream::VendorClientOptions vendor = opts.vendor;
+    vendor.base_url = account.base_url;
+    vendor.api_key = account.api_key;
+    if (absl::Status added = server->AddAccount(account.name, std::move(vendor), i + 1);
+        !added.ok()) {
+      return added;
+    }
+    scopes[account.name] = CacheScope(account.base_url, account.api_key);
+  }
+  std::map<std::string, upstream::VendorCaller*> routed;
+  for (const auto& account : server->accounts_) routed[account->name] = account->retrying.get();
+  server->router_ = std::make_unique<pipeline::AccountRouter>(std::move(routed));
   // The cache sits above the retry loop: a hit or a coalesced call costs no attempt,
-  // and stale-if-error sees the final outcome of the retries.
+  // and stale-if-error sees the final outcome of the retries. Entries are scoped by a
+  // hash of the account's upstream and API key: two accounts never share one.
   pipeline::CachingOptions cache_options = opts.cache;
   cache_options.metrics = server->metrics_.get();
   cache_options.clock = opts.retry.clock;
-  const std::string default_scope = eventlog::Sha256Hex(opts.vendor.api_key).substr(0, 32);
-  cache_options.account_scope = [default_scope](const std::string& account) {
-    return account.empty() ? default_scope : account;
+  cache_options.account_scope = [scopes = std::move(scopes)](const std::string& account) {
+    auto it = scopes.find(account);
+    // The router refuses unknown accounts; their (failed) calls are never stored.
+    return it == scopes.end() ? absl::StrCat("unknown:", account) : it->second;
   };
   server->caching_ =
-      std::make_unique<pipeline::CachingCaller>(server->retrying_.get(), std::move(cache_options));
+      std::make_unique<pipeline::CachingCaller>(server->router_.get(), std::move(cache_options));
   server->pipeline_ = server->caching_.get();
 
   server->event_log_ = opts.event_log;
@@ -167,6 +239,19 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   };
   server->hub_ = std::make_unique<streaming::EventHub>(server->event_log_.get(), hub_options);
   if (absl::Status started = server->hub_->Start(); !started.ok()) return started;
+  for (const webhooks::WebhookAccount& account : opts.webhook.accounts) {
+    if (std::none_of(opts.accounts.begin(), opts.accounts.end(),
+                     [&](const VendorAccountOptions& a) { return a.name == account.name; })) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("webhook receiver: account \"", account.name,
+                       "\" receives webhooks but is not a configured vendor account"));
+    }
+  }
+  if (!opts.webhook.accounts.empty() && opts.webhook.current_key.empty()) {
+    return absl::InvalidArgumentError(
+        "webhook receiver: named accounts receive webhooks only when the default account's "
+        "webhook key is set (it starts the receiver)");
+  }
   if (!opts.webhook.current_key.empty()) {
     auto receiver = webhooks::WebhookReceiver::Start(opts.webhook, server->event_log_.get());
     if (!receiver.ok()) {
@@ -178,46 +263,14 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
     server->metrics_->SetCollectHook([self] { self->SyncReceiverMetrics(); });
   }
 
-  // WatchTokenStatus: polls go through the vendor client like GetTokenStatus (same
-  // route, same errors), on the poller's timer thread, never blocking it.
-  upstream::VendorCaller* vendor = server->pipeline_;
-  server->token_poller_ = std::make_unique<token_watch::TokenStatusPoller>(
-      opts.token_watch,
-      [vendor](const std::string& uid,
-               absl::AnyInvocable<void(absl::StatusOr<v1::GetTokenStatusResponse>) &&> done) {
-        v1::GetTokenStatusRequest request;
-        request.set_uid(uid);
-        const auto& route = routes::GetRoute(routes::RouteId::kGetTokenStatus);
-        vendor->Call(route.id, vendor::EncodeGetTokenStatusRequest(request),
-                     std::chrono::system_clock::now() + route.timeout,
-                     // A poll wants the vendor's current answer, and refreshes the cache.
-                     upstream::CallOptions{.bypass_cache = true},
-                     [done = std::move(done), &route](upstream::VendorResult result) mutable {
-                       v1::GetTokenStatusResponse response;
-                       if (!result.ok()) {
-                         grpc::Status status = result.error->ToGrpcStatus();
-                         absl::Status error(static_cast<absl::StatusCode>(status.error_code()),
-                                            status.error_message());
-                         error.SetPayload(token_watch::kGrpcStatusDetailsPayloadUrl,
-                                          absl::Cord(status.error_details()));
-                         std::move(done)(std::move(error));
-                         return;
-                       }
-                       if (absl::Status decoded = vendor::DecodeGetTokenStatusResponse(
-                               result.body, &response, nullptr);
-                           !decoded.ok()) {
-                         grpc::Status status =
-                             errors::ApiError::FromBadVendorBody(
-                                 route, result.response, errors::kReasonVendorUnexpectedResponse,
-                                 std::string(decoded.message()))
-                                 .ToGrpcStatus();
-                         std::move(done)(absl::UnavailableError(status.error_message()));
-                         return;
-                       }
-                       std::move(done)(std::move(response));
-                     });
-      },
-      server->scheduler_.get());
+  // WatchTokenStatus: one poller per account. Polls go through the pipeline like
+  // GetTokenStatus (same route, same errors), on the poller's timer thread, never
+  // blocking it.
+  for (auto& account : server->accounts_) {
+    account->poller = std::make_unique<token_watch::TokenStatusPoller>(
+        opts.token_watch, TokenStatusFetch(server->pipeline_, account->name),
+        server->scheduler_.get());
+  }
 
   auto idempotency =
       pipeline::OpenIdempotencyStore(opts.idempotency_store_url, opts.idempotency_ttl);
@@ -229,7 +282,10 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
 
   services::ServiceDeps& deps = server->deps_;
   deps.idempotency = server->idempotency_.get();
-  deps.token_poller = server->token_poller_.get();
+  for (const auto& account : server->accounts_) {
+    deps.token_pollers[account->name] = account->poller.get();
+    if (!account->name.empty()) deps.vendor_accounts.insert(account->name);
+  }
   deps.hub = server->hub_.get();
   deps.stream_queue_size = opts.stream_queue_size;
   deps.vendor = server->pipeline_;
@@ -280,6 +336,39 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   return server;
 }
 
+absl::Status GatewayServer::AddAccount(const std::string& name,
+                                       upstream::VendorClientOptions vendor,
+                                       size_t upstream_index) {
+  auto account = std::make_unique<AccountPipeline>();
+  account->name = name;
+  account->client = std::make_unique<upstream::VendorClient>(std::move(vendor), transport_.get());
+  auto budget = resilience::RetryBudget::Create(options_.retry_budget);
+  if (!budget.ok()) return budget.status();
+  account->budget = std::move(*budget);
+  metrics::GatewayMetrics* metrics = metrics_.get();
+  auto breaker = resilience::CircuitBreaker::Create(
+      options_.circuit_breaker, options_.retry.clock,
+      [metrics, upstream_index](resilience::CircuitState, resilience::CircuitState to) {
+        metrics->ForUpstream(upstream_index).RecordTransition(ToMetricState(to));
+      });
+  if (!breaker.ok()) return breaker.status();
+  account->breaker = std::move(*breaker);
+  account->retrying = std::make_unique<pipeline::RetryingCaller>(
+      account->client.get(), options_.retry, account->budget.get(), account->breaker.get(),
+      scheduler_.get());
+  accounts_.push_back(std::move(account));
+  return absl::OkStatus();
+}
+
+const GatewayServer::AccountPipeline& GatewayServer::Account(const std::string& name) const {
+  for (const auto& account : accounts_) {
+    if (account->name == name) return *account;
+  }
+  // A programming error in a caller (tests): the accessors take configured names only.
+  std::fprintf(stderr, "GatewayServer: no vendor account named \"%s\"\n", name.c_str());
+  std::abort();
+}
+
 void GatewayServer::SyncReceiverMetrics() {
   if (receiver_ == nullptr) return;
   const webhooks::WebhookReceiverStats now = receiver_->stats();
@@ -325,7 +414,9 @@ void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
   if (admin_ != nullptr) admin_->Stop();
   if (receiver_ != nullptr) receiver_->Stop();
   if (hub_ != nullptr) hub_->Stop();
-  if (token_poller_ != nullptr) token_poller_->Shutdown();
+  for (auto& account : accounts_) {
+    if (account->poller != nullptr) account->poller->Shutdown();
+  }
   // grpc::Server::Shutdown waits for every started call to finish. Calls waiting on
   // the vendor finish when their HTTP exchange ends; after the grace period the
   // transport is told to fail what is left so shutdown is bounded.
@@ -345,15 +436,13 @@ GatewayServer::~GatewayServer() {
   services_.clear();
   receiver_.reset();
   hub_.reset();
-  token_poller_.reset();
+  for (auto& account : accounts_) account->poller.reset();
   // Pending retry timers hold calls: run down the timer thread before the pipeline.
   scheduler_.reset();
   caching_.reset();
-  retrying_.reset();
-  breaker_.reset();
-  retry_budget_.reset();
+  router_.reset();
+  accounts_.clear();
   event_log_.reset();
-  vendor_client_.reset();
   transport_.reset();
 }
 

@@ -15,6 +15,7 @@
 #include "gateway/idempotency/idempotency_store.h"
 #include "gateway/metrics/admin_server.h"
 #include "gateway/metrics/gateway_metrics.h"
+#include "gateway/pipeline/account_router.h"
 #include "gateway/pipeline/caching_caller.h"
 #include "gateway/pipeline/retrying_caller.h"
 #include "gateway/services/unary_call.h"
@@ -27,11 +28,25 @@
 
 namespace inspection::server {
 
+// A vendor account besides the default one (config `accounts`): calls select it with
+// metadata `x-vendor-account: <name>`. Its webhooks are configured in
+// GatewayServerOptions::webhook.accounts.
+struct VendorAccountOptions {
+  std::string name;      // [A-Za-z0-9._-]+, unique, not "default"
+  std::string base_url;  // no trailing slash
+  std::string api_key;   // sent as X-API-Key to base_url only
+};
+
 // Everything the gateway process is built from; main() fills it from GatewayConfig,
 // tests fill it directly.
 struct GatewayServerOptions {
   std::string grpc_addr = "0.0.0.0:50051";  // port 0: the OS picks one (see grpc_port())
+  // The default vendor account (calls without `x-vendor-account`). Its attempt timeout,
+  // deadline margin and clock apply to every account.
   upstream::VendorClientOptions vendor;
+  // The named accounts; each gets its own client, circuit breaker, retry budget, token
+  // poller and cache scope.
+  std::vector<VendorAccountOptions> accounts;
   vendor::MapperOptions mapper;
   validation::ValidationLimits limits;
   std::string webapp_url;
@@ -61,7 +76,8 @@ struct GatewayServerOptions {
   // Admin HTTP endpoint: /metrics, /healthz, /readyz. Port 0: any free port; -1: off.
   std::string admin_host = "0.0.0.0";
   int admin_port = 9464;
-  // Retries and circuit breaking around every vendor call.
+  // Retries and circuit breaking around every vendor call (one breaker and one budget
+  // per vendor account, all with these settings).
   pipeline::RetryOptions retry;
   resilience::RetryBudgetConfig retry_budget;
   resilience::CircuitBreakerConfig circuit_breaker;
@@ -93,11 +109,19 @@ class GatewayServer {
   streaming::EventHub& hub() { return *hub_; }
   // The request pipeline every RPC goes through.
   upstream::VendorCaller& vendor() { return *pipeline_; }
-  const token_watch::TokenStatusPoller& token_poller() const { return *token_poller_; }
-  resilience::CircuitBreaker& circuit_breaker() { return *breaker_; }
+  // The WatchTokenStatus poller, circuit breaker and retry budget of a vendor account
+  // ("" = the default one). The account must exist.
+  const token_watch::TokenStatusPoller& token_poller(const std::string& account = "") const {
+    return *Account(account).poller;
+  }
+  resilience::CircuitBreaker& circuit_breaker(const std::string& account = "") {
+    return *Account(account).breaker;
+  }
+  resilience::RetryBudgetStats retry_budget_stats(const std::string& account = "") const {
+    return Account(account).budget->Stats();
+  }
   // The admin endpoint's port; 0 when it is off.
   int admin_port() const { return admin_ == nullptr ? 0 : admin_->port(); }
-  resilience::RetryBudgetStats retry_budget_stats() const { return retry_budget_->Stats(); }
   const pipeline::CachingCaller& cache() const { return *caching_; }
   eventlog::EventLog& event_log() { return *event_log_; }
 
@@ -107,24 +131,39 @@ class GatewayServer {
   void Shutdown(std::chrono::milliseconds grace);
 
  private:
+  // The part of the pipeline that is per vendor account: below the cache, which is
+  // shared and scoped by each account's API key hash.
+  struct AccountPipeline {
+    std::string name;  // "" for the default account
+    std::unique_ptr<upstream::VendorClient> client;
+    std::unique_ptr<resilience::RetryBudget> budget;
+    std::unique_ptr<resilience::CircuitBreaker> breaker;
+    std::unique_ptr<pipeline::RetryingCaller> retrying;
+    std::unique_ptr<token_watch::TokenStatusPoller> poller;
+  };
+
   explicit GatewayServer(GatewayServerOptions options);
+  // Builds client, budget, breaker and retry loop of one account; `upstream_index` is
+  // its position in the metrics' `upstream` label values.
+  absl::Status AddAccount(const std::string& name, upstream::VendorClientOptions vendor,
+                          size_t upstream_index);
+  const AccountPipeline& Account(const std::string& name) const;
   // Copies the webhook receiver's counters into the Prometheus metrics (per scrape).
   void SyncReceiverMetrics();
 
   GatewayServerOptions options_;
   std::shared_ptr<http::HttpTransport> transport_;
-  std::unique_ptr<upstream::VendorClient> vendor_client_;
-  // The outermost caller of the pipeline (decorators over vendor_client_).
+  // The default account first, then the named ones in configuration order.
+  std::vector<std::unique_ptr<AccountPipeline>> accounts_;
+  std::unique_ptr<pipeline::AccountRouter> router_;
+  // The outermost caller of the pipeline: cache -> account router -> retry loop and
+  // breaker of the account -> its vendor client.
   upstream::VendorCaller* pipeline_ = nullptr;
   std::shared_ptr<eventlog::EventLog> event_log_;
   std::unique_ptr<streaming::EventHub> hub_;
   std::unique_ptr<webhooks::WebhookReceiver> receiver_;
   std::unique_ptr<token_watch::TimerThreadScheduler> scheduler_;
-  std::unique_ptr<token_watch::TokenStatusPoller> token_poller_;
   std::unique_ptr<pipeline::IdempotencyStore> idempotency_;
-  std::unique_ptr<resilience::RetryBudget> retry_budget_;
-  std::unique_ptr<resilience::CircuitBreaker> breaker_;
-  std::unique_ptr<pipeline::RetryingCaller> retrying_;
   std::unique_ptr<pipeline::CachingCaller> caching_;
   // Receiver counters already copied into the metrics (see SyncReceiverMetrics).
   absl::Mutex receiver_metrics_mu_;

@@ -14,11 +14,13 @@ namespace inspection::server {
 // the vendor (PUT configwebhook) and enables webhook delivery of `events` (PUT
 // configevent, one call each), waiting for each answer up to `timeout`. Blocking: for
 // start-up only. The first failure is returned with the vendor's reason; the key never
-// appears in it.
+// appears in it. `account` names the vendor account to register at ("" = the default
+// one; a named account registers its own webhook path with its own key).
 absl::Status RegisterWebhookAtVendor(upstream::VendorCaller& vendor, const std::string& url,
                                      const std::string& header_key,
                                      const std::vector<std::string>& events,
-                                     std::chrono::milliseconds timeout);
+                                     std::chrono::milliseconds timeout,
+                                     const std::string& account = "");
 
 }  // namespace inspection::server
 

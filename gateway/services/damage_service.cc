@@ -57,7 +57,8 @@ grpc::ServerWriteReactor<v1::StreamDamageResultsResponse>* DamageServiceImpl::St
   vendor::VendorRequest vendor_request = detect_damage_.encode(submit);
   deps_.vendor->Call(
       routes::RouteId::kDetectDamage, vendor_request, context->deadline(), call,
-      [this, handle, start, submit = std::move(submit)](upstream::VendorResult result) {
+      [this, handle, start, account = call.account,
+       submit = std::move(submit)](upstream::VendorResult result) {
         if (!result.ok()) {
           handle.End(result.error->ToGrpcStatus(), /*as_is=*/true);
           return;
@@ -89,6 +90,7 @@ grpc::ServerWriteReactor<v1::StreamDamageResultsResponse>* DamageServiceImpl::St
         }
         streaming::EventFilter filter;
         filter.inspection_id = inspection_id;
+        filter.account = account;  // the account the inspection was submitted to
         // An empty start (no event yet) means from the beginning: nothing older exists.
         handle.Attach(std::move(filter), start, /*from_start=*/start.empty());
       });

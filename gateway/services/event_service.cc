@@ -41,7 +41,14 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* EventServiceImpl::Subscribe(
                  /*as_is=*/true);
     return reactor;
   }
+  // The stream carries one vendor account's events (x-vendor-account; default: "").
+  upstream::CallOptions call;
+  if (auto error = CallOptionsFor(*context, deps_, /*request_id=*/"", &call); error.has_value()) {
+    reactor->End(error->ToGrpcStatus(), /*as_is=*/true);
+    return reactor;
+  }
   streaming::EventFilter filter;
+  filter.account = call.account;
   for (int name : request->event_names()) {
     filter.names.insert(vendor::EventNameString(static_cast<v1::EventName>(name), /*raw=*/""));
   }

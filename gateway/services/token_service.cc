@@ -42,7 +42,16 @@ grpc::ServerUnaryReactor* TokenServiceImpl::GetTokenStatus(grpc::CallbackServerC
 
 grpc::ServerWriteReactor<v1::WatchTokenStatusResponse>* TokenServiceImpl::WatchTokenStatus(
     grpc::CallbackServerContext* context, const v1::WatchTokenStatusRequest* request) {
-  return token_watch::NewWatchTokenStatusReactor(deps_.token_poller, context, request);
+  upstream::CallOptions call;
+  if (auto error = CallOptionsFor(*context, deps_, /*request_id=*/"", &call); error.has_value()) {
+    return new FailedStream<v1::WatchTokenStatusResponse>(error->ToGrpcStatus());
+  }
+  auto poller = deps_.token_pollers.find(call.account);
+  if (poller == deps_.token_pollers.end() || poller->second == nullptr) {
+    return new FailedStream<v1::WatchTokenStatusResponse>(
+        grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "WatchTokenStatus is not available"));
+  }
+  return token_watch::NewWatchTokenStatusReactor(poller->second, context, request);
 }
 
 }  // namespace inspection::services

@@ -74,12 +74,9 @@ std::optional<errors::ApiError> CallOptionsFor(const grpc::CallbackServerContext
   const auto& metadata = context.client_metadata();
   if (auto it = metadata.find("x-vendor-account"); it != metadata.end()) {
     std::string account(it->second.data(), it->second.size());
+    if (account == kDefaultAccountName) account.clear();
     if (!account.empty() && deps.vendor_accounts.count(account) == 0) {
-      errors::ApiError error = errors::ApiError::InvalidRequest(
-          {{"x-vendor-account",
-            "metadata names no configured vendor account; see the gateway's `accounts` "
-            "configuration (omit it for the default account)"}});
-      return error;
+      return errors::ApiError::UnknownVendorAccount();
     }
     out->account = std::move(account);
   }

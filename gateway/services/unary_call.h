@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -21,6 +22,18 @@
 #include "gateway/validation/request_validation.h"
 
 namespace inspection::services {
+
+// `x-vendor-account: default` names the default account (as does no such metadata), for
+// callers that always send the header; no configured account may take this name.
+inline constexpr char kDefaultAccountName[] = "default";
+
+// A server stream that ends at once with `status` (a call refused before it started).
+template <class Response>
+class FailedStream final : public grpc::ServerWriteReactor<Response> {
+ public:
+  explicit FailedStream(grpc::Status status) { this->Finish(std::move(status)); }
+  void OnDone() override { delete this; }
+};
 
 // One finished RPC, for logs (and later metrics).
 struct RpcRecord {
@@ -54,8 +67,9 @@ struct ServiceDeps {
   size_t stream_queue_size = 1000;
   // Idempotency keys of CreateToken and DetectDamage; null disables them.
   pipeline::IdempotencyStore* idempotency = nullptr;
-  // WatchTokenStatus: one shared upstream poll per watched token.
-  token_watch::TokenStatusPoller* token_poller = nullptr;
+  // WatchTokenStatus: one shared upstream poll per watched token, one poller per vendor
+  // account ("" = the default account).
+  std::map<std::string, token_watch::TokenStatusPoller*> token_pollers;
   // Named vendor accounts a call may select with `x-vendor-account` (the default
   // account, "", needs no name).
   std::set<std::string> vendor_accounts;
@@ -94,7 +108,8 @@ void NotifyFinished(const ServiceDeps& deps, RpcRecord& record,
                     std::chrono::steady_clock::time_point start);
 
 // The pipeline options of a call, from its metadata: `x-vendor-account` (must name a
-// configured account: otherwise INVALID_ARGUMENT naming the metadata key) and
+// configured account: otherwise INVALID_ARGUMENT naming the metadata key; absent, empty
+// or "default": the default account, "") and
 // `cache-control: no-cache` (skip the response cache). Sets `out` or returns the error.
 std::optional<errors::ApiError> CallOptionsFor(const grpc::CallbackServerContext& context,
                                                const ServiceDeps& deps, std::string request_id,

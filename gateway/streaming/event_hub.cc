@@ -10,6 +10,7 @@
 namespace inspection::streaming {
 
 bool EventFilter::Matches(const v1::Event& event) const {
+  if (event.vendor_account() != account) return false;
   if (!names.empty() && names.count(event.event_name_raw()) == 0) return false;
   if (!inspection_id.empty() && event.inspection_id() != inspection_id) return false;
   if (!token_uid.empty() && event.token_id() != token_uid) return false;
@@ -25,6 +26,7 @@ v1::Event ToApiEvent(const eventlog::StoredEvent& stored) {
   out.set_inspection_id(in.inspection_id);
   out.set_token_id(in.token_id);
   out.set_vehicle_id(in.vehicle_id);
+  out.set_vendor_account(in.account);
   out.set_received_at(absl::FormatTime(
       "%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(in.received_at_ms), absl::UTCTimeZone()));
   nlohmann::json body = nlohmann::json::parse(in.payload, nullptr, /*allow_exceptions=*/false);

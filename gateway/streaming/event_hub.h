@@ -26,6 +26,9 @@ struct EventFilter {
   std::set<std::string> names;  // vendor event names; empty = all
   std::string inspection_id;    // empty = any
   std::string token_uid;        // empty = any
+  // The vendor account, always matched exactly ("" = the default account): a stream
+  // never carries another account's events.
+  std::string account;
   bool Matches(const v1::Event& event) const;
 };
 

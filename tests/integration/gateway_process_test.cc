@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
 
 #include <grpcpp/generic/generic_stub.h>
@@ -182,6 +183,52 @@ TEST(GatewayProcessTest, GrpcurlCallReachesTheVendor) {
   EXPECT_NE(call.output().find(R"("status": "send")"), std::string::npos) << call.output();
   ASSERT_EQ(vendor.RequestCount(), 1u);
   EXPECT_EQ(vendor.Requests()[0].query, "eventName=createReport&inspectionId=insp_1");
+}
+
+TEST(GatewayProcessTest, ANamedAccountFromTheConfigIsCalledWithItsOwnKey) {
+  FakeVendor production;
+  FakeVendor preprod;
+  ASSERT_TRUE(production.Start());
+  ASSERT_TRUE(preprod.Start());
+  ScriptedResponse reply;
+  reply.body = R"({"status": "send"})";
+  production.RespondWith(reply);
+  preprod.RespondWith(reply);
+  TempDir secrets;
+  constexpr char kPreprodKey[] = "preprod-key-5d1e0b";
+  {
+    std::ofstream key(secrets.File("preprod-api-key"));
+    key << kPreprodKey << "\n";
+  }
+  const nlohmann::json accounts = {
+      {"preprod",
+       {{"upstream_url", preprod.BaseUrl()}, {"api_key_file", secrets.File("preprod-api-key")}}}};
+  GatewayProcess gateway(production.BaseUrl(), {"--accounts=" + accounts.dump()});
+  ASSERT_GT(gateway.port(), 0) << gateway.process().output();
+  auto stub = v1::EventConfigService::NewStub(
+      grpc::CreateChannel(gateway.target(), grpc::InsecureChannelCredentials()));
+  v1::TestWebhookRequest request;
+  request.set_event_name(v1::EVENT_NAME_CREATE_REPORT);
+  request.set_inspection_id("insp_1");
+  v1::TestWebhookResponse response;
+  auto context = GatewayTest::Context(10000);
+  context->AddMetadata("x-vendor-account", "preprod");
+  ASSERT_TRUE(stub->TestWebhook(context.get(), request, &response).ok());
+  ASSERT_EQ(preprod.RequestCount(), 1u);
+  EXPECT_EQ(production.RequestCount(), 0u);
+  const RecordedRequest sent = preprod.Requests()[0];
+  ASSERT_NE(sent.Header("x-api-key"), nullptr);
+  EXPECT_EQ(*sent.Header("x-api-key"), kPreprodKey);
+  // An account nobody configured is refused before any vendor is called.
+  auto unknown = GatewayTest::Context(10000);
+  unknown->AddMetadata("x-vendor-account", "staging");
+  EXPECT_EQ(stub->TestWebhook(unknown.get(), request, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(preprod.RequestCount() + production.RequestCount(), 1u);
+  // The start-up log shows the account, never its key.
+  EXPECT_EQ(gateway.process().Stop(SIGTERM, std::chrono::seconds(20)), 0);
+  EXPECT_NE(gateway.process().output().find("preprod-api-key"), std::string::npos);
+  EXPECT_EQ(gateway.process().output().find(kPreprodKey), std::string::npos);
 }
 
 TEST(GatewayProcessTest, BadConfigExitsNonZeroNamingTheKey) {
