@@ -13,6 +13,7 @@
 #include "inspection/v1/event.grpc.pb.h"
 #include "sandbox/emulator/sandbox_server.h"
 #include "tests/integration/gateway_fixture.h"
+#include "tests/integration/sandbox_helpers.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait.h"
@@ -84,13 +85,7 @@ class SandboxUpstreamTest : public ::testing::Test {
     ASSERT_EQ(response->status, 200) << path << ": " << response->body;
   }
 
-  nlohmann::json SandboxState() {
-    httplib::Client client(sandbox_->BaseUrl());
-    auto response = client.Get("/_sandbox/state");
-    EXPECT_TRUE(response) << "no answer from /_sandbox/state";
-    if (!response) return nullptr;
-    return nlohmann::json::parse(response->body, nullptr, false);
-  }
+  nlohmann::json SandboxState() { return testing::SandboxState(*sandbox_); }
 
   TempDir temp_;
   std::unique_ptr<sandbox::SandboxServer> sandbox_;
@@ -102,21 +97,6 @@ class SandboxUpstreamTest : public ::testing::Test {
   std::unique_ptr<v1::ImageService::Stub> image_;
   int starts_ = 0;
 };
-
-v1::CreateTokenRequest ValidTokenRequest() {
-  return GatewayTest::Parse<v1::CreateTokenRequest>(R"pb(
-    options { shoot_inspect: true fast_track: false }
-    trade_in { sending_type: SENDING_TYPE_NONE }
-    customer {
-      email: "<EMAIL>"
-      firstname: "<FIRST_NAME>"
-      lastname: "<LAST_NAME>"
-      phone: "<PHONE>"
-      locale: LOCALE_DE
-    }
-    validity: 7
-  )pb");
-}
 
 TEST_F(SandboxUpstreamTest, ResetOnAWarmConnectionNeverCreatesATokenBehindTheCallersBack) {
   // Warm a keep-alive connection to the vendor with a safe call.
@@ -572,25 +552,11 @@ TEST_F(SandboxUpstreamTest, WatchTokenStatusFollowsTheCustomerThroughOnePollPerT
 
 class CachePipelineTest : public SandboxUpstreamTest {
  protected:
-  // Counts vendor calls on `route`: a zero-latency rule that fires (and counts down)
-  // on every request.
-  void CountCalls(const std::string& route) {
-    AddFault(absl::StrCat(R"({"route": ")", route,
-                          R"(", "kind": "latency", "latency_ms": 0, "times": 100000})"));
-  }
+  // Counts vendor calls on `route` (see CountVendorCalls).
+  void CountCalls(const std::string& route) { CountVendorCalls(*sandbox_, route); }
   // Vendor calls on `route` since CountCalls (or a slower counting rule's start).
   int VendorCalls(const std::string& route, int start = 100000) {
-    for (const auto& rule : sandbox_->faults().Rules()) {
-      if (rule.route == route && rule.kind == sandbox::FaultKind::kLatency) {
-        return start - rule.times;
-      }
-    }
-    return -1;
-  }
-  static std::string Header(const grpc::ClientContext& context, const std::string& name) {
-    const auto& metadata = context.GetServerInitialMetadata();
-    auto it = metadata.find(name);
-    return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
+    return testing::VendorCalls(*sandbox_, route, start);
   }
   grpc::Status GetWebhookConfig(grpc::ClientContext* context,
                                 v1::GetWebhookConfigResponse* response) {
@@ -622,7 +588,7 @@ TEST_F(CachePipelineTest, HundredConcurrentIdenticalGetsCauseOneVendorCall) {
       auto context = GatewayTest::Context(10000);
       v1::GetWebhookConfigResponse response;
       if (GetWebhookConfig(context.get(), &response).ok()) ++ok;
-      how[i] = Header(*context, "x-cache");
+      how[i] = ServerHeader(*context, "x-cache");
     });
   }
   for (auto& thread : threads) thread.join();
@@ -642,10 +608,10 @@ TEST_F(CachePipelineTest, AWriteDropsTheCachedReadAndTheNextReadSeesIt) {
   v1::GetWebhookConfigResponse before;
   auto first = GatewayTest::Context();
   ASSERT_TRUE(GetWebhookConfig(first.get(), &before).ok());
-  EXPECT_EQ(Header(*first, "x-cache"), "miss");
+  EXPECT_EQ(ServerHeader(*first, "x-cache"), "miss");
   auto second = GatewayTest::Context();
   ASSERT_TRUE(GetWebhookConfig(second.get(), &before).ok());
-  EXPECT_EQ(Header(*second, "x-cache"), "hit");
+  EXPECT_EQ(ServerHeader(*second, "x-cache"), "hit");
   EXPECT_EQ(VendorCalls("get_webhook_config"), 1);
 
   v1::UpdateWebhookConfigRequest update;
@@ -658,7 +624,7 @@ TEST_F(CachePipelineTest, AWriteDropsTheCachedReadAndTheNextReadSeesIt) {
   v1::GetWebhookConfigResponse after;
   auto third = GatewayTest::Context();
   ASSERT_TRUE(GetWebhookConfig(third.get(), &after).ok());
-  EXPECT_EQ(Header(*third, "x-cache"), "miss");
+  EXPECT_EQ(ServerHeader(*third, "x-cache"), "miss");
   EXPECT_EQ(after.config().webhook_url_v2(), "https://changed.example.test/hook");
   EXPECT_EQ(VendorCalls("get_webhook_config"), 2);
 }
@@ -670,11 +636,11 @@ TEST_F(CachePipelineTest, BypassMetadataCallsTheVendorAndRefreshesTheEntry) {
   auto bypass = GatewayTest::Context();
   bypass->AddMetadata("cache-control", "no-cache");
   ASSERT_TRUE(GetWebhookConfig(bypass.get(), &response).ok());
-  EXPECT_EQ(Header(*bypass, "x-cache"), "bypass");
+  EXPECT_EQ(ServerHeader(*bypass, "x-cache"), "bypass");
   EXPECT_EQ(VendorCalls("get_webhook_config"), 2);
   auto after = GatewayTest::Context();
   ASSERT_TRUE(GetWebhookConfig(after.get(), &response).ok());
-  EXPECT_EQ(Header(*after, "x-cache"), "hit");
+  EXPECT_EQ(ServerHeader(*after, "x-cache"), "hit");
   EXPECT_EQ(VendorCalls("get_webhook_config"), 2);
 }
 
@@ -690,7 +656,7 @@ TEST_F(CachePipelineTest, AnEventAboutAnInspectionDropsCachedSearchResults) {
   ASSERT_TRUE(first.ok()) << first.error_message();
   auto cached = GatewayTest::Context();
   ASSERT_TRUE(stub->SearchInspections(cached.get(), search, &results).ok());
-  EXPECT_EQ(Header(*cached, "x-cache"), "hit");
+  EXPECT_EQ(ServerHeader(*cached, "x-cache"), "hit");
   EXPECT_EQ(VendorCalls("search_inspections"), 1);
 
   const uint64_t invalidated_before = gateway_->cache().cache_stats().invalidated;
@@ -702,7 +668,7 @@ TEST_F(CachePipelineTest, AnEventAboutAnInspectionDropsCachedSearchResults) {
 
   auto fresh = GatewayTest::Context();
   ASSERT_TRUE(stub->SearchInspections(fresh.get(), search, &results).ok());
-  EXPECT_EQ(Header(*fresh, "x-cache"), "miss");
+  EXPECT_EQ(ServerHeader(*fresh, "x-cache"), "miss");
   EXPECT_EQ(VendorCalls("search_inspections"), 2);
 }
 
@@ -727,8 +693,8 @@ TEST_F(CachePipelineTest, StaleIfErrorServesTheOldAnswerAndFlagsIt) {
   v1::GetWebhookConfigResponse served;
   grpc::Status status = GetWebhookConfig(stale.get(), &served);
   ASSERT_TRUE(status.ok()) << status.error_message();
-  EXPECT_EQ(Header(*stale, "x-cache"), "stale");
-  EXPECT_FALSE(Header(*stale, "x-cache-stale-cause").empty());
+  EXPECT_EQ(ServerHeader(*stale, "x-cache"), "stale");
+  EXPECT_FALSE(ServerHeader(*stale, "x-cache-stale-cause").empty());
   EXPECT_EQ(served.config().webhook_url_v2(), fresh.config().webhook_url_v2());
   EXPECT_EQ(gateway_->cache().cache_stats().stale_served, 1u);
 

@@ -13,6 +13,7 @@
 #include "inspection/v1/event.grpc.pb.h"
 #include "sandbox/emulator/sandbox_server.h"
 #include "tests/integration/gateway_fixture.h"
+#include "tests/integration/sandbox_helpers.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait.h"
 
@@ -82,33 +83,6 @@ class VendorAccountsTest : public ::testing::Test {
     if (!account.empty()) context->AddMetadata("x-vendor-account", account);
     return context;
   }
-  static std::string Header(const grpc::ClientContext& context, const std::string& name) {
-    const auto& metadata = context.GetServerInitialMetadata();
-    auto it = metadata.find(name);
-    return it == metadata.end() ? std::string() : std::string(it->second.data(), it->second.size());
-  }
-  // Counts calls on `route` at `vendor` (a zero-latency fault rule that counts down).
-  static void CountCalls(sandbox::SandboxServer& vendor, const std::string& route) {
-    auto rules = sandbox::ParseFaultRules(nlohmann::json::parse(absl::StrCat(
-        R"({"route": ")", route, R"(", "kind": "latency", "latency_ms": 0, "times": 100000})")));
-    ASSERT_TRUE(rules.ok()) << rules.status();
-    vendor.faults().AddRules(*rules);
-  }
-  static int VendorCalls(sandbox::SandboxServer& vendor, const std::string& route) {
-    for (const auto& rule : vendor.faults().Rules()) {
-      if (rule.route == route && rule.kind == sandbox::FaultKind::kLatency) {
-        return 100000 - rule.times;
-      }
-    }
-    return -1;
-  }
-  static nlohmann::json State(sandbox::SandboxServer& vendor) {
-    httplib::Client client(vendor.BaseUrl());
-    auto response = client.Get("/_sandbox/state");
-    EXPECT_TRUE(response) << "no answer from /_sandbox/state";
-    if (!response) return nullptr;
-    return nlohmann::json::parse(response->body, nullptr, false);
-  }
   int PostWebhook(const std::string& path, const std::string& key, const std::string& body) {
     httplib::Client client("127.0.0.1", gateway_->webhook_port());
     auto response = client.Post(path, {{"x-api-key", key}}, body, "application/json");
@@ -119,20 +93,6 @@ class VendorAccountsTest : public ::testing::Test {
     auto response = client.Get("/metrics");
     EXPECT_TRUE(response);
     return response ? response->body : "";
-  }
-  static v1::CreateTokenRequest TokenRequest() {
-    return GatewayTest::Parse<v1::CreateTokenRequest>(R"pb(
-      options { shoot_inspect: true fast_track: false }
-      trade_in { sending_type: SENDING_TYPE_NONE }
-      customer {
-        email: "<EMAIL>"
-        firstname: "<FIRST_NAME>"
-        lastname: "<LAST_NAME>"
-        phone: "<PHONE>"
-        locale: LOCALE_DE
-      }
-      validity: 7
-    )pb");
   }
 
   TempDir temp_;
@@ -149,14 +109,14 @@ class VendorAccountsTest : public ::testing::Test {
 TEST_F(VendorAccountsTest, TwoVendorAccountsNeverShareACacheEntry) {
   // Two accounts whose webhook configurations differ: each must get its own.
   preprod_->ConfigureWebhook("https://preprod.example.test/hook", "k", {});
-  CountCalls(*production_, "get_webhook_config");
-  CountCalls(*preprod_, "get_webhook_config");
+  CountVendorCalls(*production_, "get_webhook_config");
+  CountVendorCalls(*preprod_, "get_webhook_config");
   std::map<std::string, std::string> urls;
   for (const std::string account : {"", "second", "preprod"}) {
     auto first = For(account);
     v1::GetWebhookConfigResponse response;
     ASSERT_TRUE(event_config_->GetWebhookConfig(first.get(), {}, &response).ok()) << account;
-    EXPECT_EQ(Header(*first, "x-cache"), "miss") << "account \"" << account << "\"";
+    EXPECT_EQ(ServerHeader(*first, "x-cache"), "miss") << "account \"" << account << "\"";
     urls[account] = response.config().webhook_url_v2();
   }
   // "" and "second" share one vendor but not an API key: two entries, two vendor calls.
@@ -169,7 +129,7 @@ TEST_F(VendorAccountsTest, TwoVendorAccountsNeverShareACacheEntry) {
     auto again = For(account);
     v1::GetWebhookConfigResponse response;
     ASSERT_TRUE(event_config_->GetWebhookConfig(again.get(), {}, &response).ok()) << account;
-    EXPECT_EQ(Header(*again, "x-cache"), "hit") << "account \"" << account << "\"";
+    EXPECT_EQ(ServerHeader(*again, "x-cache"), "hit") << "account \"" << account << "\"";
     EXPECT_EQ(response.config().webhook_url_v2(), urls[account == "default" ? "" : account]);
   }
   EXPECT_EQ(VendorCalls(*production_, "get_webhook_config"), 2);
@@ -186,7 +146,7 @@ TEST_F(VendorAccountsTest, AWriteInvalidatesOnlyItsOwnAccountsEntry) {
   ASSERT_TRUE(event_config_->UpdateWebhookConfig(For("preprod").get(), update, &updated).ok());
   auto preprod = For("preprod");
   ASSERT_TRUE(event_config_->GetWebhookConfig(preprod.get(), {}, &response).ok());
-  EXPECT_EQ(Header(*preprod, "x-cache"), "miss");
+  EXPECT_EQ(ServerHeader(*preprod, "x-cache"), "miss");
   EXPECT_EQ(response.config().webhook_url_v2(), "https://changed.example.test/hook");
   // The write went to preprod's vendor only.
   auto production = For("");
@@ -195,7 +155,7 @@ TEST_F(VendorAccountsTest, AWriteInvalidatesOnlyItsOwnAccountsEntry) {
 }
 
 TEST_F(VendorAccountsTest, CallsGoToTheirAccountsVendorAndIdempotencyKeysStayWithIt) {
-  v1::CreateTokenRequest request = TokenRequest();
+  v1::CreateTokenRequest request = ValidTokenRequest();
   request.set_idempotency_key("order-42");
   v1::CreateTokenResponse in_production;
   v1::CreateTokenResponse in_preprod;
@@ -203,17 +163,17 @@ TEST_F(VendorAccountsTest, CallsGoToTheirAccountsVendorAndIdempotencyKeysStayWit
   // The same key in another account is another operation, not a replay.
   auto preprod = For("preprod");
   ASSERT_TRUE(token_->CreateToken(preprod.get(), request, &in_preprod).ok());
-  EXPECT_EQ(Header(*preprod, "idempotency-replayed"), "");
+  EXPECT_EQ(ServerHeader(*preprod, "idempotency-replayed"), "");
   EXPECT_NE(in_production.token().uid(), in_preprod.token().uid());
-  EXPECT_EQ(State(*production_)["tokens"].size(), 1u);
-  EXPECT_EQ(State(*preprod_)["tokens"].size(), 1u);
+  EXPECT_EQ(SandboxState(*production_)["tokens"].size(), 1u);
+  EXPECT_EQ(SandboxState(*preprod_)["tokens"].size(), 1u);
   // Within an account, the key replays.
   v1::CreateTokenResponse replayed;
   auto again = For("preprod");
   ASSERT_TRUE(token_->CreateToken(again.get(), request, &replayed).ok());
-  EXPECT_EQ(Header(*again, "idempotency-replayed"), "true");
+  EXPECT_EQ(ServerHeader(*again, "idempotency-replayed"), "true");
   EXPECT_EQ(replayed.token().uid(), in_preprod.token().uid());
-  EXPECT_EQ(State(*preprod_)["tokens"].size(), 1u);
+  EXPECT_EQ(SandboxState(*preprod_)["tokens"].size(), 1u);
 
   // A token lives at its account's vendor: the default account does not know it.
   v1::GetTokenStatusRequest status_request;
@@ -231,7 +191,7 @@ TEST_F(VendorAccountsTest, AnUnknownAccountIsInvalidArgumentOnEveryKindOfCall) {
     ASSERT_EQ(bad_request.field_violations_size(), 1) << what;
     EXPECT_EQ(bad_request.field_violations(0).field(), "x-vendor-account") << what;
   };
-  CountCalls(*production_, "get_webhook_config");
+  CountVendorCalls(*production_, "get_webhook_config");
   v1::GetWebhookConfigResponse config;
   check(event_config_->GetWebhookConfig(For("staging").get(), {}, &config), "unary");
   EXPECT_EQ(VendorCalls(*production_, "get_webhook_config"), 0);
@@ -323,13 +283,13 @@ TEST_F(VendorAccountsTest, StreamDamageResultsFollowsTheAccountsOwnWebhooks) {
     EXPECT_EQ(messages[i].event().vendor_account(), "preprod");
   }
   // The inspection exists at preprod's vendor only.
-  EXPECT_EQ(State(*preprod_)["inspections"].size(), 1u) << State(*preprod_).dump();
-  EXPECT_EQ(State(*production_)["inspections"].size(), 0u);
+  EXPECT_EQ(SandboxState(*preprod_)["inspections"].size(), 1u) << SandboxState(*preprod_).dump();
+  EXPECT_EQ(SandboxState(*production_)["inspections"].size(), 0u);
 }
 
 TEST_F(VendorAccountsTest, WatchTokenStatusPollsTheNamedAccount) {
   v1::CreateTokenResponse created;
-  ASSERT_TRUE(token_->CreateToken(For("preprod").get(), TokenRequest(), &created).ok());
+  ASSERT_TRUE(token_->CreateToken(For("preprod").get(), ValidTokenRequest(), &created).ok());
   v1::WatchTokenStatusRequest request;
   request.set_uid(created.token().uid());
   auto context = For("preprod");
@@ -382,14 +342,20 @@ TEST_F(VendorAccountsTest, OneAccountsOutageOpensOnlyItsBreaker) {
             std::string::npos);
 }
 
-TEST(VendorAccountsStartTest, RefusesWebhooksForAnAccountThatIsNotConfigured) {
-  TempDir temp;
+// Options of a gateway that calls no vendor (start-up checks only).
+server::GatewayServerOptions OfflineOptions(const TempDir& temp) {
   server::GatewayServerOptions options;
   options.grpc_addr = "127.0.0.1:0";
   options.vendor.base_url = "http://127.0.0.1:1";
   options.vendor.api_key = "k";
   options.admin_port = -1;
   options.event_log_url = "sqlite:" + temp.File("events.db");
+  return options;
+}
+
+TEST(VendorAccountsStartTest, RefusesWebhooksForAnAccountThatIsNotConfigured) {
+  TempDir temp;
+  server::GatewayServerOptions options = OfflineOptions(temp);
   options.webhook.host = "127.0.0.1";
   options.webhook.port = 0;
   options.webhook.current_key = "webhook-key";
@@ -405,12 +371,7 @@ TEST(VendorAccountsStartTest, RefusesTheReservedAndDuplicateNames) {
        {std::vector<std::string>{"default"}, std::vector<std::string>{"a", "a"},
         std::vector<std::string>{""}}) {
     TempDir temp;
-    server::GatewayServerOptions options;
-    options.grpc_addr = "127.0.0.1:0";
-    options.vendor.base_url = "http://127.0.0.1:1";
-    options.vendor.api_key = "k";
-    options.admin_port = -1;
-    options.event_log_url = "sqlite:" + temp.File("events.db");
+    server::GatewayServerOptions options = OfflineOptions(temp);
     for (const std::string& name : names) {
       options.accounts.push_back({name, "http://127.0.0.1:1", "k2"});
     }
