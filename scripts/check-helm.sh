@@ -10,7 +10,8 @@
 #   - the rendered config files accepted by the real gateway (--print-config), when a built
 #     binary is found (INSPECTION_GATEWAY_BIN or build/inspection-gateway);
 #   - negative checks that must fail: several replicas on SQLite, unknown values keys,
-#     chart-managed config keys, a missing API key, a too short grace period;
+#     chart-managed config keys, a missing API key, a too short grace period, vendor
+#     accounts that are misnamed, without a Secret or with webhooks but no default key;
 #   - no secret value in any rendered manifest except base64 in a Secret.
 # Tools: helm, kubernetes-validate, yamllint from scripts/install-deploy-tools.sh (.tools/bin).
 set -euo pipefail
@@ -235,7 +236,18 @@ render() {
     # The gateway reads secrets from the mounted files: point them at stand-ins.
     mkdir -p "$tmp/secrets"
     for f in api-key webhook-key webhook-previous-key; do echo "stand-in-$f-value" >"$tmp/secrets/$f"; done
-    sed "s#/etc/inspection-gateway/secrets#$tmp/secrets#g" "$out.k8s.config.json" >"$tmp/config.json"
+    sed -e "s#/etc/inspection-gateway/secrets#$tmp/secrets#g" \
+      -e "s#/etc/inspection-gateway/accounts#$tmp/accounts#g" "$out.k8s.config.json" >"$tmp/config.json"
+    # Vendor accounts' key files: a distinct stand-in each (the gateway refuses shared keys).
+    "$python" - "$tmp/config.json" <<'PY'
+import json, os, sys
+for name, account in json.load(open(sys.argv[1])).get("accounts", {}).items():
+    for key, path in account.items():
+        if key.endswith("_file"):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(f"stand-in-{name}-{key}\n")
+PY
     "$gateway_bin" --config="$tmp/config.json" --print-config >/dev/null 2>"$tmp/gw.err" || {
       cat "$tmp/gw.err"
       fail "$name: the gateway rejects the rendered config file"
@@ -306,6 +318,17 @@ must_fail "a chart-managed config key (config.grpc_addr)" "config.grpc_addr is s
   --set config.grpc_addr=0.0.0.0:1
 must_fail "a secret in the config file (config.api_key)" "secrets never go in the config file" \
   --set config.api_key=oops
+must_fail "accounts in config instead of vendorAccounts" "config.accounts is set by the chart" \
+  --set config.accounts.preprod.upstream_url=https://p.example.com
+must_fail "a vendor account named default" "invalid propertyName 'default'" \
+  --set vendorAccounts.default.upstreamUrl=https://p.example.com \
+  --set vendorAccounts.default.existingSecret=s
+must_fail "a vendor account without its Secret" "existingSecret" \
+  --set vendorAccounts.preprod.upstreamUrl=https://p.example.com
+must_fail "an account webhook key without the default one" "needs the default account's webhook key" \
+  --set sandbox.enabled=false --set secrets.apiKey=k --set config.upstream_url=https://v.example.com \
+  --set config.webapp_url=https://w.example.com --set vendorAccounts.preprod.upstreamUrl=https://p.example.com \
+  --set vendorAccounts.preprod.existingSecret=s --set vendorAccounts.preprod.webhookKeyKey=hook
 must_fail "no vendor API key without the sandbox" "the vendor API key is required" \
   --set sandbox.enabled=false --set config.upstream_url=https://v.example.com \
   --set config.webapp_url=https://w.example.com

@@ -113,6 +113,40 @@ Secret items: a list of "secretKey=fileName" strings, one per secret the gateway
 {{- toJson $items }}
 {{- end }}
 
+{{- /* Where the Secret of named vendor account NAME is mounted: <accountsDir>/NAME. */}}
+{{- define "inspection-gateway.accountsDir" -}}/etc/inspection-gateway/accounts{{- end }}
+
+{{- /*
+Files of a vendor account's Secret volume: {"api-key": <key in its Secret>, ...}, like
+secretItems. Called with the account's values.
+*/}}
+{{- define "inspection-gateway.accountItems" -}}
+{{- $items := dict "api-key" (default "api-key" .apiKeyKey) }}
+{{- if .webhookKeyKey }}{{ $_ := set $items "webhook-key" .webhookKeyKey }}{{ end }}
+{{- if .webhookPreviousKeyKey }}{{ $_ := set $items "webhook-previous-key" .webhookPreviousKeyKey }}{{ end }}
+{{- toJson $items }}
+{{- end }}
+
+{{- /* The webhook path of vendor account NAME (dict "name" NAME "account" VALUES). */}}
+{{- define "inspection-gateway.accountWebhookPath" -}}
+{{- default (printf "/webhooks/v2/%s" .name) .account.webhookPath }}
+{{- end }}
+
+{{- /* config `accounts` from vendorAccounts, as JSON: key files point into the mounts. */}}
+{{- define "inspection-gateway.accountsConfig" -}}
+{{- $out := dict }}
+{{- range $name, $account := .Values.vendorAccounts }}
+{{- $dir := printf "%s/%s" (include "inspection-gateway.accountsDir" $) $name }}
+{{- $entry := dict "upstream_url" $account.upstreamUrl "api_key_file" (printf "%s/api-key" $dir) }}
+{{- if $account.webhookKeyKey }}{{ $_ := set $entry "webhook_key_file" (printf "%s/webhook-key" $dir) }}{{ end }}
+{{- if $account.webhookPreviousKeyKey }}{{ $_ := set $entry "webhook_previous_key_file" (printf "%s/webhook-previous-key" $dir) }}{{ end }}
+{{- if $account.webhookPath }}{{ $_ := set $entry "webhook_path" $account.webhookPath }}{{ end }}
+{{- if $account.registerWebhook }}{{ $_ := set $entry "register_webhook" $account.registerWebhook }}{{ end }}
+{{- $_ := set $out $name $entry }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
+
 {{- define "inspection-gateway.hasWebhookKey" -}}
 {{- if hasKey (include "inspection-gateway.secretItems" . | fromJson) "webhook-key" }}true{{ end }}
 {{- end }}
@@ -193,6 +227,9 @@ pod from your Secret's password).
 {{- if eq (include "inspection-gateway.eventLogMode" .) "config" }}
 {{- $_ := set $cfg "event_log" (include "inspection-gateway.eventLogConfigUrl" .) }}
 {{- end }}
+{{- if .Values.vendorAccounts }}
+{{- $_ := set $cfg "accounts" (include "inspection-gateway.accountsConfig" . | fromJson) }}
+{{- end }}
 {{- if .Values.sandbox.enabled }}
 {{- $sandboxUrl := include "inspection-gateway.sandboxUrl" . }}
 {{- $_ := set $cfg "upstream_url" $sandboxUrl }}
@@ -225,7 +262,7 @@ pod from your Secret's password).
 {{- define "inspection-gateway.validate" -}}
 {{- $v := .Values }}
 {{- $cfg := default dict $v.config }}
-{{- $managed := dict "grpc_addr" "containerPorts.grpc" "webhook_addr" "containerPorts.webhook" "admin_addr" "containerPorts.admin" "api_key_file" "secrets.apiKey or secrets.existingSecret" "webhook_key_file" "secrets.webhookKey or secrets.existingSecret.webhookKeyKey" "webhook_previous_key_file" "secrets.webhookPreviousKey or secrets.existingSecret.webhookPreviousKeyKey" "event_log" "eventLog.*" "sandbox" "sandbox.enabled (the chart runs the sandbox as its own Deployment)" }}
+{{- $managed := dict "grpc_addr" "containerPorts.grpc" "webhook_addr" "containerPorts.webhook" "admin_addr" "containerPorts.admin" "accounts" "vendorAccounts (each account's keys come from its Secret)" "api_key_file" "secrets.apiKey or secrets.existingSecret" "webhook_key_file" "secrets.webhookKey or secrets.existingSecret.webhookKeyKey" "webhook_previous_key_file" "secrets.webhookPreviousKey or secrets.existingSecret.webhookPreviousKeyKey" "event_log" "eventLog.*" "sandbox" "sandbox.enabled (the chart runs the sandbox as its own Deployment)" }}
 {{- range $key, $instead := $managed }}
 {{- if hasKey $cfg $key }}
 {{- fail (printf "config.%s is set by the chart: use %s instead" $key $instead) }}
@@ -234,6 +271,12 @@ pod from your Secret's password).
 {{- range $key := list "api_key" "webhook_key" "webhook_previous_key" }}
 {{- if hasKey $cfg $key }}
 {{- fail (printf "config.%s: secrets never go in the config file (it is a ConfigMap); use the secrets.* values" $key) }}
+{{- end }}
+{{- end }}
+{{- /* An account's webhooks are received only when the default account has a webhook key. */}}
+{{- range $name, $account := $v.vendorAccounts }}
+{{- if and $account.webhookKeyKey (not (include "inspection-gateway.hasWebhookKey" $)) }}
+{{- fail (printf "vendorAccounts.%s.webhookKeyKey needs the default account's webhook key too (secrets.webhookKey or secrets.existingSecret.webhookKeyKey): it starts the webhook receiver" $name) }}
 {{- end }}
 {{- end }}
 {{- /* More than one replica needs a shared event log. */}}
