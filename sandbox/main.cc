@@ -31,6 +31,9 @@ A stateful emulator of the vehicle-inspection vendor API, for development and te
                           port, printed in the ready line)
   --seed=N                seed of generated ids and fault probabilities (default 1)
   --api-keys=K1,K2        accepted X-API-Key values (default sandbox-api-key)
+  --api-keys-file=FILE    the same, one key per line (keeps them off the command line);
+                          blank lines and trailing whitespace are ignored
+  --threads=N             HTTP worker threads, one per open connection (default 64)
   --webhook-delay-ms=N    delay before each webhook delivery (default 200)
   --faults=FILE           JSON fault rules active from the start (as POST /_sandbox/faults)
   --help                  this text
@@ -75,6 +78,7 @@ int ParseFlags(int argc, char** argv, SandboxOptions* options) {
     const size_t equals = arg.find('=');
     const std::string name = arg.substr(0, equals);
     const bool known = name == "--listen" || name == "--seed" || name == "--api-keys" ||
+                       name == "--api-keys-file" || name == "--threads" ||
                        name == "--webhook-delay-ms" || name == "--faults";
     if (!known) return UsageError("unknown flag " + name);
     if (equals == std::string::npos) return UsageError(name + " needs a value: " + name + "=...");
@@ -89,6 +93,22 @@ int ParseFlags(int argc, char** argv, SandboxOptions* options) {
       std::vector<std::string> keys = absl::StrSplit(value, ',', absl::SkipEmpty());
       if (keys.empty()) return UsageError("--api-keys needs at least one key");
       options->api_keys = std::move(keys);
+    } else if (name == "--api-keys-file") {
+      std::ifstream file(value);
+      if (!file) return UsageError("--api-keys-file: cannot read " + value);
+      std::vector<std::string> keys;
+      for (std::string line; std::getline(file, line);) {
+        line.erase(line.find_last_not_of(" \t\r") + 1);
+        if (!line.empty()) keys.push_back(std::move(line));
+      }
+      if (keys.empty()) return UsageError("--api-keys-file: " + value + " holds no key");
+      options->api_keys = std::move(keys);
+    } else if (name == "--threads") {
+      int threads = 0;
+      if (!absl::SimpleAtoi(value, &threads) || threads < 1 || threads > 100000) {
+        return UsageError("--threads must be an integer in 1..100000");
+      }
+      options->threads = threads;
     } else if (name == "--webhook-delay-ms") {
       int64_t delay = 0;
       if (!absl::SimpleAtoi(value, &delay) || delay < 0) {

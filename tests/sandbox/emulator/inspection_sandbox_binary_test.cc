@@ -92,6 +92,25 @@ TEST_F(SandboxBinaryTest, ServesUntilSigtermThenExitsCleanly) {
   EXPECT_THAT(process_->output(), Not(HasSubstr("bin-key")));  // keys are never printed
 }
 
+TEST_F(SandboxBinaryTest, ReadsApiKeysFromAFile) {
+  char path[] = "/tmp/sandbox-keys-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  std::ofstream(path) << "file-key-one  \n\nfile-key-two\n";
+  const json ready =
+      StartServing({"--listen=127.0.0.1:0", "--threads=8", std::string("--api-keys-file=") + path});
+  ASSERT_TRUE(ready.is_object()) << process_->output();
+  const std::string config =
+      ready["base_url"].get<std::string>() + "/apiV1/eventmanager/configwebhook";
+  EXPECT_EQ(Get(config, "file-key-one").response.status, 200);  // trailing blanks trimmed
+  EXPECT_EQ(Get(config, "file-key-two").response.status, 200);
+  EXPECT_EQ(Get(config, "sandbox-api-key").response.status, 401);
+  EXPECT_EQ(process_->Stop(SIGTERM, kDeadline), 0) << process_->output();
+  EXPECT_THAT(process_->output(), Not(HasSubstr("file-key")));
+  std::remove(path);
+}
+
 TEST_F(SandboxBinaryTest, SigintAlsoStopsCleanly) {
   const json ready = StartServing({"--listen=127.0.0.1:0"});
   ASSERT_TRUE(ready.is_object()) << process_->output();
@@ -128,7 +147,10 @@ TEST_F(SandboxBinaryTest, RefusesBadFlagsWithExitCode2) {
        {std::vector<std::string>{"--bogus=1"}, std::vector<std::string>{"--listen=nowhere"},
         std::vector<std::string>{"--seed=-1"}, std::vector<std::string>{"--api-keys="},
         std::vector<std::string>{"--webhook-delay-ms=soon"},
-        std::vector<std::string>{"--faults=/no/such/file"}, std::vector<std::string>{"--seed"}}) {
+        std::vector<std::string>{"--faults=/no/such/file"}, std::vector<std::string>{"--seed"},
+        std::vector<std::string>{"--api-keys-file=/no/such/file"},
+        std::vector<std::string>{"--api-keys-file=/dev/null"},
+        std::vector<std::string>{"--threads=0"}, std::vector<std::string>{"--threads=many"}}) {
     std::vector<std::string> argv = {binary_};
     argv.insert(argv.end(), flags.begin(), flags.end());
     Subprocess process(argv);
@@ -141,7 +163,8 @@ TEST_F(SandboxBinaryTest, RefusesBadFlagsWithExitCode2) {
 TEST_F(SandboxBinaryTest, HelpDescribesTheFlags) {
   Subprocess process({binary_, "--help"});
   EXPECT_EQ(process.Wait(kDeadline), 0);
-  for (const char* flag : {"--listen", "--seed", "--api-keys", "--webhook-delay-ms", "--faults"}) {
+  for (const char* flag : {"--listen", "--seed", "--api-keys", "--api-keys-file", "--threads",
+                           "--webhook-delay-ms", "--faults"}) {
     EXPECT_THAT(process.output(), HasSubstr(flag));
   }
 }
