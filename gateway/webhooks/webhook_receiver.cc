@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "gateway/webhooks/webhook_http_server.h"
+#include "adapters/http/http_server.h"
 #include "nlohmann/json.hpp"
 
 namespace inspection::webhooks {
@@ -33,6 +33,28 @@ void Reply(httplib::Response& response, int status, const std::string& error,
            const std::string& message) {
   response.status = status;
   response.set_content(Dump(json{{"error", error}, {"message", message}}), "application/json");
+}
+
+// The `error` of the answers the HTTP layer produces itself (see Start()).
+std::string ErrorName(int status) {
+  switch (status) {
+    case 400:
+      return "bad_request";
+    case 404:
+      return "not_found";
+    case 405:
+      return "method_not_allowed";
+    case 413:
+      return "payload_too_large";
+    case 414:
+      return "uri_too_long";
+    case 415:
+      return "unsupported_media_type";
+    case 500:
+      return "internal";
+    default:
+      return absl::StrCat("http_", status);
+  }
 }
 
 // A correlation id: strings as-is, integers in decimal (some payloads carry numeric ids),
@@ -193,11 +215,20 @@ absl::StatusOr<std::unique_ptr<WebhookReceiver>> WebhookReceiver::Start(
   std::unique_ptr<WebhookReceiver> receiver(
       new WebhookReceiver(std::move(options), std::move(endpoints), std::move(pointers), log));
 
-  WebhookHttpServerSettings settings;
+  http::HttpServerSettings settings;
   settings.threads = receiver->options_.threads;
   // A sender whose just-too-large body we refused still gets to read the 413.
   settings.linger_max_bytes = receiver->options_.max_body_bytes + 64 * 1024;
-  receiver->server_ = std::make_unique<WebhookHttpServer>(
+  // Errors the HTTP layer produces itself (malformed request line...) and exceptions get
+  // a small JSON body, like every other answer.
+  settings.error_body = [](httplib::Response& response) {
+    Reply(response, response.status, ErrorName(response.status),
+          "the request was refused by the HTTP layer");
+  };
+  settings.exception_body = [](httplib::Response& response) {
+    Reply(response, 500, "internal", "internal error; nothing was stored");
+  };
+  receiver->server_ = std::make_unique<http::HttpServer>(
       [self = receiver.get()](const httplib::Request& request, httplib::Response& response,
                               const httplib::ContentReader& read_body) {
         self->Handle(request, response, read_body);

@@ -23,9 +23,11 @@ struct Response;
 class ContentReader;
 }  // namespace httplib
 
-namespace inspection::webhooks {
+namespace inspection::http {
+class HttpServer;
+}  // namespace inspection::http
 
-class WebhookHttpServer;
+namespace inspection::webhooks {
 
 // The event names of the vendor's spec ("Events"); anything else is stored too, and
 // counted as unknown.
@@ -198,7 +200,7 @@ class WebhookReceiver {
   std::atomic<int64_t> not_found_{0};
   std::atomic<int64_t> method_not_allowed_{0};
 
-  std::unique_ptr<WebhookHttpServer> server_;  // last: its workers use everything above
+  std::unique_ptr<http::HttpServer> server_;  // last: its workers use everything above
 };
 
 }  // namespace inspection::webhooks

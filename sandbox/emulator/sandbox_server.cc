@@ -1,6 +1,7 @@
 #include "sandbox/emulator/sandbox_server.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -11,14 +12,15 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "adapters/http/curl_transport.h"
+#include "adapters/http/http_server.h"
 #include "adapters/vendor/event_config_mapper.h"
 #include "sandbox/analysis/image_analysis.h"
 #include "sandbox/emulator/admin_api.h"
-#include "sandbox/emulator/http_server.h"
 #include "sandbox/emulator/request_checks.h"
 #include "sandbox/emulator/sandbox_state.h"
 
@@ -198,12 +200,42 @@ struct SandboxServer::Impl {
   std::unique_ptr<OrderedTransport> ordered;
   std::unique_ptr<SandboxState> state;
   std::unique_ptr<WebhookDispatcher> dispatcher;
-  std::unique_ptr<HttpServer> http;
+  std::unique_ptr<http::HttpServer> http;
   int port = 0;
   std::string base_url;
 };
 
 namespace {
+
+// Largest request body read (the image endpoints take URLs, not images); larger: 413.
+constexpr size_t kMaxBodyBytes = 16 * 1024 * 1024;
+
+// Reads the whole request body into `body`, whatever the method: a GET's too (testwebhook
+// may carry one). False once `response` is the answer instead: 413 over kMaxBodyBytes,
+// 400 when the body cannot be read (as httplib answers bodies it reads itself).
+bool ReadWholeBody(const httplib::Request& request, const httplib::ContentReader& read_body,
+                   std::string* body, httplib::Response& response) {
+  uint64_t declared = 0;
+  if (absl::SimpleAtoi(request.get_header_value("Content-Length"), &declared)) {
+    if (declared > kMaxBodyBytes) {
+      response.status = 413;  // before reading any of it
+      return false;
+    }
+    body->reserve(static_cast<size_t>(declared));
+  }
+  bool too_large = false;
+  const bool complete = read_body([&](const char* data, size_t size) {
+    if (size > kMaxBodyBytes - body->size()) {
+      too_large = true;
+      return false;
+    }
+    body->append(data, size);
+    return true;
+  });
+  if (complete) return true;
+  response.status = too_large ? 413 : 400;
+  return false;
+}
 
 // Parses the JSON body of a POST/PUT. False (with the 400 in `error`) when it is not JSON.
 bool ParseJsonBody(const httplib::Request& request, json* body, Reply* error) {
@@ -327,7 +359,7 @@ void SandboxServer::Impl::Handle(const httplib::Request& request, httplib::Respo
   // kSlowBody: the whole body, in about eight chunks with `latency` between them.
   const size_t chunk = std::max<size_t>(16, (text->size() + 7) / 8);
   const std::chrono::milliseconds pause = rule.latency;
-  HttpServer* server = http.get();
+  http::HttpServer* server = http.get();
   response.set_chunked_content_provider(
       "application/json", [text, chunk, pause, server](size_t offset, httplib::DataSink& sink) {
         if (offset >= text->size()) {
@@ -397,7 +429,7 @@ Reply SandboxServer::Impl::HandleVendor(const httplib::Request& request,
         return reply;
       }
       case FaultKind::kReset:
-        HttpServer::ResetConnection();
+        http::HttpServer::ResetConnection();
         return ErrorReply(500, "reset", "The connection is reset; this is never sent.");
       case FaultKind::kMalformed:
         // Handle() writes the non-JSON body (a Reply holds only JSON); the endpoint does
@@ -615,10 +647,25 @@ absl::StatusOr<std::unique_ptr<SandboxServer>> SandboxServer::Start(SandboxOptio
   server.dispatcher = std::make_unique<WebhookDispatcher>(
       delivery, server.ordered.get(), &server.faults, [clock] { return IsoTime(clock->Now()); });
 
-  server.http = std::make_unique<HttpServer>(
-      [&server](const httplib::Request& request, httplib::Response& response) {
-        server.Handle(request, response);
-      });
+  http::HttpServerSettings http_settings;
+  http_settings.threads = server.options.threads;
+  // httplib's defaults are 5 s of idle keep-alive and 5 requests per connection, which
+  // makes clients reconnect mid-test: a test or a gateway keeps its connections for as
+  // long as it likes.
+  http_settings.keep_alive_timeout = std::chrono::seconds(30);
+  http_settings.io_timeout = std::chrono::seconds(10);
+  // A client whose too-large body was refused still gets to read the 413.
+  http_settings.linger_max_bytes = kMaxBodyBytes + 64 * 1024;
+  server.http = std::make_unique<http::HttpServer>(
+      [&server](const httplib::Request& request, httplib::Response& response,
+                const httplib::ContentReader& read_body) {
+        // The endpoints take the body from request.body: it is read here, for every method
+        // (the server leaves reading it to the handler).
+        httplib::Request with_body = request;
+        if (!ReadWholeBody(request, read_body, &with_body.body, response)) return;
+        server.Handle(with_body, response);
+      },
+      std::move(http_settings));
   absl::StatusOr<int> port = server.http->Bind(server.options.host, server.options.port);
   if (!port.ok()) return port.status();
   server.port = *port;
@@ -635,7 +682,7 @@ absl::StatusOr<std::unique_ptr<SandboxServer>> SandboxServer::Start(SandboxOptio
   settings.webapp_url = server.base_url + "/webapp";
   server.state = std::make_unique<SandboxState>(std::move(settings), &server.clock);
 
-  if (absl::Status serving = server.http->Serve(server.options.threads); !serving.ok()) {
+  if (absl::Status serving = server.http->Serve(); !serving.ok()) {
     return serving;
   }
   return std::unique_ptr<SandboxServer>(new SandboxServer(std::move(impl)));

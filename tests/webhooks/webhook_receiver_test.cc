@@ -3,8 +3,6 @@
 // port, storing into an in-memory EventLog that can be made to fail or to block.
 #include "gateway/webhooks/webhook_receiver.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -31,6 +29,7 @@
 #include "absl/time/time.h"
 #include "adapters/eventlog/event_log.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/raw_tcp_client.h"
 
 namespace inspection::webhooks {
 namespace {
@@ -38,6 +37,9 @@ namespace {
 using ::inspection::eventlog::AppendResult;
 using ::inspection::eventlog::NewEvent;
 using ::inspection::eventlog::StoredEvent;
+using ::inspection::testing::ConnectToLoopback;
+using ::inspection::testing::PeerCloses;
+using ::inspection::testing::SendAll;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -174,29 +176,6 @@ class WebhookReceiverTest : public ::testing::Test {
 // ---------------------------------------------------------------------------------------
 // Raw sockets, for requests httplib::Client will not send.
 
-int Connect(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool SendAll(int fd, const std::string& data) {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    sent += static_cast<size_t>(n);
-  }
-  return true;
-}
-
 // Reads one response (head plus Content-Length body), or until EOF / the deadline.
 std::string ReadResponse(int fd) {
   std::string in;
@@ -215,16 +194,6 @@ std::string ReadResponse(int fd) {
     const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
     if (n <= 0) return in;
     in.append(buffer, static_cast<size_t>(n));
-  }
-}
-
-// True when the peer closes the connection (EOF or reset) before the deadline.
-bool PeerCloses(int fd) {
-  char buffer[4096];
-  for (;;) {
-    pollfd p = {fd, POLLIN, 0};
-    if (::poll(&p, 1, kTimeoutSeconds * 1000) <= 0) return false;
-    if (::recv(fd, buffer, sizeof(buffer), 0) <= 0) return true;
   }
 }
 
@@ -952,7 +921,7 @@ TEST_F(WebhookReceiverTest, AnswersOnAccountPathsNeverContainTheKeys) {
 
 TEST_F(WebhookReceiverTest, PostWithoutAnyLengthIsAnEmptyBodyNotAHang) {
   StartReceiver();
-  const int fd = Connect(receiver_->port());
+  const int fd = ConnectToLoopback(receiver_->port());
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(SendAll(
       fd, absl::StrCat("POST ", kPath, " HTTP/1.1\r\nHost: t\r\nx-api-key: ", kKey, "\r\n\r\n")));
@@ -966,7 +935,7 @@ TEST_F(WebhookReceiverTest, DeclaredLengthOverTheLimitIsRefusedBeforeTheBodyArri
   StartReceiver();
   // 10 GiB announced, nothing sent: httplib alone would try to read (and drop) all of it
   // before answering; the receiver answers from the head.
-  const int fd = Connect(receiver_->port());
+  const int fd = ConnectToLoopback(receiver_->port());
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(SendAll(fd, absl::StrCat("POST ", kPath, " HTTP/1.1\r\nHost: t\r\nx-api-key: ", kKey,
                                        "\r\nContent-Length: 10737418240\r\n\r\n")));
@@ -981,7 +950,7 @@ TEST_F(WebhookReceiverTest, DeclaredLengthOverTheLimitIsRefusedBeforeTheBodyArri
 TEST_F(WebhookReceiverTest, AmbiguousFramingIs400AndEndsTheConnection) {
   StartReceiver();
   const std::string body = R"({"event":"createReport"})";
-  const int fd = Connect(receiver_->port());
+  const int fd = ConnectToLoopback(receiver_->port());
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(SendAll(fd, absl::StrCat("POST ", kPath, " HTTP/1.1\r\nHost: t\r\nx-api-key: ", kKey,
                                        "\r\nContent-Length: ", body.size(),
@@ -989,7 +958,7 @@ TEST_F(WebhookReceiverTest, AmbiguousFramingIs400AndEndsTheConnection) {
   const std::string response = ReadResponse(fd);
   EXPECT_THAT(response, HasSubstr("HTTP/1.1 400"));
   EXPECT_THAT(response, HasSubstr("Connection: close"));
-  EXPECT_TRUE(PeerCloses(fd));
+  EXPECT_TRUE(PeerCloses(fd, std::chrono::seconds(kTimeoutSeconds)));
   ::close(fd);
   EXPECT_EQ(log_.AppendCalls(), 0);
   EXPECT_EQ(receiver_->stats().bad_requests, 1);
@@ -997,13 +966,13 @@ TEST_F(WebhookReceiverTest, AmbiguousFramingIs400AndEndsTheConnection) {
 
 TEST_F(WebhookReceiverTest, TransferCodingOtherThanChunkedIs400NotAWaitForTheEnd) {
   StartReceiver();
-  const int fd = Connect(receiver_->port());
+  const int fd = ConnectToLoopback(receiver_->port());
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(SendAll(fd, absl::StrCat("POST ", kPath, " HTTP/1.1\r\nHost: t\r\nx-api-key: ", kKey,
                                        "\r\nTransfer-Encoding: gzip\r\n\r\nxyz")));
   const std::string response = ReadResponse(fd);
   EXPECT_THAT(response, HasSubstr("HTTP/1.1 400"));
-  EXPECT_TRUE(PeerCloses(fd));
+  EXPECT_TRUE(PeerCloses(fd, std::chrono::seconds(kTimeoutSeconds)));
   ::close(fd);
   EXPECT_EQ(log_.AppendCalls(), 0);
 }
@@ -1015,13 +984,13 @@ TEST_F(WebhookReceiverTest, GetWithABodyEndsTheConnectionInsteadOfParsingTheBody
   const std::string smuggled =
       absl::StrCat("POST ", kPath, " HTTP/1.1\r\nHost: t\r\nx-api-key: ", kKey,
                    "\r\nContent-Length: 24\r\n\r\n", R"({"event":"createReport"})");
-  const int fd = Connect(receiver_->port());
+  const int fd = ConnectToLoopback(receiver_->port());
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(SendAll(fd, absl::StrCat("GET ", kPath, " HTTP/1.1\r\nHost: t\r\nContent-Length: ",
                                        smuggled.size(), "\r\n\r\n", smuggled)));
   const std::string response = ReadResponse(fd);
   EXPECT_THAT(response, HasSubstr("HTTP/1.1 405"));
-  EXPECT_TRUE(PeerCloses(fd));
+  EXPECT_TRUE(PeerCloses(fd, std::chrono::seconds(kTimeoutSeconds)));
   ::close(fd);
   EXPECT_EQ(log_.AppendCalls(), 0);
 }
@@ -1038,7 +1007,7 @@ TEST_F(WebhookReceiverTest, StopIsIdempotentAndDoesNotWaitForIdleConnections) {
   EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(4));
   receiver_->Stop();
   // Nothing listens any more.
-  EXPECT_LT(Connect(receiver_->port()), 0);
+  EXPECT_LT(ConnectToLoopback(receiver_->port()), 0);
 }
 
 }  // namespace

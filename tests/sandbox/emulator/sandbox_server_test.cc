@@ -307,6 +307,16 @@ TEST_F(SandboxServerTest, RefusesABodyThatIsNotAJsonObject) {
   }
 }
 
+TEST_F(SandboxServerTest, RefusesABodyOver16MiBWith413AndTheNextRequestIsServed) {
+  // Refused from its declared length, before it is read; the client (which sends it all
+  // before reading) still gets the answer.
+  const std::string too_large(16 * 1024 * 1024 + 1, ' ');
+  EXPECT_EQ(SendOnNewConnection("POST", "/apiV1/tokenmanager/token", too_large).status(), 413);
+  EXPECT_EQ(SendOnNewConnection("GET", "/apiV1/eventmanager/configwebhook", too_large).status(),
+            413);
+  EXPECT_FALSE(CreateToken().empty());
+}
+
 TEST_F(SandboxServerTest, ToleratesUnknownKeysAndOmittedFixedValues) {
   json request = ValidTokenRequest();
   request["somethingNew"] = {{"x", 1}};

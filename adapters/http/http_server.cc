@@ -1,4 +1,4 @@
-#include "gateway/webhooks/webhook_http_server.h"
+#include "adapters/http/http_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <memory>
 #include <string>
@@ -27,13 +28,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "nlohmann/json.hpp"
 
-namespace inspection::webhooks {
+namespace inspection::http {
 namespace {
 
-// httplib's default is 5 requests per connection, which makes a sender reconnect every
-// few deliveries; the idle timeout (settings) is what bounds a connection instead.
+// httplib's default is 5 requests per connection, which makes a client reconnect every
+// few requests; the idle timeout (settings) is what bounds a connection instead.
 constexpr size_t kMaxRequestsPerConnection = 100000;
 // A request head beyond this is not examined; the connection then ends after the answer.
 // (httplib itself refuses lines over 8 KiB.)
@@ -41,12 +41,25 @@ constexpr size_t kMaxHeadBytes = 64 * 1024;
 // The kernel caps it at net.core.somaxconn.
 constexpr int kListenBacklog = 4096;
 
-// What the connection loop knows about the request being served; owned by the worker
-// serving the connection.
+class ConnectionStream;
+
+// What the connection loop knows about the connection and the request being served;
+// owned by the worker serving the connection. The request's fields are set by
+// ConnectionStream::PrepareRequest().
 struct ConnectionState {
+  ConnectionStream* stream = nullptr;
   // The request declared a body (or framing we could not read) that has not been read
   // completely: the connection cannot carry another request and ends after the answer.
   bool body_unread = false;
+  // read_body has been called: the body is gone (read, or abandoned part way).
+  bool body_read_started = false;
+  // A Content-Length that is not a number, or several that differ: the body's end is
+  // unknown, so it cannot be read.
+  bool length_invalid = false;
+  bool has_transfer_encoding = false;
+  uint64_t content_length = 0;  // valid unless length_invalid; 0 when none was declared
+  // The handler called ResetConnection(): nothing more is written, the socket is reset.
+  bool reset = false;
 };
 
 // The connection whose request the current worker thread is serving. httplib calls the
@@ -59,31 +72,11 @@ int ToPollTimeout(std::chrono::milliseconds duration) {
       std::clamp<int64_t>(duration.count(), 0, std::numeric_limits<int>::max()));
 }
 
-// Methods whose body httplib 0.11.4 reads (its detail::expect_content).
+// Methods whose body httplib 0.11.4 reads (its detail::expect_content); for every other
+// method it leaves the body in the stream, where it would be parsed as the next request.
 bool HttplibReadsBody(absl::string_view method) {
   return method == "POST" || method == "PUT" || method == "PATCH" || method == "PRI" ||
          method == "DELETE";
-}
-
-std::string ErrorName(int status) {
-  switch (status) {
-    case 400:
-      return "bad_request";
-    case 404:
-      return "not_found";
-    case 405:
-      return "method_not_allowed";
-    case 413:
-      return "payload_too_large";
-    case 414:
-      return "uri_too_long";
-    case 415:
-      return "unsupported_media_type";
-    case 500:
-      return "internal";
-    default:
-      return absl::StrCat("http_", status);
-  }
 }
 
 // An httplib::Stream over one accepted socket with its own read buffer, so that the
@@ -92,14 +85,15 @@ std::string ErrorName(int status) {
 // written when Stop() begins still go out.
 class ConnectionStream final : public httplib::Stream {
  public:
-  ConnectionStream(int fd, int wake_fd, const WebhookHttpServerSettings& settings)
-      : fd_(fd), wake_fd_(wake_fd), settings_(settings) {}
+  ConnectionStream(int fd, int wake_fd, const HttpServerSettings& settings,
+                   const ConnectionState& state)
+      : fd_(fd), wake_fd_(wake_fd), settings_(settings), state_(state) {}
 
   bool is_readable() const override {
     return offset_ < buffer_.size() || WaitReadable(ToPollTimeout(settings_.io_timeout));
   }
 
-  bool is_writable() const override { return WaitWritable(); }
+  bool is_writable() const override { return !state_.reset && WaitWritable(); }
 
   ssize_t read(char* ptr, size_t size) override {
     if (offset_ == buffer_.size()) {
@@ -117,6 +111,8 @@ class ConnectionStream final : public httplib::Stream {
   }
 
   ssize_t write(const char* ptr, size_t size) override {
+    // A reset connection answers nothing: httplib's writes fail, the loop then resets it.
+    if (state_.reset) return -1;
     if (!WaitWritable()) return -1;
     const ssize_t n = ::send(fd_, ptr, size, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) return 0;  // httplib's write loop tries again
@@ -146,16 +142,23 @@ class ConnectionStream final : public httplib::Stream {
     return offset_ < buffer_.size() || WaitReadable(ToPollTimeout(settings_.keep_alive_timeout));
   }
 
-  // Buffers the whole head of the next request and records in `state` whether it
-  // declares a body. A POST (or other method whose body httplib reads) without any length
-  // gets `Content-Length: 0`: that is what no length means on a request (RFC 9112 6.3),
-  // and httplib would otherwise read until the connection ends. False when the connection
+  // Buffers the whole head of the next request and records in `state` how its body is
+  // framed. A POST (or other method whose body httplib reads) without any length gets
+  // `Content-Length: 0`: that is what no length means on a request (RFC 9112 6.3), and
+  // httplib would otherwise read until the connection ends. False when the connection
   // ended (or timed out) first.
   bool PrepareRequest(ConnectionState* state) {
+    state->body_unread = false;
+    state->body_read_started = false;
+    state->length_invalid = false;
+    state->has_transfer_encoding = false;
+    state->content_length = 0;
     size_t head_end;
     while ((head_end = buffer_.find("\r\n\r\n", offset_)) == std::string::npos) {
       if (buffer_.size() - offset_ > kMaxHeadBytes) {
-        state->body_unread = true;  // framing unknown: answer (httplib refuses it), then end
+        // Framing unknown: answer (httplib refuses it), then end.
+        state->body_unread = true;
+        state->length_invalid = true;
         return true;
       }
       if (Fill(ToPollTimeout(settings_.io_timeout)) <= 0) return false;
@@ -163,24 +166,25 @@ class ConnectionStream final : public httplib::Stream {
     const absl::string_view head(buffer_.data() + offset_, head_end - offset_);
     const absl::string_view method = head.substr(0, head.find(' '));
     bool has_length = false;
-    bool zero_length = false;
-    bool has_transfer_encoding = false;
     for (absl::string_view line : absl::StrSplit(head, "\r\n")) {
       const size_t colon = line.find(':');
       if (colon == absl::string_view::npos) continue;
       const absl::string_view name = absl::StripAsciiWhitespace(line.substr(0, colon));
       const absl::string_view value = absl::StripAsciiWhitespace(line.substr(colon + 1));
-      if (absl::EqualsIgnoreCase(name, "transfer-encoding")) has_transfer_encoding = true;
+      if (absl::EqualsIgnoreCase(name, "transfer-encoding")) state->has_transfer_encoding = true;
       if (absl::EqualsIgnoreCase(name, "content-length")) {
+        // Several Content-Length headers are one length only if they all agree.
         uint64_t length = 0;
-        // Several Content-Length headers count as a body unless all are 0.
-        zero_length =
-            (!has_length || zero_length) && absl::SimpleAtoi(value, &length) && length == 0;
+        if (!absl::SimpleAtoi(value, &length) || (has_length && length != state->content_length)) {
+          state->length_invalid = true;
+        }
+        state->content_length = length;
         has_length = true;
       }
     }
-    state->body_unread = has_transfer_encoding || (has_length && !zero_length);
-    if (HttplibReadsBody(method) && !has_length && !has_transfer_encoding) {
+    state->body_unread = state->has_transfer_encoding || state->length_invalid ||
+                         (has_length && state->content_length != 0);
+    if (HttplibReadsBody(method) && !has_length && !state->has_transfer_encoding) {
       buffer_.insert(head_end + 2, "Content-Length: 0\r\n");
     }
     return true;
@@ -264,19 +268,57 @@ class ConnectionStream final : public httplib::Stream {
 
   const int fd_;
   const int wake_fd_;
-  const WebhookHttpServerSettings& settings_;
+  const HttpServerSettings& settings_;
+  const ConnectionState& state_;
   std::string buffer_;
   size_t offset_ = 0;
 };
+
+// The body of a request whose method httplib does not read it for (GET...), which the
+// stream is positioned at when the handler runs: httplib reads the head byte by byte.
+// Content-Length framing only.
+bool ReadBodyHttplibLeaves(ConnectionState* state, const httplib::ContentReceiver& receiver) {
+  if (state->has_transfer_encoding) return false;
+  uint64_t left = state->content_length;
+  char chunk[16 * 1024];
+  while (left > 0) {
+    const ssize_t n =
+        state->stream->read(chunk, static_cast<size_t>(std::min<uint64_t>(left, sizeof(chunk))));
+    if (n <= 0) return false;
+    left -= static_cast<uint64_t>(n);
+    if (!receiver(chunk, static_cast<size_t>(n))) return false;
+  }
+  return true;
+}
+
+// read_body for the handler (see the header). `httplib_reader` is httplib's reader for the
+// methods whose body it reads, null for the others.
+bool ReadBody(const httplib::Request& request, const httplib::ContentReader* httplib_reader,
+              httplib::ContentReceiver receiver) {
+  ConnectionState* state = current_connection;
+  if (state == nullptr || state->body_read_started) return false;
+  state->body_read_started = true;
+  if (state->length_invalid) return false;
+  // httplib 0.11.4 would hand a multipart body to the empty multipart callback
+  // (std::bad_function_call) when read through the plain reader.
+  if (request.is_multipart_form_data()) return false;
+  if (httplib_reader != nullptr) {
+    if (!(*httplib_reader)(std::move(receiver))) return false;
+  } else if (!ReadBodyHttplibLeaves(state, receiver)) {
+    return false;
+  }
+  state->body_unread = false;
+  return true;
+}
 
 }  // namespace
 
 // httplib::Server with our connection loop. httplib's accept loop hands each accepted
 // socket to process_and_close_socket() on a pool thread; its parser and writer are
 // reached through the protected process_request(), once per request.
-class WebhookHttpServer::Server final : public httplib::Server {
+class HttpServer::Server final : public httplib::Server {
  public:
-  explicit Server(WebhookHttpServer* owner) : owner_(owner) {}
+  explicit Server(HttpServer* owner) : owner_(owner) {}
 
   // Closes a bound socket that was never served: httplib's stop() only closes it while
   // the listener runs.
@@ -290,20 +332,24 @@ class WebhookHttpServer::Server final : public httplib::Server {
     const int one = 1;
     ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     ConnectionState state;
+    ConnectionStream stream(sock, owner_->wake_read_fd_, owner_->settings_, state);
+    state.stream = &stream;
     current_connection = &state;
-    ConnectionStream stream(sock, owner_->wake_read_fd_, owner_->settings_);
     bool ok = false;
     for (size_t served = 0; served < kMaxRequestsPerConnection; ++served) {
       if (!stream.WaitForRequest()) break;
-      state.body_unread = false;
       if (!stream.PrepareRequest(&state)) break;
       const bool close_connection = served + 1 == kMaxRequestsPerConnection || owner_->stopping();
       bool connection_closed = false;
       ok = process_request(stream, close_connection, connection_closed, [](httplib::Request&) {});
-      if (!ok || connection_closed || close_connection || state.body_unread) break;
+      if (!ok || connection_closed || close_connection || state.body_unread || state.reset) break;
     }
     current_connection = nullptr;
-    if (state.body_unread) {
+    if (state.reset) {
+      // Closing with a zero linger time sends RST instead of FIN.
+      const linger abort_close{1, 0};
+      ::setsockopt(sock, SOL_SOCKET, SO_LINGER, &abort_close, sizeof(abort_close));
+    } else if (state.body_unread) {
       stream.Linger();
     } else {
       ::shutdown(sock, SHUT_RDWR);
@@ -312,10 +358,10 @@ class WebhookHttpServer::Server final : public httplib::Server {
     return ok;
   }
 
-  WebhookHttpServer* const owner_;
+  HttpServer* const owner_;
 };
 
-WebhookHttpServer::WebhookHttpServer(Handler handler, WebhookHttpServerSettings settings)
+HttpServer::HttpServer(Handler handler, HttpServerSettings settings)
     : settings_(std::move(settings)) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) {
@@ -325,37 +371,38 @@ WebhookHttpServer::WebhookHttpServer(Handler handler, WebhookHttpServerSettings 
   server_ = std::make_unique<Server>(this);
   auto shared_handler = std::make_shared<const Handler>(std::move(handler));
   const char* kAnyPath = R"([\s\S]*)";
+  // Refused: read_body is for the whole body.
+  const httplib::ContentReader::MultipartReader no_multipart =
+      [](httplib::MultipartContentHeader, httplib::ContentReceiver) { return false; };
 
-  // Methods with a body get httplib's content-reader route, which calls the handler
-  // before anything of the body is read. The reader handed on records a complete read,
-  // and refuses multipart bodies: httplib 0.11.4 would hand those to an empty multipart
-  // callback (std::bad_function_call) when read through the plain reader.
-  auto with_body = [shared_handler](const httplib::Request& request, httplib::Response& response,
-                                    const httplib::ContentReader& reader) {
-    const httplib::ContentReader tracked(
+  // Methods whose body httplib reads get its content-reader route, which calls the handler
+  // before anything of the body is read.
+  auto httplib_reads_body = [shared_handler, no_multipart](const httplib::Request& request,
+                                                           httplib::Response& response,
+                                                           const httplib::ContentReader& reader) {
+    const httplib::ContentReader read_body(
         [&request, &reader](httplib::ContentReceiver receiver) {
-          if (request.is_multipart_form_data()) return false;
-          if (!reader(std::move(receiver))) return false;
-          if (current_connection != nullptr) current_connection->body_unread = false;
-          return true;
+          return ReadBody(request, &reader, std::move(receiver));
         },
-        [](httplib::MultipartContentHeader, httplib::ContentReceiver) { return false; });
-    (*shared_handler)(request, response, tracked);
+        no_multipart);
+    (*shared_handler)(request, response, read_body);
   };
-  // httplib never reads a body on these; if one was declared, the connection ends.
-  auto without_body = [shared_handler](const httplib::Request& request,
-                                       httplib::Response& response) {
-    const httplib::ContentReader none(
-        [](httplib::ContentReceiver) { return false; },
-        [](httplib::MultipartContentHeader, httplib::ContentReceiver) { return false; });
-    (*shared_handler)(request, response, none);
+  // httplib never reads a body on these: the handler reads it from our stream.
+  auto we_read_body = [shared_handler, no_multipart](const httplib::Request& request,
+                                                     httplib::Response& response) {
+    const httplib::ContentReader read_body(
+        [&request](httplib::ContentReceiver receiver) {
+          return ReadBody(request, nullptr, std::move(receiver));
+        },
+        no_multipart);
+    (*shared_handler)(request, response, read_body);
   };
-  server_->Post(kAnyPath, with_body);
-  server_->Put(kAnyPath, with_body);
-  server_->Patch(kAnyPath, with_body);
-  server_->Delete(kAnyPath, with_body);
-  server_->Get(kAnyPath, without_body);  // HEAD too
-  server_->Options(kAnyPath, without_body);
+  server_->Post(kAnyPath, httplib_reads_body);
+  server_->Put(kAnyPath, httplib_reads_body);
+  server_->Patch(kAnyPath, httplib_reads_body);
+  server_->Delete(kAnyPath, httplib_reads_body);
+  server_->Get(kAnyPath, we_read_body);  // HEAD too
+  server_->Options(kAnyPath, we_read_body);
 
   // httplib calls this after its own response headers are set and before writing them:
   // the last moment to tell the client that this connection will not take another request.
@@ -364,34 +411,37 @@ WebhookHttpServer::WebhookHttpServer(Handler handler, WebhookHttpServerSettings 
     response.headers.erase("Keep-Alive");
     if (!response.has_header("Connection")) response.set_header("Connection", "close");
   });
-  // Answers httplib produces itself (400 on a malformed request, 414...) get a JSON body
-  // like ours; answers that have one are left alone.
-  server_->set_error_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request&, httplib::Response& response) {
-        if (!response.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        const nlohmann::json body = {{"error", ErrorName(response.status)},
-                                     {"message", "the request was refused by the HTTP layer"}};
-        response.set_content(body.dump(), "application/json");
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  // A handler that throws (std::bad_alloc...) answers 500 without details; httplib would
-  // otherwise put the exception's text in a header.
+  if (settings_.error_body) {
+    // Answers httplib produces itself (400 on a malformed request, 414...) get a body of
+    // the owner's format; answers that have one are left alone.
+    server_->set_error_handler(httplib::Server::HandlerWithResponse(
+        [error_body = settings_.error_body](const httplib::Request&, httplib::Response& response) {
+          if (!response.body.empty() || response.content_provider_) {
+            return httplib::Server::HandlerResponse::Unhandled;
+          }
+          error_body(response);
+          return httplib::Server::HandlerResponse::Handled;
+        }));
+  }
+  // A handler that throws answers 500 without details; httplib would otherwise put the
+  // exception's text in a header.
   server_->set_exception_handler(
-      [](const httplib::Request&, httplib::Response& response, std::exception_ptr) {
+      [exception_body = settings_.exception_body](const httplib::Request&,
+                                                  httplib::Response& response, std::exception_ptr) {
         response.status = 500;
-        const nlohmann::json body = {{"error", "internal"},
-                                     {"message", "internal error; nothing was stored"}};
-        response.set_content(body.dump(), "application/json");
+        response.body.clear();
+        response.headers.erase("Content-Type");
+        if (exception_body) exception_body(response);
       });
 }
 
-WebhookHttpServer::~WebhookHttpServer() {
+HttpServer::~HttpServer() {
   Stop();
   if (wake_read_fd_ >= 0) ::close(wake_read_fd_);
   if (wake_write_fd_ >= 0) ::close(wake_write_fd_);
 }
 
-absl::StatusOr<int> WebhookHttpServer::Bind(const std::string& host, int port) {
+absl::StatusOr<int> HttpServer::Bind(const std::string& host, int port) {
   if (wake_read_fd_ < 0) return absl::InternalError("cannot create the server's wake pipe");
   httplib::Server& server = *server_;
   server.set_tcp_nodelay(true);
@@ -416,13 +466,13 @@ absl::StatusOr<int> WebhookHttpServer::Bind(const std::string& host, int port) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port));
   }
   // httplib listens with a backlog of 5 (baked into the Debian .so): a burst of connects
-  // overflows it and the kernel drops SYNs, costing senders a 1 s retransmit. listen() on
+  // overflows it and the kernel drops SYNs, costing clients a 1 s retransmit. listen() on
   // a listening socket only updates its backlog.
   ::listen(listen_fd, kListenBacklog);
   return bound;
 }
 
-absl::Status WebhookHttpServer::Serve() {
+absl::Status HttpServer::Serve() {
   // httplib builds the pool from the listener thread once it runs (stop() works from then
   // on), and all workers exist when the pool's constructor returns: the "ready" signal
   // httplib 0.11.4 lacks.
@@ -440,16 +490,17 @@ absl::Status WebhookHttpServer::Serve() {
   });
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
-      +[](WebhookHttpServer* self) { return self->serving_ || self->listener_done_; }, this));
+      +[](HttpServer* self) { return self->serving_ || self->listener_done_; }, this));
   if (!serving_) return absl::UnavailableError("the HTTP server stopped while starting");
   return absl::OkStatus();
 }
 
-void WebhookHttpServer::Stop() {
+void HttpServer::Stop() {
   absl::MutexLock stop_lock(&stop_mu_);
   if (stopped_) return;
   stopped_ = true;
   {
+    // Also wakes the Pause()s, which wait on mu_ for stopping_.
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
@@ -468,9 +519,18 @@ void WebhookHttpServer::Stop() {
   listener_.join();
 }
 
-bool WebhookHttpServer::stopping() const {
+bool HttpServer::stopping() const {
   absl::MutexLock lock(&mu_);
   return stopping_;
 }
 
-}  // namespace inspection::webhooks
+void HttpServer::ResetConnection() {
+  if (current_connection != nullptr) current_connection->reset = true;
+}
+
+bool HttpServer::Pause(std::chrono::milliseconds duration) const {
+  absl::MutexLock lock(&mu_);
+  return !mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(duration));
+}
+
+}  // namespace inspection::http

@@ -1,0 +1,32 @@
+#ifndef TESTS_SUPPORT_RAW_TCP_CLIENT_H_
+#define TESTS_SUPPORT_RAW_TCP_CLIENT_H_
+
+#include <chrono>
+#include <string>
+
+namespace inspection::testing {
+
+// Blocking client sockets for tests that write HTTP by hand: requests a client library
+// will not send (bodiless POSTs, GET bodies, ambiguous framing, pipelining), and checks of
+// what exactly comes back, down to the connection's end.
+
+// A socket connected to 127.0.0.1:port; -1 when the connection is refused.
+int ConnectToLoopback(int port);
+
+// Sends all of `data`; false when the connection fails first (reset, closed).
+bool SendAll(int fd, const std::string& data);
+
+// Reads until the peer closes the connection or `deadline` passes. `error` gets errno of a
+// failed read (ECONNRESET after a reset).
+std::string ReadToEnd(int fd, std::chrono::milliseconds deadline, int* error = nullptr);
+
+// Reads until `needle` has arrived, the peer closes the connection, or `deadline` passes.
+std::string ReadUntil(int fd, const std::string& needle, std::chrono::milliseconds deadline);
+
+// True when the peer closes the connection (EOF or reset) within `deadline`; what it sent
+// before goes to `received`.
+bool PeerCloses(int fd, std::chrono::milliseconds deadline, std::string* received = nullptr);
+
+}  // namespace inspection::testing
+
+#endif  // TESTS_SUPPORT_RAW_TCP_CLIENT_H_
