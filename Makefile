@@ -7,7 +7,7 @@ export PATH := $(TOOLS):$(PATH)
 export GRPCURL := $(TOOLS)/grpcurl
 SOURCES = $(shell git ls-files '*.h' '*.cc' 2>/dev/null)
 
-.PHONY: deps configure build run test format format-check lint-proto clean
+.PHONY: deps configure build run test bench format format-check lint-proto clean
 
 deps:
 	@scripts/install-deps.sh
@@ -27,6 +27,14 @@ run: build
 # Installs what is missing, builds, checks formatting and the proto lint, runs every test.
 test: build format-check lint-proto
 	@ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
+
+# The performance targets of DESIGN.md §9 (bench/README.md): h2load, wrk and a C++ stream
+# client against the real binaries; exit code 1 when a target is missed. Run it on an idle
+# machine. BENCH_ARGS="--only hop_latency --seconds 20" narrows it.
+bench: build
+	@scripts/install-bench-tools.sh
+	@cmake --build $(BUILD_DIR) --target bench_fanout_client
+	@.tools/venv/bin/python bench/run.py --build-dir $(BUILD_DIR) $(BENCH_ARGS)
 
 format:
 	@clang-format -i $(SOURCES)
