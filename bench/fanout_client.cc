@@ -9,7 +9,9 @@
 // line on stdin: "post" POSTs one webhook to URL (x-api-key from the file) and waits for
 // the event on every stream; "quit" ends the streams. Prints one JSON line with the
 // delays from just before the POST to each stream's receipt: {"received", "p50_us",
-// "p99_us", "max_us"}. Exits 1 when not every stream got the event within 60 s.
+// "p99_us", "max_us", "min_us"}, and "post_us", the POST's own round trip (the durable
+// append: the receiver answers once the event is stored). Exits 1 when not every stream got the
+// event within 60 s.
 #include <httplib.h>
 
 #include <algorithm>
@@ -114,6 +116,7 @@ int main(int argc, char** argv) {
     auto response = client.Post(webhook.substr(path_start).c_str(), {{"x-api-key", key}},
                                 R"({"event": "createReport", "inspectionId": "bench-fanout"})",
                                 "application/json");
+    const auto acknowledged = Clock::now();
     if (!response || response->status != 200) {
       std::cerr << "the webhook was not accepted\n";
       exit_code = 1;
@@ -138,7 +141,10 @@ int main(int argc, char** argv) {
     };
     std::cout << R"({"received": )" << delays.size() << R"(, "p50_us": )" << pct(50)
               << R"(, "p99_us": )" << pct(99) << R"(, "max_us": )"
-              << (delays.empty() ? 0 : delays.back()) << "}" << std::endl;
+              << (delays.empty() ? 0 : delays.back()) << R"(, "min_us": )"
+              << (delays.empty() ? 0 : delays.front()) << R"(, "post_us": )"
+              << std::chrono::duration_cast<std::chrono::microseconds>(acknowledged - sent).count()
+              << "}" << std::endl;
     if (static_cast<int>(delays.size()) < streams) exit_code = 1;
     break;
   }
