@@ -10,18 +10,10 @@ tools="$root/.tools"
 mkdir -p "$tools/bin"
 
 # --- Debian packages ---
+# shellcheck source=scripts/apt-install.sh
+. "$here/apt-install.sh"
 mapfile -t pkgs < <(grep -v '^\s*#' "$here/apt-packages.txt" | sed '/^\s*$/d')
-missing=()
-for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  echo "install-deps: apt-get install ${missing[*]}"
-  sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+apt_install_missing install-deps "${pkgs[@]}"
 
 # --- buf (npm), pinned ---
 BUF_VERSION=1.47.2
