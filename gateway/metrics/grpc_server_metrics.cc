@@ -32,10 +32,14 @@ GrpcType TypeOf(grpc::experimental::ServerRpcInfo::Type type) {
 class MetricsInterceptor final : public grpc::experimental::Interceptor {
  public:
   // `stream` is set for the server-streaming RPCs counted in inspection_stream_subscribers.
-  MetricsInterceptor(GrpcMethodMetrics& metrics, StreamRpcMetrics* stream)
-      : metrics_(metrics), stream_(stream), start_(std::chrono::steady_clock::now()) {
+  MetricsInterceptor(GrpcMethodMetrics& metrics, StreamRpcMetrics* stream, InFlightCalls* in_flight)
+      : metrics_(metrics),
+        stream_(stream),
+        in_flight_(in_flight),
+        start_(std::chrono::steady_clock::now()) {
     metrics_.RecordStarted();
     if (stream_ != nullptr) stream_->SubscriberStarted();
+    if (in_flight_ != nullptr) in_flight_->Started();
   }
 
   ~MetricsInterceptor() override {
@@ -43,6 +47,7 @@ class MetricsInterceptor final : public grpc::experimental::Interceptor {
       metrics_.RecordHandled(grpc::StatusCode::CANCELLED, Elapsed());
     }
     if (stream_ != nullptr) stream_->SubscriberEnded();
+    if (in_flight_ != nullptr) in_flight_->Finished();
   }
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
@@ -69,15 +74,37 @@ class MetricsInterceptor final : public grpc::experimental::Interceptor {
 
   GrpcMethodMetrics& metrics_;
   StreamRpcMetrics* const stream_;
+  InFlightCalls* const in_flight_;
   const std::chrono::steady_clock::time_point start_;
   std::atomic<bool> handled_{false};
 };
 
 }  // namespace
 
+void InFlightCalls::Started() {
+  absl::MutexLock lock(&mu_);
+  ++count_;
+}
+
+void InFlightCalls::Finished() {
+  absl::MutexLock lock(&mu_);
+  --count_;
+}
+
+int64_t InFlightCalls::count() const {
+  absl::MutexLock lock(&mu_);
+  return count_;
+}
+
+bool InFlightCalls::WaitForNone(absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  const auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return count_ <= 0; };
+  return mu_.AwaitWithDeadline(absl::Condition(&none), deadline);
+}
+
 GrpcServerMetricsInterceptorFactory::GrpcServerMetricsInterceptorFactory(
-    std::shared_ptr<GatewayMetrics> metrics)
-    : metrics_(std::move(metrics)) {}
+    std::shared_ptr<GatewayMetrics> metrics, std::shared_ptr<InFlightCalls> in_flight)
+    : metrics_(std::move(metrics)), in_flight_(std::move(in_flight)) {}
 
 grpc::experimental::Interceptor* GrpcServerMetricsInterceptorFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
@@ -92,7 +119,7 @@ grpc::experimental::Interceptor* GrpcServerMetricsInterceptorFactory::CreateServ
     stream =
         metrics_->FindStreamRpc(slash == std::string_view::npos ? full : full.substr(slash + 1));
   }
-  return new MetricsInterceptor(handles, stream);
+  return new MetricsInterceptor(handles, stream, in_flight_.get());
 }
 
 }  // namespace inspection::metrics

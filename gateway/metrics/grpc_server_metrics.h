@@ -1,10 +1,13 @@
 #ifndef GATEWAY_METRICS_GRPC_SERVER_METRICS_H_
 #define GATEWAY_METRICS_GRPC_SERVER_METRICS_H_
 
+#include <cstdint>
 #include <memory>
 
 #include <grpcpp/support/server_interceptor.h>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "gateway/metrics/gateway_metrics.h"
 
 namespace inspection::metrics {
@@ -33,16 +36,35 @@ namespace inspection::metrics {
 //
 // Thread-safe. The factory keeps `metrics` alive; the server owns the factory and outlives
 // its calls, so the interceptors can use the handles directly.
+// The calls a server has matched and not yet finished (an interceptor lives exactly as
+// long as its call). Lets a shutdown tell "calls still running" from "only idle client
+// connections left". Thread-safe.
+class InFlightCalls {
+ public:
+  void Started();
+  void Finished();
+  int64_t count() const;
+  // True once no call is in flight; false when `deadline` passed first.
+  bool WaitForNone(absl::Time deadline) const;
+
+ private:
+  mutable absl::Mutex mu_;
+  int64_t count_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 class GrpcServerMetricsInterceptorFactory final
     : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
-  explicit GrpcServerMetricsInterceptorFactory(std::shared_ptr<GatewayMetrics> metrics);
+  // `in_flight`, when set, counts every call from its match to its end.
+  explicit GrpcServerMetricsInterceptorFactory(std::shared_ptr<GatewayMetrics> metrics,
+                                               std::shared_ptr<InFlightCalls> in_flight = nullptr);
 
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override;
 
  private:
   const std::shared_ptr<GatewayMetrics> metrics_;
+  const std::shared_ptr<InFlightCalls> in_flight_;
 };
 
 }  // namespace inspection::metrics

@@ -7,6 +7,7 @@
 #include <map>
 #include <thread>
 
+#include <grpc/grpc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
@@ -309,8 +310,9 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   builder.AddListeningPort(opts.grpc_addr, grpc::InsecureServerCredentials(), &server->grpc_port_);
   for (auto& service : server->services_) builder.RegisterService(service.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(
-      std::make_unique<metrics::GrpcServerMetricsInterceptorFactory>(server->metrics_));
+  server->in_flight_ = std::make_shared<metrics::InFlightCalls>();
+  interceptors.push_back(std::make_unique<metrics::GrpcServerMetricsInterceptorFactory>(
+      server->metrics_, server->in_flight_));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->grpc_port_ == 0) {
@@ -420,10 +422,26 @@ void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
   // grpc::Server::Shutdown waits for every started call to finish. Calls waiting on
   // the vendor finish when their HTTP exchange ends; after the grace period the
   // transport is told to fail what is left so shutdown is bounded.
+  const auto started = std::chrono::steady_clock::now();
   auto done = std::async(std::launch::async, [this, grace] {
     server_->Shutdown(std::chrono::system_clock::now() + grace);
   });
-  if (done.wait_for(grace + std::chrono::milliseconds(100)) != std::future_status::ready) {
+  // Shutdown also waits for idle client connections to go away, which a connected client
+  // (a pooled gRPC channel) may only do at the deadline. Once no call is in flight there
+  // is nothing left to drain: close those connections. Repeated, because a client may
+  // reconnect if this runs before Shutdown has closed the listener; a call that slips in
+  // meanwhile sees its connection drop and is retried by its client, as on any pod
+  // going away.
+  const absl::Time deadline = absl::Now() + absl::FromChrono(grace);
+  while (in_flight_ != nullptr && in_flight_->WaitForNone(deadline) &&
+         done.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
+    grpc_server_cancel_all_calls(server_->c_server());
+    if (done.wait_for(std::chrono::milliseconds(50)) == std::future_status::ready) break;
+  }
+  const auto left = grace + std::chrono::milliseconds(100) -
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - started);
+  if (done.wait_for(std::max(left, std::chrono::milliseconds(0))) != std::future_status::ready) {
     if (auto* curl = dynamic_cast<http::CurlTransport*>(transport_.get())) curl->Shutdown();
   }
   done.wait();

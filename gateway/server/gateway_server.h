@@ -15,6 +15,7 @@
 #include "gateway/idempotency/idempotency_store.h"
 #include "gateway/metrics/admin_server.h"
 #include "gateway/metrics/gateway_metrics.h"
+#include "gateway/metrics/grpc_server_metrics.h"
 #include "gateway/pipeline/account_router.h"
 #include "gateway/pipeline/caching_caller.h"
 #include "gateway/pipeline/retrying_caller.h"
@@ -173,6 +174,8 @@ class GatewayServer {
   std::unique_ptr<services::RpcObserver> metrics_observer_;
   services::ServiceDeps deps_;
   std::vector<std::unique_ptr<grpc::Service>> services_;
+  // Calls in flight, so that Shutdown does not wait for idle client connections.
+  std::shared_ptr<metrics::InFlightCalls> in_flight_;
   std::unique_ptr<grpc::Server> server_;
   int grpc_port_ = 0;
   bool shut_down_ = false;

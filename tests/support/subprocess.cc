@@ -97,14 +97,15 @@ std::string Subprocess::WaitForLine(const std::function<bool(const std::string&)
 
 int Subprocess::Wait(std::chrono::milliseconds deadline) {
   if (exited_) return exit_code_;
-  // The child's exit closes its output: wait for EOF on the condition variable, then
-  // reap. A child that closed its output but still runs is reaped when it exits.
+  // One deadline for both steps. The child's exit closes its output: wait for EOF on the
+  // condition variable, then reap. A child that closed its output but still runs is
+  // reaped when it exits.
+  const auto end = std::chrono::steady_clock::now() + deadline;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, deadline, [&] { return eof_; });
+    cv_.wait_until(lock, end, [&] { return eof_; });
   }
   int status = 0;
-  const auto end = std::chrono::steady_clock::now() + deadline;
   for (;;) {
     pid_t done = waitpid(pid_, &status, WNOHANG);
     if (done == pid_) break;
