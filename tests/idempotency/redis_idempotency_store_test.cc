@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "tests/idempotency/idempotency_conformance.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/shared_redis_server.h"
 #include "tests/support/wait.h"
 
 namespace inspection::pipeline {
@@ -25,6 +26,7 @@ using ::inspection::pipeline::testing::IdempotencyConformanceTest;
 using ::inspection::pipeline::testing::IdempotencyStoreFactory;
 using ::inspection::pipeline::testing::OutcomeLatch;
 using ::inspection::testing::RedisServer;
+using ::inspection::testing::shared_redis_server;
 using ::inspection::testing::UnusedClosedPort;
 using ::inspection::testing::WaitUntil;
 using Clock = std::chrono::steady_clock;
@@ -35,29 +37,6 @@ constexpr std::chrono::seconds kPrompt{10};
 constexpr absl::Duration kOutcomeDeadline = absl::Seconds(20);
 
 void Ignore(const IdempotentOutcome&) {}
-
-// One redis-server for the whole binary; tests that stop a server start their own.
-RedisServer* shared_server = nullptr;
-
-class SharedRedisEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    std::string error;
-    server_ = RedisServer::Start(&error);
-    ASSERT_NE(server_, nullptr) << error;
-    shared_server = server_.get();
-  }
-  void TearDown() override {
-    shared_server = nullptr;
-    server_.reset();
-  }
-
- private:
-  std::unique_ptr<RedisServer> server_;
-};
-
-::testing::Environment* const shared_redis_environment =
-    ::testing::AddGlobalTestEnvironment(new SharedRedisEnvironment);
 
 // A key prefix no other test in this process uses.
 std::string FreshPrefix() {
@@ -88,7 +67,7 @@ class RedisFactory : public IdempotencyStoreFactory {
   std::unique_ptr<IdempotencyStore> Create(absl::Duration ttl) override {
     RedisIdempotencyOptions options = FreshOptions();
     options.ttl = ttl;
-    return OpenOrFail(shared_server->Url(), options);
+    return OpenOrFail(shared_redis_server->Url(), options);
   }
   absl::Duration ShortTtl() override { return absl::Seconds(2); }
   bool PassTtl(const std::function<bool()>& done) override {
@@ -169,8 +148,8 @@ class RedisReplicasTest : public ::testing::Test {
  protected:
   void SetUp() override {
     options_ = FreshOptions();
-    a_ = OpenOrFail(shared_server->Url(), options_);
-    b_ = OpenOrFail(shared_server->Url(), options_);
+    a_ = OpenOrFail(shared_redis_server->Url(), options_);
+    b_ = OpenOrFail(shared_redis_server->Url(), options_);
     ASSERT_TRUE(a_ && b_);
   }
   RedisIdempotencyOptions options_;
@@ -275,12 +254,12 @@ TEST_F(RedisReplicasTest, ConcurrentBeginsAcrossReplicasElectOneLeader) {
 TEST(RedisIdempotencyStoreTest, ADeadLeadersClaimExpiresAndItsWaitersAreToldToRetry) {
   RedisIdempotencyOptions options = FreshOptions();
   options.claim_ttl = absl::Milliseconds(600);
-  auto waiter_replica = OpenOrFail(shared_server->Url(), options);
+  auto waiter_replica = OpenOrFail(shared_redis_server->Url(), options);
   ASSERT_NE(waiter_replica, nullptr);
-  RawRedis raw(shared_server->port());
+  RawRedis raw(shared_redis_server->port());
   IdempotentOutcome replay;
   {
-    auto dying_replica = OpenOrFail(shared_server->Url(), options);
+    auto dying_replica = OpenOrFail(shared_redis_server->Url(), options);
     ASSERT_NE(dying_replica, nullptr);
     ASSERT_EQ(dying_replica->Begin("acct", "k", "fp", &replay, Ignore), Decision::kLead);
     const long long ttl_ms = raw.Integer({"PTTL", dying_replica->RedisKey("acct", "k")});
@@ -302,9 +281,9 @@ TEST(RedisIdempotencyStoreTest, ADeadLeadersClaimExpiresAndItsWaitersAreToldToRe
 TEST(RedisIdempotencyStoreTest, AnOutcomeFinishedAfterTheClaimExpiredIsStillKept) {
   RedisIdempotencyOptions options = FreshOptions();
   options.claim_ttl = absl::Milliseconds(300);
-  auto store = OpenOrFail(shared_server->Url(), options);
+  auto store = OpenOrFail(shared_redis_server->Url(), options);
   ASSERT_NE(store, nullptr);
-  RawRedis raw(shared_server->port());
+  RawRedis raw(shared_redis_server->port());
   IdempotentOutcome replay;
   ASSERT_EQ(store->Begin("acct", "k", "fp", &replay, Ignore), Decision::kLead);
   ASSERT_TRUE(WaitUntil(
@@ -323,9 +302,9 @@ TEST(RedisIdempotencyStoreTest, AnOutcomeFinishedAfterTheClaimExpiredIsStillKept
 TEST(RedisIdempotencyStoreTest, DoneRecordsCarryTheTtlAndExpire) {
   RedisIdempotencyOptions options = FreshOptions();
   options.ttl = absl::Milliseconds(800);
-  auto store = OpenOrFail(shared_server->Url(), options);
+  auto store = OpenOrFail(shared_redis_server->Url(), options);
   ASSERT_NE(store, nullptr);
-  RawRedis raw(shared_server->port());
+  RawRedis raw(shared_redis_server->port());
   IdempotentOutcome replay;
   ASSERT_EQ(store->Begin("acct", "k", "fp", &replay, Ignore), Decision::kLead);
   store->Complete("acct", "k", {grpc::Status::OK, "r"});
@@ -344,9 +323,9 @@ TEST(RedisIdempotencyStoreTest, DoneRecordsCarryTheTtlAndExpire) {
 }
 
 TEST(RedisIdempotencyStoreTest, DefaultTtlsAre24HoursAndFiveMinutes) {
-  auto store = OpenOrFail(shared_server->Url(), FreshOptions());
+  auto store = OpenOrFail(shared_redis_server->Url(), FreshOptions());
   ASSERT_NE(store, nullptr);
-  RawRedis raw(shared_server->port());
+  RawRedis raw(shared_redis_server->port());
   IdempotentOutcome replay;
   ASSERT_EQ(store->Begin("acct", "k", "fp", &replay, Ignore), Decision::kLead);
   const std::string redis_key = store->RedisKey("acct", "k");
@@ -361,19 +340,19 @@ TEST(RedisIdempotencyStoreTest, DefaultTtlsAre24HoursAndFiveMinutes) {
 
 TEST(RedisIdempotencyStoreTest, UrlPrefixAndDbNameWhereKeysLive) {
   const std::string prefix = "custom-" + FreshPrefix();
-  auto store = OpenOrFail(shared_server->Url("/3?prefix=" + prefix), FreshOptions());
+  auto store = OpenOrFail(shared_redis_server->Url("/3?prefix=" + prefix), FreshOptions());
   ASSERT_NE(store, nullptr);
   IdempotentOutcome replay;
   ASSERT_EQ(store->Begin("acct", "key-1", "fp", &replay, Ignore), Decision::kLead);
   EXPECT_EQ(store->RedisKey("acct", "key-1"), prefix + "idem:4:acctkey-1");
-  RawRedis db3(shared_server->port(), 3);
+  RawRedis db3(shared_redis_server->port(), 3);
   EXPECT_EQ(db3.Integer({"EXISTS", prefix + "idem:4:acctkey-1"}), 1);
-  RawRedis db0(shared_server->port());
+  RawRedis db0(shared_redis_server->port());
   EXPECT_EQ(db0.Integer({"EXISTS", prefix + "idem:4:acctkey-1"}), 0);
 }
 
 TEST(RedisIdempotencyStoreTest, OpenIdempotencyStoreOpensRedisWithTheTtl) {
-  auto store = OpenIdempotencyStore(shared_server->Url("/0?prefix=" + FreshPrefix()),
+  auto store = OpenIdempotencyStore(shared_redis_server->Url("/0?prefix=" + FreshPrefix()),
                                     absl::Milliseconds(5000));
   ASSERT_TRUE(store.ok()) << store.status();
   auto* redis = dynamic_cast<RedisIdempotencyStore*>(store->get());
@@ -382,7 +361,7 @@ TEST(RedisIdempotencyStoreTest, OpenIdempotencyStoreOpensRedisWithTheTtl) {
   ASSERT_EQ(redis->Begin("a", "k", "fp", &replay, Ignore), Decision::kLead);
   redis->Complete("a", "k", {grpc::Status::OK, "r"});
   ASSERT_TRUE(redis->WaitForWrites(kOutcomeDeadline));
-  RawRedis raw(shared_server->port());
+  RawRedis raw(shared_redis_server->port());
   const long long ttl_ms = raw.Integer({"PTTL", redis->RedisKey("a", "k")});
   EXPECT_GT(ttl_ms, 0);
   EXPECT_LE(ttl_ms, 5000);
@@ -521,8 +500,8 @@ TEST(RedisIdempotencyStoreTest, RemoteWaitersGetUnavailableWhenRedisStaysDown) {
 
 TEST(RedisIdempotencyStoreTest, DestroyingTheStoreReleasesItsWaiters) {
   RedisIdempotencyOptions options = FreshOptions();
-  auto leader = OpenOrFail(shared_server->Url(), options);
-  auto waiter = OpenOrFail(shared_server->Url(), options);
+  auto leader = OpenOrFail(shared_redis_server->Url(), options);
+  auto waiter = OpenOrFail(shared_redis_server->Url(), options);
   ASSERT_TRUE(leader && waiter);
   IdempotentOutcome replay;
   ASSERT_EQ(leader->Begin("acct", "k", "fp", &replay, Ignore), Decision::kLead);

@@ -23,6 +23,7 @@
 #include "adapters/eventlog/redis/redis_url.h"
 #include "tests/adapters/eventlog/event_log_conformance.h"
 #include "tests/support/redis_server.h"
+#include "tests/support/shared_redis_server.h"
 #include "tests/support/wait.h"
 
 namespace inspection::eventlog {
@@ -33,36 +34,13 @@ using ::inspection::eventlog::testing::EventLogFactory;
 using ::inspection::eventlog::testing::MakeAccountEvent;
 using ::inspection::eventlog::testing::MakeEvent;
 using ::inspection::testing::RedisServer;
+using ::inspection::testing::shared_redis_server;
 using ::inspection::testing::WaitUntil;
 using Clock = std::chrono::steady_clock;
 
 // Generous sanity bound for "returns promptly / does not hang": far above any normal
 // latency, far below the waits or hangs the tests guard against.
 constexpr std::chrono::seconds kPrompt{10};
-
-// One redis-server for the whole binary; tests that stop or freeze a server start
-// their own.
-RedisServer* shared_server = nullptr;
-
-class SharedRedisEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    std::string error;
-    server_ = RedisServer::Start(&error);
-    ASSERT_NE(server_, nullptr) << error;
-    shared_server = server_.get();
-  }
-  void TearDown() override {
-    shared_server = nullptr;
-    server_.reset();
-  }
-
- private:
-  std::unique_ptr<RedisServer> server_;
-};
-
-::testing::Environment* const shared_redis_environment =
-    ::testing::AddGlobalTestEnvironment(new SharedRedisEnvironment);
 
 // A stream name no other test in this process uses.
 std::string FreshStream(const std::string& prefix) {
@@ -84,7 +62,7 @@ std::unique_ptr<EventLog> OpenOrFail(const std::string& url, RetentionPolicy ret
 class RedisFactory : public EventLogFactory {
  public:
   std::unique_ptr<EventLog> Create(RetentionPolicy retention) override {
-    url_ = shared_server->Url("/0?stream=" + FreshStream("conformance"));
+    url_ = shared_redis_server->Url("/0?stream=" + FreshStream("conformance"));
     return OpenOrFail(url_, retention);
   }
   std::unique_ptr<EventLog> Reopen(RetentionPolicy retention) override {
@@ -150,7 +128,7 @@ class RawRedis {
 };
 
 TEST(RedisEventLogTest, TwoReplicasAppendingTheSamePayloadsStoreEachOnce) {
-  const std::string url = shared_server->Url("/0?stream=" + FreshStream("replicas"));
+  const std::string url = shared_redis_server->Url("/0?stream=" + FreshStream("replicas"));
   auto replica_a = OpenOrFail(url);
   auto replica_b = OpenOrFail(url);
   ASSERT_TRUE(replica_a && replica_b);
@@ -209,12 +187,12 @@ std::map<std::string, std::string> EntryFields(RawRedis& raw, const std::string&
 
 TEST(RedisEventLogTest, TheAccountIsTheEntryFieldAccountAlsoForTheDefaultAccount) {
   const std::string stream = FreshStream("account-field");
-  auto log = OpenOrFail(shared_server->Url("/0?stream=" + stream));
+  auto log = OpenOrFail(shared_redis_server->Url("/0?stream=" + stream));
   ASSERT_NE(log, nullptr);
   auto named = log->Append(MakeAccountEvent("fleet-north", "e", "1"));
   auto by_default = log->Append(MakeAccountEvent("", "e", "2"));
   ASSERT_TRUE(named.ok() && by_default.ok());
-  RawRedis raw(shared_server->Url());
+  RawRedis raw(shared_redis_server->Url());
   const std::map<std::string, std::string> named_fields = EntryFields(raw, stream, named->cursor);
   ASSERT_EQ(named_fields.count("account"), 1u);
   EXPECT_EQ(named_fields.at("account"), "fleet-north");
@@ -227,7 +205,7 @@ TEST(RedisEventLogTest, TheAccountIsTheEntryFieldAccountAlsoForTheDefaultAccount
 TEST(RedisEventLogTest, AnEntryOfThePreviousVersionWithoutAnAccountReadsAsTheDefaultAccount) {
   const std::string stream = FreshStream("before-accounts");
   const NewEvent old_event = MakeEvent("createReport", "old", 1690000000000);
-  RawRedis raw(shared_server->Url());
+  RawRedis raw(shared_redis_server->Url());
   // What the previous version's append script wrote: the entry (every field but
   // `account`) and the dedupe key.
   const std::string old_id = raw.String(
@@ -239,7 +217,7 @@ TEST(RedisEventLogTest, AnEntryOfThePreviousVersionWithoutAnAccountReadsAsTheDef
   ASSERT_EQ(raw.String({"SET", stream + ":dedupe:" + old_event.content_hash, old_id}), "OK");
   ASSERT_EQ(EntryFields(raw, stream, old_id).count("account"), 0u);
 
-  auto log = OpenOrFail(shared_server->Url("/0?stream=" + stream));
+  auto log = OpenOrFail(shared_redis_server->Url("/0?stream=" + stream));
   ASSERT_NE(log, nullptr);
   auto read = log->ReadAfter("", 10);
   ASSERT_TRUE(read.ok()) << read.status();
@@ -294,13 +272,13 @@ TEST(RedisEventLogTest, NonPositiveRetentionLimitsMeanNoLimit) {
   RetentionPolicy unlimited;
   unlimited.max_events = 0;
   unlimited.max_age = std::chrono::seconds(0);
-  auto log = OpenOrFail(shared_server->Url("/0?stream=" + stream), unlimited);
+  auto log = OpenOrFail(shared_redis_server->Url("/0?stream=" + stream), unlimited);
   ASSERT_NE(log, nullptr);
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(log->Append(MakeEvent("e", std::to_string(i), 1)).ok());
   auto removed = log->ApplyRetention(absl::Now() + absl::Hours(24 * 365));
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_EQ(*removed, 0);
-  RawRedis raw(shared_server->Url());
+  RawRedis raw(shared_redis_server->Url());
   // No age limit, so the dedupe key does not expire (-1: no expiry).
   EXPECT_EQ(raw.Integer({"PTTL", stream + ":dedupe:" + MakeEvent("e", "0").content_hash}), -1);
 }
@@ -387,11 +365,11 @@ TEST(RedisEventLogTest, ARestartBetweenCallsIsInvisibleToTheNextCall) {
 }
 
 TEST(RedisEventLogTest, AConnectionTheServerDroppedNeitherFailsTheCallNorRaisesSigpipe) {
-  const std::string url = shared_server->Url("/0?stream=" + FreshStream("dropped"));
+  const std::string url = shared_redis_server->Url("/0?stream=" + FreshStream("dropped"));
   auto log = OpenOrFail(url);
   ASSERT_NE(log, nullptr);
   ASSERT_TRUE(log->Append(MakeEvent("e", "warm")).ok());  // leaves an idle connection
-  RawRedis raw(shared_server->Url());
+  RawRedis raw(shared_redis_server->Url());
   EXPECT_GE(raw.Integer({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}), 1);
   // A payload larger than one socket write: the write after the server's RST fails with
   // EPIPE, which would raise SIGPIPE and kill this process unless the log blocks it.
@@ -431,13 +409,13 @@ TEST(RedisEventLogTest, FrozenServerGivesUnavailableAfterTheCommandTimeout) {
 }
 
 TEST(RedisEventLogTest, WaitForAppendReturnsPromptlyWhenAnotherHandleAppends) {
-  const std::string url = shared_server->Url("/0?stream=" + FreshStream("wait"));
+  const std::string url = shared_redis_server->Url("/0?stream=" + FreshStream("wait"));
   auto waiter = OpenOrFail(url);
   auto writer = OpenOrFail(url);
   ASSERT_TRUE(waiter && writer);
   ASSERT_TRUE(writer->Append(MakeEvent("e", "old")).ok());
   const std::string before = *waiter->LastCursor();
-  RawRedis raw(shared_server->Url());
+  RawRedis raw(shared_redis_server->Url());
   const int blocked_before = raw.BlockedClients();
 
   std::atomic<bool> returned{false};
@@ -455,10 +433,10 @@ TEST(RedisEventLogTest, WaitForAppendReturnsPromptlyWhenAnotherHandleAppends) {
 }
 
 TEST(RedisEventLogTest, ABlockedWaitDoesNotHoldUpAppendsOfTheSameHandle) {
-  const std::string url = shared_server->Url("/0?stream=" + FreshStream("wait-same"));
+  const std::string url = shared_redis_server->Url("/0?stream=" + FreshStream("wait-same"));
   auto log = OpenOrFail(url);
   ASSERT_NE(log, nullptr);
-  RawRedis raw(shared_server->Url());
+  RawRedis raw(shared_redis_server->Url());
   const int blocked_before = raw.BlockedClients();
   std::atomic<bool> returned{false};
   std::thread wait([&] {
@@ -473,7 +451,7 @@ TEST(RedisEventLogTest, ABlockedWaitDoesNotHoldUpAppendsOfTheSameHandle) {
 }
 
 TEST(RedisEventLogTest, WaitForAppendReturnsAtOnceWhenAnEventIsThereAndOtherwiseTimesOut) {
-  auto log = OpenOrFail(shared_server->Url("/0?stream=" + FreshStream("wait-now")));
+  auto log = OpenOrFail(shared_redis_server->Url("/0?stream=" + FreshStream("wait-now")));
   ASSERT_NE(log, nullptr);
   auto first = log->Append(MakeEvent("e", "1"));
   ASSERT_TRUE(first.ok());
@@ -493,7 +471,7 @@ TEST(RedisEventLogTest, RetentionRunsInBatchesAndDeletesTheRemovedEventsDedupeKe
   retention.max_age = std::chrono::hours(1);
   RedisEventLogOptions options;
   options.retention_batch = 7;
-  auto log = OpenOrFail(shared_server->Url("/0?stream=" + stream), retention, options);
+  auto log = OpenOrFail(shared_redis_server->Url("/0?stream=" + stream), retention, options);
   ASSERT_NE(log, nullptr);
   std::vector<std::string> cursors;
   for (int i = 0; i < 50; ++i) {
@@ -501,7 +479,7 @@ TEST(RedisEventLogTest, RetentionRunsInBatchesAndDeletesTheRemovedEventsDedupeKe
     ASSERT_TRUE(appended.ok()) << appended.status();
     cursors.push_back(appended->cursor);
   }
-  RawRedis raw(shared_server->Url());
+  RawRedis raw(shared_redis_server->Url());
   const std::string first_key = stream + ":dedupe:" + MakeEvent("e", "0").content_hash;
   const int64_t ttl = raw.Integer({"PTTL", first_key});
   // Expiry is only a backstop: longer than max_age, at most twice it.
@@ -527,7 +505,7 @@ TEST(RedisEventLogTest, RetentionRunsInBatchesAndDeletesTheRemovedEventsDedupeKe
 TEST(RedisEventLogTest, AgeRetentionRemovesOnlyAPrefixOfTooOldEvents) {
   RetentionPolicy retention;
   retention.max_age = std::chrono::hours(1);
-  auto log = OpenOrFail(shared_server->Url("/0?stream=" + FreshStream("age")), retention);
+  auto log = OpenOrFail(shared_redis_server->Url("/0?stream=" + FreshStream("age")), retention);
   ASSERT_NE(log, nullptr);
   const int64_t hour = 3600 * 1000, base = 1700000000000;
   // Received at: base, base + 2h, base (a replica with a slow clock), base + 3h.
@@ -547,10 +525,10 @@ TEST(RedisEventLogTest, AgeRetentionRemovesOnlyAPrefixOfTooOldEvents) {
 
 TEST(RedisEventLogTest, ContentOfAnEventTrimmedByHandIsStoredAgain) {
   const std::string stream = FreshStream("by-hand");
-  auto log = OpenOrFail(shared_server->Url("/0?stream=" + stream));
+  auto log = OpenOrFail(shared_redis_server->Url("/0?stream=" + stream));
   ASSERT_NE(log, nullptr);
   ASSERT_TRUE(log->Append(MakeEvent("e", "x")).ok());
-  RawRedis raw(shared_server->Url());
+  RawRedis raw(shared_redis_server->Url());
   EXPECT_EQ(raw.Integer({"XTRIM", stream, "MAXLEN", "0"}), 1);
   // Its dedupe key still exists, but "duplicate" means "an event with this content is
   // retained", and none is.
@@ -560,7 +538,7 @@ TEST(RedisEventLogTest, ContentOfAnEventTrimmedByHandIsStoredAgain) {
 }
 
 TEST(RedisEventLogTest, CursorsAreValidatedStrictly) {
-  auto log = OpenOrFail(shared_server->Url("/0?stream=" + FreshStream("cursors")));
+  auto log = OpenOrFail(shared_redis_server->Url("/0?stream=" + FreshStream("cursors")));
   ASSERT_NE(log, nullptr);
   auto appended = log->Append(MakeEvent("e", "1"));
   ASSERT_TRUE(appended.ok());
@@ -588,9 +566,9 @@ TEST(RedisEventLogTest, CursorsAreValidatedStrictly) {
 
 TEST(RedisEventLogTest, AStreamKeyOfAnotherTypeIsAFailedPrecondition) {
   const std::string stream = FreshStream("wrong-type");
-  RawRedis raw(shared_server->Url());
+  RawRedis raw(shared_redis_server->Url());
   EXPECT_EQ(raw.String({"SET", stream, "not a stream"}), "OK");
-  auto log = OpenOrFail(shared_server->Url("/0?stream=" + stream));
+  auto log = OpenOrFail(shared_redis_server->Url("/0?stream=" + stream));
   ASSERT_NE(log, nullptr);
   absl::Status writable = log->CheckWritable();
   EXPECT_EQ(writable.code(), absl::StatusCode::kFailedPrecondition) << writable;
@@ -599,7 +577,7 @@ TEST(RedisEventLogTest, AStreamKeyOfAnotherTypeIsAFailedPrecondition) {
 }
 
 TEST(RedisEventLogTest, AppendRequiresAContentHash) {
-  auto log = OpenOrFail(shared_server->Url("/0?stream=" + FreshStream("no-hash")));
+  auto log = OpenOrFail(shared_redis_server->Url("/0?stream=" + FreshStream("no-hash")));
   ASSERT_NE(log, nullptr);
   NewEvent event = MakeEvent("e", "1");
   event.content_hash.clear();
@@ -607,7 +585,7 @@ TEST(RedisEventLogTest, AppendRequiresAContentHash) {
 }
 
 TEST(RedisEventLogTest, SixteenThreadsOnOneHandleStoreEveryDistinctEventOnce) {
-  auto log = OpenOrFail(shared_server->Url("/0?stream=" + FreshStream("sixteen")));
+  auto log = OpenOrFail(shared_redis_server->Url("/0?stream=" + FreshStream("sixteen")));
   ASSERT_NE(log, nullptr);
   constexpr int kThreads = 16, kEach = 100;
   std::atomic<int> failures{0};
