@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "absl/time/time.h"
+#include "adapters/http/http_server.h"
 #include "gateway/config/config.h"
 #include "gateway/logging/log.h"
 #include "gateway/server/gateway_server.h"
@@ -61,6 +62,7 @@ inspection::server::GatewayServerOptions ServerOptions(const GatewayConfig& conf
   options.event_log_url = config.event_log;
   options.retention.max_age = std::chrono::hours(config.event_log_retention.max_age_hours);
   options.retention.max_events = config.event_log_retention.max_events;
+  options.retention.dedupe_window = std::chrono::hours(config.webhook.dedupe_window_hours);
   options.stream_queue_size = static_cast<size_t>(config.streams.queue_size);
   options.idempotency_ttl = absl::Hours(config.idempotency_ttl_hours);
   options.idempotency_store_url = config.idempotency_store;
@@ -96,7 +98,22 @@ inspection::server::GatewayServerOptions ServerOptions(const GatewayConfig& conf
     webhook.path = config.webhook.path;
     webhook.current_key = config.webhook_key.Reveal();
     webhook.previous_key = config.webhook_previous_key.Reveal();
-    webhook.max_body_bytes = static_cast<size_t>(config.webhook.max_body_bytes);
+    const inspection::config::WebhookOptions& w = config.webhook;
+    inspection::http::HttpServerLimits& limits = webhook.limits;
+    limits.head_timeout = absl::ToChronoMilliseconds(w.head_timeout);
+    limits.keep_alive_timeout = absl::ToChronoMilliseconds(w.keep_alive_timeout);
+    limits.min_body_bytes_per_second = static_cast<uint64_t>(w.min_body_bytes_per_second);
+    limits.body_grace = absl::ToChronoMilliseconds(w.body_grace);
+    limits.write_timeout = absl::ToChronoMilliseconds(w.write_timeout);
+    limits.max_head_bytes = static_cast<size_t>(w.max_head_bytes);
+    limits.max_header_count = static_cast<size_t>(w.max_header_count);
+    limits.max_body_bytes = static_cast<size_t>(w.max_body_bytes);
+    limits.max_connections = static_cast<size_t>(w.max_connections);
+    limits.max_connections_per_client = static_cast<size_t>(w.max_connections_per_client);
+    limits.max_requests_in_flight = static_cast<size_t>(w.max_requests_in_flight);
+    webhook.json_limits.max_depth = w.max_json_depth;
+    webhook.json_limits.max_elements = w.max_json_elements;
+    webhook.threads = w.threads;
     webhook.event_name_pointer = config.webhook.event_name_pointer;
     webhook.inspection_id_pointer = config.webhook.inspection_id_pointer;
     webhook.token_id_pointer = config.webhook.token_id_pointer;
@@ -128,6 +145,8 @@ int main(int argc, char** argv) {
   // (hiredis and parts of the HTTP servers write without MSG_NOSIGNAL).
   signal(SIGPIPE, SIG_IGN);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Every connection is a file: webhook.max_connections needs more than the usual 1024.
+  inspection::http::RaiseOpenFileLimit();
 
   std::vector<std::string> args(argv + 1, argv + argc);
   auto config = inspection::config::LoadConfig(args, inspection::config::GetEnvFromProcess);

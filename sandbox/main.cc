@@ -14,6 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "adapters/http/http_server.h"
 #include "nlohmann/json.hpp"
 #include "sandbox/emulator/sandbox_server.h"
 
@@ -33,7 +34,8 @@ A stateful emulator of the vehicle-inspection vendor API, for development and te
   --api-keys=K1,K2        accepted X-API-Key values (default sandbox-api-key)
   --api-keys-file=FILE    the same, one key per line (keeps them off the command line);
                           blank lines and trailing whitespace are ignored
-  --threads=N             HTTP worker threads, one per open connection (default 64)
+  --threads=N             threads running the endpoints (default 64); a latency fault
+                          holds one for its pause, idle connections hold none
   --webhook-delay-ms=N    delay before each webhook delivery (default 200)
   --faults=FILE           JSON fault rules active from the start (as POST /_sandbox/faults)
   --help                  this text
@@ -141,6 +143,7 @@ int main(int argc, char** argv) {
   // (hiredis and parts of the HTTP servers write without MSG_NOSIGNAL).
   signal(SIGPIPE, SIG_IGN);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  inspection::http::RaiseOpenFileLimit();  // a connection is a file
 
   SandboxOptions options;
   if (const int exit_code = ParseFlags(argc, argv, &options); exit_code >= 0) return exit_code;

@@ -40,14 +40,19 @@ struct StoredEvent {
 
 struct AppendResult {
   std::string cursor;
-  // True when an event with the same content_hash is retained: nothing was written and
-  // `cursor` is that event's.
+  // True when an event with the same content_hash was received within the dedupe window
+  // and is retained: nothing was written and `cursor` is that event's.
   bool duplicate = false;
 };
 
 struct RetentionPolicy {
   std::chrono::seconds max_age{std::chrono::hours(24 * 7)};
   int64_t max_events = 1000000;
+  // Independent of retention: an event is a duplicate of a retained one with the same
+  // content_hash only when that one was received (received_at_ms) less than this before
+  // it. A byte-identical delivery after the window (a second TestWebhook, a re-run) is a
+  // new event.
+  std::chrono::seconds dedupe_window{std::chrono::hours(48)};
 };
 
 // The durable, totally ordered log of vendor events, shared by every replica that
@@ -59,7 +64,8 @@ class EventLog {
 
   // Stores `event` (every field, the account included) durably before returning (the
   // receiver acknowledges the webhook only after this), unless an event with the same
-  // content_hash is retained, whatever its account (hence content_hash covers it).
+  // content_hash, received within the dedupe window before it, is retained, whatever its
+  // account (hence content_hash covers it).
   // Unavailable when the store cannot take it (the receiver then answers 503).
   virtual absl::StatusOr<AppendResult> Append(const NewEvent& event) = 0;
 

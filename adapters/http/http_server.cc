@@ -1,536 +1,1111 @@
 #include "adapters/http/http_server.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
-#include <cstring>
+#include <deque>
 #include <exception>
-#include <limits>
+#include <future>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
+#include <vector>
 
-#include <httplib.h>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/basic_parser.hpp>
+#include <boost/beast/http/error.hpp>
 
-#include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace inspection::http {
 namespace {
 
-// httplib's default is 5 requests per connection, which makes a client reconnect every
-// few requests; the idle timeout (settings) is what bounds a connection instead.
-constexpr size_t kMaxRequestsPerConnection = 100000;
-// A request head beyond this is not examined; the connection then ends after the answer.
-// (httplib itself refuses lines over 8 KiB.)
-constexpr size_t kMaxHeadBytes = 64 * 1024;
-// The kernel caps it at net.core.somaxconn.
-constexpr int kListenBacklog = 4096;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
 
-class ConnectionStream;
+// What one read asks the socket for. The read buffer grows in these steps up to its bound
+// (max_head_bytes plus one step), and is given back while a connection is idle.
+constexpr size_t kReadStep = 16 * 1024;
+// Chunk extensions mean nothing to us; a chunk-size line carrying more than this is 400.
+constexpr size_t kMaxChunkExtensionBytes = 1024;
+// accept() failures are retried after this, doubling up to the cap.
+constexpr std::chrono::milliseconds kAcceptRetryFirst{10};
+constexpr std::chrono::milliseconds kAcceptRetryCap{1000};
 
-// What the connection loop knows about the connection and the request being served;
-// owned by the worker serving the connection. The request's fields are set by
-// ConnectionStream::PrepareRequest().
-struct ConnectionState {
-  ConnectionStream* stream = nullptr;
-  // The request declared a body (or framing we could not read) that has not been read
-  // completely: the connection cannot carry another request and ends after the answer.
-  bool body_unread = false;
-  // read_body has been called: the body is gone (read, or abandoned part way).
-  bool body_read_started = false;
-  // A Content-Length that is not a number, or several that differ: the body's end is
-  // unknown, so it cannot be read.
-  bool length_invalid = false;
-  bool has_transfer_encoding = false;
-  uint64_t content_length = 0;  // valid unless length_invalid; 0 when none was declared
-  // The handler called ResetConnection(): nothing more is written, the socket is reset.
-  bool reset = false;
+// Beast's HTTP/1 parser with our own handling of what it finds: the header count limit
+// (Beast has only a byte limit), a bound on chunk extensions, and the body appended to
+// the request as it is decoded.
+class RequestParser final : public bhttp::basic_parser<true> {
+ public:
+  RequestParser(ServerRequest* request, size_t max_header_count)
+      : request_(request), max_header_count_(max_header_count) {}
+
+  bhttp::verb method_verb() const { return verb_; }
+  int version() const { return version_; }
+  bool too_many_headers() const { return too_many_headers_; }
+  bool chunk_extension_too_long() const { return chunk_extension_too_long_; }
+
+ private:
+  void on_request_impl(bhttp::verb verb, beast::string_view method, beast::string_view target,
+                       int version, beast::error_code&) override {
+    verb_ = verb;
+    version_ = version;
+    request_->method.assign(method.data(), method.size());
+    request_->target.assign(target.data(), target.size());
+  }
+
+  void on_response_impl(int, beast::string_view, int, beast::error_code& ec) override {
+    ec = bhttp::error::bad_method;  // never called for requests
+  }
+
+  void on_field_impl(bhttp::field, beast::string_view name, beast::string_view value,
+                     beast::error_code& ec) override {
+    if (request_->headers.size() >= max_header_count_) {
+      too_many_headers_ = true;
+      ec = bhttp::error::header_limit;
+      return;
+    }
+    request_->headers.emplace_back(std::string(name.data(), name.size()),
+                                   std::string(value.data(), value.size()));
+  }
+
+  void on_header_impl(beast::error_code&) override {}
+
+  void on_body_init_impl(const boost::optional<std::uint64_t>& length,
+                         beast::error_code&) override {
+    // The length was checked against the limit before the body is read.
+    if (length) request_->body.reserve(static_cast<size_t>(*length));
+  }
+
+  size_t on_body_impl(beast::string_view body, beast::error_code&) override {
+    request_->body.append(body.data(), body.size());
+    return body.size();
+  }
+
+  void on_chunk_header_impl(std::uint64_t, beast::string_view extensions,
+                            beast::error_code& ec) override {
+    if (extensions.size() > kMaxChunkExtensionBytes) {
+      chunk_extension_too_long_ = true;
+      ec = bhttp::error::bad_chunk_extension;
+    }
+  }
+
+  size_t on_chunk_body_impl(std::uint64_t, beast::string_view body, beast::error_code&) override {
+    request_->body.append(body.data(), body.size());
+    return body.size();
+  }
+
+  void on_finish_impl(beast::error_code&) override {}
+
+  ServerRequest* const request_;
+  const size_t max_header_count_;
+  bhttp::verb verb_ = bhttp::verb::unknown;
+  int version_ = 11;
+  bool too_many_headers_ = false;
+  bool chunk_extension_too_long_ = false;
 };
 
-// The connection whose request the current worker thread is serving. httplib calls the
-// handler, the post-routing handler and the content reader synchronously on the worker
-// that runs the connection loop, so a thread_local is exactly "this request's connection".
-thread_local ConnectionState* current_connection = nullptr;
-
-int ToPollTimeout(std::chrono::milliseconds duration) {
-  return static_cast<int>(
-      std::clamp<int64_t>(duration.count(), 0, std::numeric_limits<int>::max()));
-}
-
-// Methods whose body httplib 0.11.4 reads (its detail::expect_content); for every other
-// method it leaves the body in the stream, where it would be parsed as the next request.
-bool HttplibReadsBody(absl::string_view method) {
-  return method == "POST" || method == "PUT" || method == "PATCH" || method == "PRI" ||
-         method == "DELETE";
-}
-
-// An httplib::Stream over one accepted socket with its own read buffer, so that the
-// connection loop can look at a request head before httplib parses it. Reads wake up when
-// the server stops (the wake pipe becomes readable); writes do not, so answers being
-// written when Stop() begins still go out.
-class ConnectionStream final : public httplib::Stream {
+// Runs handlers. Its queue never holds more than max_requests_in_flight tasks: a request
+// reserves its place before its body is read.
+class WorkerPool {
  public:
-  ConnectionStream(int fd, int wake_fd, const HttpServerSettings& settings,
-                   const ConnectionState& state)
-      : fd_(fd), wake_fd_(wake_fd), settings_(settings), state_(state) {}
-
-  bool is_readable() const override {
-    return offset_ < buffer_.size() || WaitReadable(ToPollTimeout(settings_.io_timeout));
+  void Start(int threads) {
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
   }
 
-  bool is_writable() const override { return !state_.reset && WaitWritable(); }
-
-  ssize_t read(char* ptr, size_t size) override {
-    if (offset_ == buffer_.size()) {
-      const ssize_t n = Fill(ToPollTimeout(settings_.io_timeout));
-      if (n <= 0) return n;
+  void Post(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back(std::move(task));
     }
-    const size_t count = std::min(size, buffer_.size() - offset_);
-    std::memcpy(ptr, buffer_.data() + offset_, count);
-    offset_ += count;
-    if (offset_ == buffer_.size()) {
-      buffer_.clear();
-      offset_ = 0;
-    }
-    return static_cast<ssize_t>(count);
+    cv_.notify_one();
   }
 
-  ssize_t write(const char* ptr, size_t size) override {
-    // A reset connection answers nothing: httplib's writes fail, the loop then resets it.
-    if (state_.reset) return -1;
-    if (!WaitWritable()) return -1;
-    const ssize_t n = ::send(fd_, ptr, size, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) return 0;  // httplib's write loop tries again
-    return n;
-  }
-
-  void get_remote_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage address{};
-    socklen_t length = sizeof(address);
-    if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-      Describe(address, &ip, &port);
+  // Runs what is queued, then joins.
+  void StopAndJoin() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
     }
-  }
-
-  void get_local_ip_and_port(std::string& ip, int& port) const override {
-    sockaddr_storage address{};
-    socklen_t length = sizeof(address);
-    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-      Describe(address, &ip, &port);
-    }
-  }
-
-  socket_t socket() const override { return fd_; }
-
-  // Waits for the first byte of the next request. False on idle timeout, EOF or Stop().
-  bool WaitForRequest() const {
-    return offset_ < buffer_.size() || WaitReadable(ToPollTimeout(settings_.keep_alive_timeout));
-  }
-
-  // Buffers the whole head of the next request and records in `state` how its body is
-  // framed. A POST (or other method whose body httplib reads) without any length gets
-  // `Content-Length: 0`: that is what no length means on a request (RFC 9112 6.3), and
-  // httplib would otherwise read until the connection ends. False when the connection
-  // ended (or timed out) first.
-  bool PrepareRequest(ConnectionState* state) {
-    state->body_unread = false;
-    state->body_read_started = false;
-    state->length_invalid = false;
-    state->has_transfer_encoding = false;
-    state->content_length = 0;
-    size_t head_end;
-    while ((head_end = buffer_.find("\r\n\r\n", offset_)) == std::string::npos) {
-      if (buffer_.size() - offset_ > kMaxHeadBytes) {
-        // Framing unknown: answer (httplib refuses it), then end.
-        state->body_unread = true;
-        state->length_invalid = true;
-        return true;
-      }
-      if (Fill(ToPollTimeout(settings_.io_timeout)) <= 0) return false;
-    }
-    const absl::string_view head(buffer_.data() + offset_, head_end - offset_);
-    const absl::string_view method = head.substr(0, head.find(' '));
-    bool has_length = false;
-    for (absl::string_view line : absl::StrSplit(head, "\r\n")) {
-      const size_t colon = line.find(':');
-      if (colon == absl::string_view::npos) continue;
-      const absl::string_view name = absl::StripAsciiWhitespace(line.substr(0, colon));
-      const absl::string_view value = absl::StripAsciiWhitespace(line.substr(colon + 1));
-      if (absl::EqualsIgnoreCase(name, "transfer-encoding")) state->has_transfer_encoding = true;
-      if (absl::EqualsIgnoreCase(name, "content-length")) {
-        // Several Content-Length headers are one length only if they all agree.
-        uint64_t length = 0;
-        if (!absl::SimpleAtoi(value, &length) || (has_length && length != state->content_length)) {
-          state->length_invalid = true;
-        }
-        state->content_length = length;
-        has_length = true;
-      }
-    }
-    state->body_unread = state->has_transfer_encoding || state->length_invalid ||
-                         (has_length && state->content_length != 0);
-    if (HttplibReadsBody(method) && !has_length && !state->has_transfer_encoding) {
-      buffer_.insert(head_end + 2, "Content-Length: 0\r\n");
-    }
-    return true;
-  }
-
-  // After the last answer on a connection whose request body was not read: tells the
-  // client we are done (FIN), then reads and drops what it still sends, within bounds.
-  // Closing with unread data would make the kernel send a reset, and a client still
-  // sending its body would often lose our answer with it.
-  void Linger() {
-    ::shutdown(fd_, SHUT_WR);
-    buffer_.clear();
-    offset_ = 0;
-    const auto deadline = std::chrono::steady_clock::now() + settings_.linger_timeout;
-    size_t dropped = 0;
-    char chunk[16 * 1024];
-    while (dropped < settings_.linger_max_bytes) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0 || !WaitReadable(ToPollTimeout(left))) return;
-      const ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;
-      dropped += static_cast<size_t>(n);
-    }
+    cv_.notify_all();
+    for (std::thread& thread : threads_) thread.join();
+    threads_.clear();
   }
 
  private:
-  static void Describe(const sockaddr_storage& address, std::string* ip, int* port) {
-    char text[INET6_ADDRSTRLEN] = {};
-    if (address.ss_family == AF_INET) {
-      const auto* v4 = reinterpret_cast<const sockaddr_in*>(&address);
-      ::inet_ntop(AF_INET, &v4->sin_addr, text, sizeof(text));
-      *port = ntohs(v4->sin_port);
-    } else if (address.ss_family == AF_INET6) {
-      const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address);
-      ::inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof(text));
-      *port = ntohs(v6->sin6_port);
-    }
-    *ip = text;
-  }
-
-  // Readable within `timeout_ms`, and the server is not stopping.
-  bool WaitReadable(int timeout_ms) const {
-    pollfd fds[2] = {{fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  void Run() {
     for (;;) {
-      const int n = ::poll(fds, 2, timeout_ms);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0 || fds[1].revents != 0) return false;
-      return fds[0].revents != 0;
-    }
-  }
-
-  bool WaitWritable() const {
-    pollfd fd = {fd_, POLLOUT, 0};
-    for (;;) {
-      const int n = ::poll(&fd, 1, ToPollTimeout(settings_.io_timeout));
-      if (n < 0 && errno == EINTR) continue;
-      return n > 0 && (fd.revents & POLLOUT) != 0;
-    }
-  }
-
-  // Appends what the socket has to the buffer: > 0 bytes read, 0 at EOF, -1 on error,
-  // timeout or Stop().
-  ssize_t Fill(int timeout_ms) {
-    if (!WaitReadable(timeout_ms)) return -1;
-    char chunk[16 * 1024];
-    ssize_t n;
-    do {
-      n = ::recv(fd_, chunk, sizeof(chunk), 0);
-    } while (n < 0 && errno == EINTR);
-    if (n > 0) {
-      if (offset_ > 0 && offset_ == buffer_.size()) {
-        buffer_.clear();
-        offset_ = 0;
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
       }
-      buffer_.append(chunk, static_cast<size_t>(n));
+      task();
     }
-    return n;
   }
 
-  const int fd_;
-  const int wake_fd_;
-  const HttpServerSettings& settings_;
-  const ConnectionState& state_;
-  std::string buffer_;
-  size_t offset_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
 };
 
-// The body of a request whose method httplib does not read it for (GET...), which the
-// stream is positioned at when the handler runs: httplib reads the head byte by byte.
-// Content-Length framing only.
-bool ReadBodyHttplibLeaves(ConnectionState* state, const httplib::ContentReceiver& receiver) {
-  if (state->has_transfer_encoding) return false;
-  uint64_t left = state->content_length;
-  char chunk[16 * 1024];
-  while (left > 0) {
-    const ssize_t n =
-        state->stream->read(chunk, static_cast<size_t>(std::min<uint64_t>(left, sizeof(chunk))));
-    if (n <= 0) return false;
-    left -= static_cast<uint64_t>(n);
-    if (!receiver(chunk, static_cast<size_t>(n))) return false;
+std::string AddressText(const tcp::endpoint& endpoint) {
+  net::ip::address address = endpoint.address();
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    address = net::ip::make_address_v4(net::ip::v4_mapped, address.to_v6());
   }
-  return true;
+  return address.to_string();
 }
 
-// read_body for the handler (see the header). `httplib_reader` is httplib's reader for the
-// methods whose body it reads, null for the others.
-bool ReadBody(const httplib::Request& request, const httplib::ContentReader* httplib_reader,
-              httplib::ContentReceiver receiver) {
-  ConnectionState* state = current_connection;
-  if (state == nullptr || state->body_read_started) return false;
-  state->body_read_started = true;
-  if (state->length_invalid) return false;
-  // httplib 0.11.4 would hand a multipart body to the empty multipart callback
-  // (std::bad_function_call) when read through the plain reader.
-  if (request.is_multipart_form_data()) return false;
-  if (httplib_reader != nullptr) {
-    if (!(*httplib_reader)(std::move(receiver))) return false;
-  } else if (!ReadBodyHttplibLeaves(state, receiver)) {
-    return false;
+bool IsHeader(const std::string& name, absl::string_view wanted) {
+  return absl::EqualsIgnoreCase(name, wanted);
+}
+
+// The connection asks to end after this exchange: `Connection: close` (any of its tokens),
+// or HTTP/1.0 (which we do not keep alive).
+bool WantsClose(const ServerRequest& request, int version) {
+  if (version < 11) return true;
+  for (const auto& [name, value] : request.headers) {
+    if (!IsHeader(name, "Connection")) continue;
+    for (absl::string_view token : absl::StrSplit(value, ',')) {
+      if (absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(token), "close")) return true;
+    }
   }
-  state->body_unread = false;
-  return true;
+  return false;
 }
 
 }  // namespace
 
-// httplib::Server with our connection loop. httplib's accept loop hands each accepted
-// socket to process_and_close_socket() on a pool thread; its parser and writer are
-// reached through the protected process_request(), once per request.
-class HttpServer::Server final : public httplib::Server {
- public:
-  explicit Server(HttpServer* owner) : owner_(owner) {}
-
-  // Closes a bound socket that was never served: httplib's stop() only closes it while
-  // the listener runs.
-  void CloseUnservedSocket() {
-    const socket_t sock = svr_sock_.exchange(INVALID_SOCKET);
-    if (sock != INVALID_SOCKET) ::close(sock);
-  }
-
- private:
-  bool process_and_close_socket(socket_t sock) override {
-    const int one = 1;
-    ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    ConnectionState state;
-    ConnectionStream stream(sock, owner_->wake_read_fd_, owner_->settings_, state);
-    state.stream = &stream;
-    current_connection = &state;
-    bool ok = false;
-    for (size_t served = 0; served < kMaxRequestsPerConnection; ++served) {
-      if (!stream.WaitForRequest()) break;
-      if (!stream.PrepareRequest(&state)) break;
-      const bool close_connection = served + 1 == kMaxRequestsPerConnection || owner_->stopping();
-      bool connection_closed = false;
-      ok = process_request(stream, close_connection, connection_closed, [](httplib::Request&) {});
-      if (!ok || connection_closed || close_connection || state.body_unread || state.reset) break;
-    }
-    current_connection = nullptr;
-    if (state.reset) {
-      // Closing with a zero linger time sends RST instead of FIN.
-      const linger abort_close{1, 0};
-      ::setsockopt(sock, SOL_SOCKET, SO_LINGER, &abort_close, sizeof(abort_close));
-    } else if (state.body_unread) {
-      stream.Linger();
-    } else {
-      ::shutdown(sock, SHUT_RDWR);
-    }
-    ::close(sock);
-    return ok;
-  }
-
-  HttpServer* const owner_;
-};
-
-HttpServer::HttpServer(Handler handler, HttpServerSettings settings)
-    : settings_(std::move(settings)) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) {
-    wake_read_fd_ = fds[0];
-    wake_write_fd_ = fds[1];
-  }
-  server_ = std::make_unique<Server>(this);
-  auto shared_handler = std::make_shared<const Handler>(std::move(handler));
-  const char* kAnyPath = R"([\s\S]*)";
-  // Refused: read_body is for the whole body.
-  const httplib::ContentReader::MultipartReader no_multipart =
-      [](httplib::MultipartContentHeader, httplib::ContentReceiver) { return false; };
-
-  // Methods whose body httplib reads get its content-reader route, which calls the handler
-  // before anything of the body is read.
-  auto httplib_reads_body = [shared_handler, no_multipart](const httplib::Request& request,
-                                                           httplib::Response& response,
-                                                           const httplib::ContentReader& reader) {
-    const httplib::ContentReader read_body(
-        [&request, &reader](httplib::ContentReceiver receiver) {
-          return ReadBody(request, &reader, std::move(receiver));
-        },
-        no_multipart);
-    (*shared_handler)(request, response, read_body);
+absl::Status ValidateLimits(const HttpServerLimits& limits) {
+  auto positive = [](const char* name, int64_t value) {
+    return value > 0 ? absl::OkStatus()
+                     : absl::InvalidArgumentError(
+                           absl::StrCat("HTTP server: ", name, " must be positive"));
   };
-  // httplib never reads a body on these: the handler reads it from our stream.
-  auto we_read_body = [shared_handler, no_multipart](const httplib::Request& request,
-                                                     httplib::Response& response) {
-    const httplib::ContentReader read_body(
-        [&request](httplib::ContentReceiver receiver) {
-          return ReadBody(request, nullptr, std::move(receiver));
-        },
-        no_multipart);
-    (*shared_handler)(request, response, read_body);
-  };
-  server_->Post(kAnyPath, httplib_reads_body);
-  server_->Put(kAnyPath, httplib_reads_body);
-  server_->Patch(kAnyPath, httplib_reads_body);
-  server_->Delete(kAnyPath, httplib_reads_body);
-  server_->Get(kAnyPath, we_read_body);  // HEAD too
-  server_->Options(kAnyPath, we_read_body);
-
-  // httplib calls this after its own response headers are set and before writing them:
-  // the last moment to tell the client that this connection will not take another request.
-  server_->set_post_routing_handler([](const httplib::Request&, httplib::Response& response) {
-    if (current_connection == nullptr || !current_connection->body_unread) return;
-    response.headers.erase("Keep-Alive");
-    if (!response.has_header("Connection")) response.set_header("Connection", "close");
-  });
-  if (settings_.error_body) {
-    // Answers httplib produces itself (400 on a malformed request, 414...) get a body of
-    // the owner's format; answers that have one are left alone.
-    server_->set_error_handler(httplib::Server::HandlerWithResponse(
-        [error_body = settings_.error_body](const httplib::Request&, httplib::Response& response) {
-          if (!response.body.empty() || response.content_provider_) {
-            return httplib::Server::HandlerResponse::Unhandled;
-          }
-          error_body(response);
-          return httplib::Server::HandlerResponse::Handled;
-        }));
+  for (const absl::Status& status :
+       {positive("head_timeout", limits.head_timeout.count()),
+        positive("keep_alive_timeout", limits.keep_alive_timeout.count()),
+        positive("min_body_bytes_per_second",
+                 static_cast<int64_t>(limits.min_body_bytes_per_second)),
+        positive("write_timeout", limits.write_timeout.count()),
+        positive("max_head_bytes", static_cast<int64_t>(limits.max_head_bytes)),
+        positive("max_header_count", static_cast<int64_t>(limits.max_header_count)),
+        positive("max_connections", static_cast<int64_t>(limits.max_connections)),
+        positive("max_connections_per_client",
+                 static_cast<int64_t>(limits.max_connections_per_client)),
+        positive("max_requests_in_flight", static_cast<int64_t>(limits.max_requests_in_flight)),
+        positive("linger_timeout", limits.linger_timeout.count())}) {
+    if (!status.ok()) return status;
   }
-  // A handler that throws answers 500 without details; httplib would otherwise put the
-  // exception's text in a header.
-  server_->set_exception_handler(
-      [exception_body = settings_.exception_body](const httplib::Request&,
-                                                  httplib::Response& response, std::exception_ptr) {
-        response.status = 500;
-        response.body.clear();
-        response.headers.erase("Content-Type");
-        if (exception_body) exception_body(response);
-      });
-}
-
-HttpServer::~HttpServer() {
-  Stop();
-  if (wake_read_fd_ >= 0) ::close(wake_read_fd_);
-  if (wake_write_fd_ >= 0) ::close(wake_write_fd_);
-}
-
-absl::StatusOr<int> HttpServer::Bind(const std::string& host, int port) {
-  if (wake_read_fd_ < 0) return absl::InternalError("cannot create the server's wake pipe");
-  httplib::Server& server = *server_;
-  server.set_tcp_nodelay(true);
-  // Only the Keep-Alive response header reads these (our loop applies the limits).
-  server.set_keep_alive_max_count(kMaxRequestsPerConnection);
-  server.set_keep_alive_timeout(std::max<time_t>(1, settings_.keep_alive_timeout.count() / 1000));
-  int listen_fd = -1;
-  // Replacing the default socket options is the only way to learn the listening socket
-  // (to raise its backlog below); SO_REUSEADDR is what the default set too.
-  server.set_socket_options([&listen_fd](int fd) {
-    const int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    listen_fd = fd;
-  });
-  int bound = -1;
-  if (port == 0) {
-    bound = server.bind_to_any_port(host);
-  } else if (server.bind_to_port(host, port)) {
-    bound = port;
+  if (limits.body_grace.count() < 0) {
+    return absl::InvalidArgumentError("HTTP server: body_grace must not be negative");
   }
-  if (bound <= 0 || listen_fd < 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port));
-  }
-  // httplib listens with a backlog of 5 (baked into the Debian .so): a burst of connects
-  // overflows it and the kernel drops SYNs, costing clients a 1 s retransmit. listen() on
-  // a listening socket only updates its backlog.
-  ::listen(listen_fd, kListenBacklog);
-  return bound;
-}
-
-absl::Status HttpServer::Serve() {
-  // httplib builds the pool from the listener thread once it runs (stop() works from then
-  // on), and all workers exist when the pool's constructor returns: the "ready" signal
-  // httplib 0.11.4 lacks.
-  const size_t pool_size = static_cast<size_t>(std::max(1, settings_.threads));
-  server_->new_task_queue = [this, pool_size] {
-    auto* pool = new httplib::ThreadPool(pool_size);
-    absl::MutexLock lock(&mu_);
-    serving_ = true;
-    return pool;
-  };
-  listener_ = std::thread([this] {
-    server_->listen_after_bind();
-    absl::MutexLock lock(&mu_);
-    listener_done_ = true;
-  });
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](HttpServer* self) { return self->serving_ || self->listener_done_; }, this));
-  if (!serving_) return absl::UnavailableError("the HTTP server stopped while starting");
   return absl::OkStatus();
 }
 
-void HttpServer::Stop() {
-  absl::MutexLock stop_lock(&stop_mu_);
+class HttpServer::Impl {
+ public:
+  class Connection;
+
+  Impl(HeadCheck head_check, Handler handler, HttpServerOptions options)
+      : head_check_(std::move(head_check)),
+        handler_(std::move(handler)),
+        options_(std::move(options)),
+        acceptor_(net::make_strand(io_)),
+        accept_timer_(acceptor_.get_executor()) {}
+
+  absl::StatusOr<int> Bind(const std::string& host, int port);
+  absl::Status Serve();
+  void Stop();
+  bool Pause(std::chrono::milliseconds duration) const {
+    absl::MutexLock lock(&stop_mu_);
+    return !stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(duration));
+  }
+  bool stopping() const {
+    absl::MutexLock lock(&stop_mu_);
+    return stopping_;
+  }
+  HttpServerStats Stats() const;
+  bool accepting() const { return accepting_.load(); }
+
+  const HttpServerLimits& limits() const { return options_.limits; }
+
+  // The answer the server gives itself, with the owner's error body.
+  ServerResponse ErrorResponse(int status) const {
+    ServerResponse response;
+    response.status = status;
+    if (options_.error_body) options_.error_body(response);
+    return response;
+  }
+
+  // Counts a request past the head check; false when max_requests_in_flight is reached.
+  bool ReserveInFlight() {
+    if (in_flight_.fetch_add(1) >= static_cast<int64_t>(limits().max_requests_in_flight)) {
+      in_flight_.fetch_sub(1);
+      ++shed_in_flight_;
+      return false;
+    }
+    return true;
+  }
+  void ReleaseInFlight() { in_flight_.fetch_sub(1); }
+
+  void RunHandler(const std::shared_ptr<Connection>& connection);
+
+  // Idle kept-alive connections, which may be closed to make room for new ones.
+  void SetIdle(Connection* connection, bool idle) {
+    std::lock_guard<std::mutex> lock(registry_mu_);
+    if (idle) {
+      idle_.insert(connection);
+    } else {
+      idle_.erase(connection);
+    }
+  }
+  void Unregister(Connection* connection, const std::string& client);
+
+  const HeadCheck head_check_;
+  const Handler handler_;
+  const HttpServerOptions options_;
+
+  std::atomic<int64_t> head_timeouts_{0};
+  std::atomic<int64_t> body_timeouts_{0};
+  std::atomic<int64_t> write_timeouts_{0};
+  std::atomic<int64_t> head_too_large_{0};
+  std::atomic<int64_t> body_too_large_{0};
+  std::atomic<int64_t> malformed_{0};
+  std::atomic<int64_t> not_implemented_{0};
+
+ private:
+  void Accept();
+  void OnAccept(beast::error_code error, tcp::socket socket);
+  void Admit(tcp::socket socket);
+  void Shed(tcp::socket& socket, std::atomic<int64_t>* counter);
+
+  net::io_context io_;
+  // Keeps the I/O threads running while nothing is pending (a handler running after the
+  // acceptor closed still has its answer to write); released at the end of Stop().
+  net::executor_work_guard<net::io_context::executor_type> work_ = net::make_work_guard(io_);
+  tcp::acceptor acceptor_;
+  net::steady_timer accept_timer_;
+  std::chrono::milliseconds accept_retry_{kAcceptRetryFirst};
+  std::vector<std::thread> io_threads_;
+  WorkerPool workers_;
+  bool served_ = false;
+
+  mutable absl::Mutex stop_mu_;
+  bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;
+  std::mutex stop_once_mu_;  // held for all of Stop(): a second caller waits for the first
+  bool stopped_ = false;     // guarded by stop_once_mu_
+
+  mutable std::mutex registry_mu_;
+  std::condition_variable registry_empty_;
+  std::unordered_map<Connection*, std::weak_ptr<Connection>> connections_;  // registry_mu_
+  std::unordered_map<std::string, size_t> per_client_;                      // registry_mu_
+  std::unordered_set<Connection*> idle_;                                    // registry_mu_
+
+  std::atomic<int64_t> in_flight_{0};
+  std::atomic<bool> accepting_{false};
+  std::atomic<int64_t> accepted_{0};
+  std::atomic<int64_t> shed_max_connections_{0};
+  std::atomic<int64_t> shed_per_client_{0};
+  std::atomic<int64_t> shed_in_flight_{0};
+  std::atomic<int64_t> idle_closed_for_room_{0};
+  std::atomic<int64_t> accept_errors_{0};
+};
+
+// One accepted connection. Every member is used on its strand only, except `request_` and
+// `response_`, which the worker running the handler uses while the connection waits for it
+// (state kHandling: nothing else touches them then).
+class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  enum class State { kIdle, kHead, kBody, kHandling, kWriting, kLingering, kClosed };
+
+  Connection(Impl* server, tcp::socket socket, std::string client)
+      : server_(server),
+        socket_(std::move(socket)),
+        timer_(socket_.get_executor()),
+        deadline_(socket_.get_executor()),
+        buffer_(server->limits().max_head_bytes + kReadStep),
+        client_(std::move(client)) {}
+
+  ~Connection() { server_->Unregister(this, client_); }
+
+  const std::string& client() const { return client_; }
+
+  void Start() {
+    net::dispatch(socket_.get_executor(), [self = shared_from_this()] {
+      if (self->state_ == State::kClosed) return;  // Stop() came first
+      const auto deadline = Clock::now() + self->server_->limits().head_timeout;
+      self->head_deadline_ = deadline;
+      self->WaitForRequest(deadline, /*kept_alive=*/false);
+    });
+  }
+
+  // From any thread: closes the connection if it is idle (used to make room).
+  void CloseIfIdle() {
+    net::post(socket_.get_executor(), [self = shared_from_this()] {
+      if (self->state_ == State::kIdle && self->kept_alive_) self->Close();
+    });
+  }
+
+  // From any thread, when the server stops.
+  void OnStop() {
+    net::post(socket_.get_executor(), [self = shared_from_this()] {
+      switch (self->state_) {
+        case State::kIdle:
+        case State::kHead:
+        case State::kBody:
+        case State::kLingering:
+          self->Close();
+          break;
+        case State::kHandling:
+        case State::kWriting:
+          self->close_after_ = true;
+          self->no_more_pauses_ = true;
+          self->timer_.cancel();
+          break;
+        case State::kClosed:
+          break;
+      }
+    });
+  }
+
+  // On a worker thread, then back on the strand.
+  void RunHandler() {
+    try {
+      server_->handler_(request_, response_);
+    } catch (...) {
+      response_ = ServerResponse();
+      response_.status = 500;
+      if (server_->options_.exception_body) {
+        server_->options_.exception_body(response_);
+      } else if (server_->options_.error_body) {
+        server_->options_.error_body(response_);
+      }
+    }
+    net::post(socket_.get_executor(), [self = shared_from_this()] { self->WriteResponse(); });
+  }
+
+ private:
+  // --- Waiting for a request (no buffer held, no thread) ---
+  void WaitForRequest(Clock::time_point deadline, bool kept_alive) {
+    state_ = State::kIdle;
+    kept_alive_ = kept_alive;
+    if (buffer_.size() > 0) {  // a pipelined request is already here
+      StartHead();
+      return;
+    }
+    buffer_.shrink_to_fit();
+    if (kept_alive) server_->SetIdle(this, true);
+    timer_.expires_at(deadline);
+    timer_.async_wait([self = shared_from_this(), kept_alive](beast::error_code ec) {
+      if (ec || self->state_ != State::kIdle) return;
+      if (!kept_alive) ++self->server_->head_timeouts_;
+      self->Close();
+    });
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+      if (self->state_ != State::kIdle) return;
+      self->timer_.cancel();
+      if (ec) {
+        self->Close();
+        return;
+      }
+      self->StartHead();
+    });
+  }
+
+  void StartHead() {
+    if (kept_alive_) {
+      server_->SetIdle(this, false);
+      // The head timeout of a kept-alive connection counts from its next request's bytes.
+      head_deadline_ = Clock::now() + server_->limits().head_timeout;
+    }
+    state_ = State::kHead;
+    request_ = ServerRequest();
+    response_ = ServerResponse();
+    body_unread_ = false;
+    holds_in_flight_ = false;
+    parser_.emplace(&request_, server_->limits().max_header_count);
+    parser_->header_limit(
+        static_cast<std::uint32_t>(std::min<size_t>(server_->limits().max_head_bytes, UINT32_MAX)));
+    parser_->body_limit(boost::none);  // checked by us after the head (see OnHead)
+    Parse();
+  }
+
+  // --- Reading ---
+  Clock::time_point ReadDeadline() const {
+    if (state_ == State::kHead) return head_deadline_;
+    // kBody: the minimum rate, with the grace.
+    const auto& limits = server_->limits();
+    const auto allowed = std::chrono::milliseconds(
+        request_.body.size() * 1000 / std::max<uint64_t>(1, limits.min_body_bytes_per_second));
+    return body_start_ + limits.body_grace + allowed;
+  }
+
+  void Read() {
+    const size_t room = buffer_.max_size() - buffer_.size();
+    if (room == 0) {
+      // A head line or a chunk-size line longer than the buffer (the parser reports an
+      // over-long head itself, before this).
+      ++server_->malformed_;
+      Refuse(400);
+      return;
+    }
+    ArmDeadline(ReadDeadline());
+    socket_.async_read_some(
+        buffer_.prepare(std::min(room, kReadStep)),
+        [self = shared_from_this()](beast::error_code ec, size_t n) { self->OnRead(ec, n); });
+  }
+
+  void OnRead(beast::error_code ec, size_t n) {
+    const bool timed_out = DisarmDeadline();
+    if (state_ == State::kClosed) return;
+    buffer_.commit(n);
+    if (timed_out) {
+      if (state_ == State::kHead) {
+        ++server_->head_timeouts_;
+        Close();
+      } else {
+        ++server_->body_timeouts_;
+        Refuse(408);
+      }
+      return;
+    }
+    if (ec) {
+      // EOF or an error: nothing complete to answer (an EOF in a head or body is a
+      // client that gave up).
+      Close();
+      return;
+    }
+    Parse();
+  }
+
+  void Parse() {
+    for (;;) {
+      if (buffer_.size() == 0) {
+        Read();
+        return;
+      }
+      beast::error_code ec;
+      const size_t used = parser_->put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec == bhttp::error::need_more) {
+        Read();
+        return;
+      }
+      if (ec) {
+        OnParseError(ec);
+        return;
+      }
+      if (state_ == State::kHead && parser_->is_header_done()) {
+        OnHead();
+        return;
+      }
+      if (parser_->is_done()) {
+        OnBodyDone();
+        return;
+      }
+    }
+  }
+
+  void OnParseError(beast::error_code ec) {
+    if (ec == bhttp::error::header_limit) {
+      ++server_->head_too_large_;
+      Refuse(431);
+    } else if (ec == bhttp::error::body_limit) {
+      ++server_->body_too_large_;
+      Refuse(413);
+    } else {
+      ++server_->malformed_;
+      Refuse(400);
+    }
+  }
+
+  // --- The head is complete ---
+  void OnHead() {
+    const size_t query = request_.target.find('?');
+    request_.path = PercentDecode(request_.target.substr(0, query), /*plus_is_space=*/false);
+    if (query != std::string::npos) request_.query = request_.target.substr(query + 1);
+    request_.remote_address = client_;
+    version_ = parser_->version();
+    const bool chunked = parser_->chunked();
+    const boost::optional<std::uint64_t> length = parser_->content_length();
+    body_unread_ = chunked || (length && *length > 0);
+    if (version_ != 10 && version_ != 11) {
+      ++server_->malformed_;
+      Refuse(505);
+      return;
+    }
+    if (parser_->method_verb() == bhttp::verb::unknown) {
+      ++server_->not_implemented_;
+      Refuse(501);
+      return;
+    }
+    // Only `chunked` is a transfer coding we read; with another one, or next to a
+    // Content-Length, the body's end is ambiguous (RFC 9112 6.1, 6.3): refuse, close.
+    const size_t codings = request_.HeaderCount("Transfer-Encoding");
+    if (codings > 0 && (!chunked || codings > 1 || request_.HeaderCount("Content-Length") > 0)) {
+      body_unread_ = true;
+      ++server_->malformed_;
+      Refuse(400);
+      return;
+    }
+    if (server_->head_check_) {
+      std::optional<ServerResponse> answer = server_->head_check_(request_);
+      if (answer.has_value()) {
+        response_ = *std::move(answer);
+        WriteResponse();
+        return;
+      }
+    }
+    const size_t max_body = server_->limits().max_body_bytes;
+    if (length && *length > max_body) {
+      ++server_->body_too_large_;
+      Refuse(413);
+      return;
+    }
+    if (chunked && max_body == 0) {
+      ++server_->body_too_large_;
+      Refuse(413);
+      return;
+    }
+    if (!server_->ReserveInFlight()) {
+      ServerResponse busy = server_->ErrorResponse(503);
+      busy.SetHeader("Retry-After", "1");
+      busy.close = body_unread_;
+      response_ = std::move(busy);
+      WriteResponse();
+      return;
+    }
+    holds_in_flight_ = true;
+    if (!body_unread_) {
+      Handle();
+      return;
+    }
+    parser_->body_limit(max_body);
+    state_ = State::kBody;
+    body_start_ = Clock::now();
+    const std::string* expect = request_.Header("Expect");
+    if (expect != nullptr) {
+      if (!absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(*expect), "100-continue")) {
+        Refuse(417);
+        return;
+      }
+      // The sender waits for this before it sends the body: only now, past the checks.
+      out_ = "HTTP/1.1 100 Continue\r\n\r\n";
+      Write([self = shared_from_this()] { self->Parse(); });
+      return;
+    }
+    Parse();
+  }
+
+  void OnBodyDone() {
+    body_unread_ = false;
+    Handle();
+  }
+
+  void Handle() {
+    state_ = State::kHandling;
+    server_->RunHandler(shared_from_this());
+  }
+
+  // An answer of the server's own; the connection ends after it. A request not read to
+  // its end is drained after the answer (Linger), so that the client can read it.
+  void Refuse(int status) {
+    if (state_ == State::kHead || state_ == State::kBody) body_unread_ = true;
+    response_ = server_->ErrorResponse(status);
+    response_.close = true;
+    WriteResponse();
+  }
+
+  // --- Writing ---
+  void WriteResponse() {
+    if (state_ == State::kClosed) return;
+    state_ = State::kWriting;
+    if (response_.reset) {
+      Reset();
+      return;
+    }
+    if (response_.close || body_unread_ || WantsClose(request_, version_) || server_->stopping()) {
+      close_after_ = true;
+    }
+    if (response_.truncate_body_at.has_value()) close_after_ = true;
+    const bool head_only = request_.method == "HEAD";
+    const bool chunked = response_.chunk_bytes > 0 && !head_only;
+    std::string out =
+        absl::StrCat("HTTP/1.1 ", response_.status, " ", ReasonPhrase(response_.status), "\r\n");
+    for (const auto& [name, value] : response_.headers) {
+      if (IsHeader(name, "Content-Length") || IsHeader(name, "Transfer-Encoding") ||
+          IsHeader(name, "Connection")) {
+        continue;
+      }
+      absl::StrAppend(&out, name, ": ", value, "\r\n");
+    }
+    if (chunked) {
+      absl::StrAppend(&out, "Transfer-Encoding: chunked\r\n");
+    } else {
+      absl::StrAppend(&out, "Content-Length: ", response_.body.size(), "\r\n");
+    }
+    if (close_after_) absl::StrAppend(&out, "Connection: close\r\n");
+    absl::StrAppend(&out, "\r\n");
+    if (!head_only && !chunked) {
+      const size_t sent = std::min(response_.body.size(),
+                                   response_.truncate_body_at.value_or(response_.body.size()));
+      out.append(response_.body, 0, sent);
+    }
+    out_ = std::move(out);
+    chunk_offset_ = 0;
+    Write([self = shared_from_this(), chunked] {
+      if (chunked) {
+        self->WriteNextChunk();
+      } else {
+        self->AfterAnswer();
+      }
+    });
+  }
+
+  // Writes out_, then `next()`; a client that does not take it within write_timeout is
+  // disconnected.
+  template <class Next>
+  void Write(Next next) {
+    ArmDeadline(Clock::now() + server_->limits().write_timeout);
+    net::async_write(socket_, net::buffer(out_),
+                     [self = shared_from_this(), next](beast::error_code ec, size_t) {
+                       const bool timed_out = self->DisarmDeadline();
+                       if (self->state_ == State::kClosed) return;
+                       if (timed_out) ++self->server_->write_timeouts_;
+                       if (ec || timed_out) {
+                         self->Close();
+                         return;
+                       }
+                       next();
+                     });
+  }
+
+  // Reads and writes are bounded by one deadline at a time: when it passes, the pending
+  // operation is cancelled (the socket stays open, so that a 408 can still be written).
+  void ArmDeadline(Clock::time_point at) {
+    timed_out_ = false;
+    deadline_.expires_at(at);
+    deadline_.async_wait(
+        [self = shared_from_this(), generation = ++deadline_generation_](beast::error_code ec) {
+          if (ec || generation != self->deadline_generation_) return;
+          self->timed_out_ = true;
+          beast::error_code ignored;
+          self->socket_.cancel(ignored);
+        });
+  }
+
+  // True when the deadline had passed (and cancelled the operation that just ended).
+  bool DisarmDeadline() {
+    ++deadline_generation_;
+    deadline_.cancel();
+    const bool timed_out = timed_out_;
+    timed_out_ = false;
+    return timed_out;
+  }
+
+  // The emulator's slow body: the next piece after a pause.
+  void WriteNextChunk() {
+    const std::string& body = response_.body;
+    if (chunk_offset_ >= body.size()) {
+      out_ = "0\r\n\r\n";
+      Write([self = shared_from_this()] { self->AfterAnswer(); });
+      return;
+    }
+    auto send = [self = shared_from_this()] {
+      if (self->state_ == State::kClosed) return;
+      const std::string& text = self->response_.body;
+      const size_t size = std::min(self->response_.chunk_bytes, text.size() - self->chunk_offset_);
+      self->out_ =
+          absl::StrCat(absl::Hex(size), "\r\n", text.substr(self->chunk_offset_, size), "\r\n");
+      self->chunk_offset_ += size;
+      self->Write([self] { self->WriteNextChunk(); });
+    };
+    if (chunk_offset_ == 0 || no_more_pauses_ || response_.chunk_pause.count() <= 0) {
+      send();
+      return;
+    }
+    timer_.expires_after(response_.chunk_pause);
+    timer_.async_wait([send](beast::error_code) { send(); });  // cut short by Stop()
+  }
+
+  void AfterAnswer() {
+    if (holds_in_flight_) {
+      holds_in_flight_ = false;
+      server_->ReleaseInFlight();
+    }
+    if (close_after_ || server_->stopping()) {
+      if (body_unread_ && !response_.truncate_body_at.has_value()) {
+        Linger();
+      } else {
+        Close();
+      }
+      return;
+    }
+    WaitForRequest(Clock::now() + server_->limits().keep_alive_timeout, /*kept_alive=*/true);
+  }
+
+  // After the last answer on a connection whose request body was not read: tell the
+  // client we are done (FIN), then read and drop what it still sends, within bounds.
+  // Closing with unread data would make the kernel send a reset, and a client still
+  // sending its body would often lose our answer with it.
+  void Linger() {
+    state_ = State::kLingering;
+    beast::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    buffer_.clear();
+    linger_deadline_ = Clock::now() + server_->limits().linger_timeout;
+    lingered_ = 0;
+    DrainSome();
+  }
+
+  void DrainSome() {
+    if (lingered_ >= server_->limits().linger_max_bytes) {
+      Close();
+      return;
+    }
+    ArmDeadline(linger_deadline_);
+    socket_.async_read_some(buffer_.prepare(kReadStep),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              const bool timed_out = self->DisarmDeadline();
+                              if (self->state_ == State::kClosed) return;
+                              if (timed_out) ec = net::error::timed_out;
+                              self->lingered_ += n;
+                              self->buffer_.clear();
+                              if (ec) {
+                                self->Close();
+                                return;
+                              }
+                              self->DrainSome();
+                            });
+  }
+
+  void Close() {
+    if (state_ == State::kClosed) return;
+    if (state_ == State::kIdle && kept_alive_) server_->SetIdle(this, false);
+    state_ = State::kClosed;
+    timer_.cancel();
+    DisarmDeadline();
+    if (holds_in_flight_) {
+      holds_in_flight_ = false;
+      server_->ReleaseInFlight();
+    }
+    beast::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    buffer_.clear();
+    buffer_.shrink_to_fit();
+  }
+
+  // Closing with a zero linger time sends RST instead of FIN.
+  void Reset() {
+    beast::error_code ignored;
+    socket_.set_option(net::socket_base::linger(true, 0), ignored);
+    if (holds_in_flight_) {
+      holds_in_flight_ = false;
+      server_->ReleaseInFlight();
+    }
+    state_ = State::kClosed;
+    timer_.cancel();
+    DisarmDeadline();
+    socket_.close(ignored);
+  }
+
+  Impl* const server_;
+  tcp::socket socket_;
+  net::steady_timer timer_;     // idle wait, the emulator's chunk pauses
+  net::steady_timer deadline_;  // the read or write under way (ArmDeadline)
+  uint64_t deadline_generation_ = 0;
+  bool timed_out_ = false;
+  beast::flat_buffer buffer_;
+  const std::string client_;
+  State state_ = State::kIdle;
+  bool kept_alive_ = false;
+  Clock::time_point head_deadline_;
+  Clock::time_point body_start_;
+  Clock::time_point linger_deadline_;
+  size_t lingered_ = 0;
+  std::optional<RequestParser> parser_;
+  ServerRequest request_;
+  ServerResponse response_;
+  int version_ = 11;
+  bool body_unread_ = false;
+  bool holds_in_flight_ = false;
+  bool close_after_ = false;
+  bool no_more_pauses_ = false;
+  std::string out_;
+  size_t chunk_offset_ = 0;
+};
+
+void HttpServer::Impl::RunHandler(const std::shared_ptr<Connection>& connection) {
+  workers_.Post([connection] { connection->RunHandler(); });
+}
+
+void HttpServer::Impl::Unregister(Connection* connection, const std::string& client) {
+  std::lock_guard<std::mutex> lock(registry_mu_);
+  connections_.erase(connection);
+  idle_.erase(connection);
+  auto at = per_client_.find(client);
+  if (at != per_client_.end() && --at->second == 0) per_client_.erase(at);
+  if (connections_.empty()) registry_empty_.notify_all();
+}
+
+absl::StatusOr<int> HttpServer::Impl::Bind(const std::string& host, int port) {
+  if (absl::Status valid = ValidateLimits(options_.limits); !valid.ok()) return valid;
+  if (options_.io_threads < 1 || options_.worker_threads < 1) {
+    return absl::InvalidArgumentError("HTTP server: io_threads and worker_threads must be >= 1");
+  }
+  beast::error_code ec;
+  const net::ip::address address = net::ip::make_address(host == "" ? "0.0.0.0" : host, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot listen on ", host, ":", port, ": not an IP address"));
+  }
+  const tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
+  acceptor_.open(endpoint.protocol(), ec);
+  // SO_REUSEADDR only: a restart can rebind at once, but a second process asking for a
+  // port in use gets an error instead of silently sharing it (SO_REUSEPORT would).
+  if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  // The largest backlog the kernel allows (net.core.somaxconn): a burst of connects must
+  // not cost clients SYN retransmits.
+  if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    acceptor_.close(ec);
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", host, ":", port, ": ", ec.message()));
+  }
+  return static_cast<int>(acceptor_.local_endpoint().port());
+}
+
+absl::Status HttpServer::Impl::Serve() {
+  if (!acceptor_.is_open()) return absl::FailedPreconditionError("HTTP server: not bound");
+  served_ = true;
+  accepting_ = true;
+  workers_.Start(options_.worker_threads);
+  Accept();
+  for (int i = 0; i < options_.io_threads; ++i) {
+    io_threads_.emplace_back([this] { io_.run(); });
+  }
+  return absl::OkStatus();
+}
+
+void HttpServer::Impl::Accept() {
+  acceptor_.async_accept(net::make_strand(io_), [this](beast::error_code ec, tcp::socket socket) {
+    OnAccept(ec, std::move(socket));
+  });
+}
+
+void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
+  if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+  if (ec) {
+    // EMFILE, ENFILE, ENOBUFS, ENOMEM...: the listener is not accepting now. Try again
+    // after a pause (the pending connection stays in the backlog); readiness shows it.
+    ++accept_errors_;
+    accepting_ = false;
+    accept_timer_.expires_after(accept_retry_);
+    accept_retry_ = std::min(accept_retry_ * 2, kAcceptRetryCap);
+    accept_timer_.async_wait([this](beast::error_code wait_error) {
+      if (!wait_error && acceptor_.is_open()) Accept();
+    });
+    return;
+  }
+  accepting_ = true;
+  accept_retry_ = kAcceptRetryFirst;
+  Admit(std::move(socket));
+  Accept();
+}
+
+void HttpServer::Impl::Admit(tcp::socket socket) {
+  ++accepted_;
+  beast::error_code ec;
+  const tcp::endpoint peer = socket.remote_endpoint(ec);
+  if (ec) return;  // already gone
+  socket.set_option(tcp::no_delay(true), ec);
+  const std::string client = AddressText(peer);
+  if (stopping()) return;  // closed by the socket's destructor
+  std::shared_ptr<Connection> connection;
+  std::shared_ptr<Connection> make_room;
+  {
+    std::lock_guard<std::mutex> lock(registry_mu_);
+    const size_t from_client = per_client_.count(client) ? per_client_[client] : 0;
+    if (from_client >= limits().max_connections_per_client) {
+      Shed(socket, &shed_per_client_);
+      return;
+    }
+    if (connections_.size() >= limits().max_connections) {
+      // Room is made by closing an idle kept-alive connection, as nginx does; a client
+      // holding connections open without using them cannot keep the vendor out.
+      if (idle_.empty()) {
+        Shed(socket, &shed_max_connections_);
+        return;
+      }
+      Connection* idle = *idle_.begin();
+      idle_.erase(idle_.begin());
+      make_room = connections_[idle].lock();
+      ++idle_closed_for_room_;
+    }
+    connection = std::make_shared<Connection>(this, std::move(socket), client);
+    connections_.emplace(connection.get(), connection);
+    ++per_client_[client];
+  }
+  if (make_room != nullptr) make_room->CloseIfIdle();
+  connection->Start();
+}
+
+// 503 and close, at once: what the client already sent is read (without waiting) so that
+// the close is a FIN rather than a reset that could destroy the answer.
+void HttpServer::Impl::Shed(tcp::socket& socket, std::atomic<int64_t>* counter) {
+  ++*counter;
+  const int fd = socket.native_handle();
+  char drain[16 * 1024];
+  for (int i = 0; i < 4 && ::recv(fd, drain, sizeof(drain), MSG_DONTWAIT) > 0; ++i) {
+  }
+  ServerResponse response = ErrorResponse(503);
+  response.SetHeader("Retry-After", "1");
+  std::string out = absl::StrCat("HTTP/1.1 503 ", ReasonPhrase(503), "\r\n");
+  for (const auto& [name, value] : response.headers)
+    absl::StrAppend(&out, name, ": ", value, "\r\n");
+  absl::StrAppend(&out, "Content-Length: ", response.body.size(), "\r\nConnection: close\r\n\r\n",
+                  response.body);
+  [[maybe_unused]] const ssize_t sent =
+      ::send(fd, out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  ::shutdown(fd, SHUT_WR);
+  beast::error_code ignored;
+  socket.close(ignored);
+}
+
+void HttpServer::Impl::Stop() {
+  std::lock_guard<std::mutex> once(stop_once_mu_);
   if (stopped_) return;
   stopped_ = true;
   {
-    // Also wakes the Pause()s, which wait on mu_ for stopping_.
-    absl::MutexLock lock(&mu_);
+    absl::MutexLock lock(&stop_mu_);  // also wakes the Pause()s
     stopping_ = true;
   }
-  // Wakes every connection waiting for a request (or lingering): they close at once.
-  if (wake_write_fd_ >= 0) {
-    const char byte = 1;
-    [[maybe_unused]] const ssize_t written = ::write(wake_write_fd_, &byte, 1);
-  }
-  if (!listener_.joinable()) {
-    server_->CloseUnservedSocket();
+  accepting_ = false;
+  if (!served_) {
+    beast::error_code ignored;
+    acceptor_.close(ignored);
     return;
   }
-  // Closes the listening socket; the listener then joins the pool, whose workers finish
-  // the answer they are writing and leave their connection loop.
-  server_->stop();
-  listener_.join();
+  // The listener closes first (on its strand, and before anything else goes on): from
+  // here on connections are refused, and no accept completes into a new connection.
+  std::promise<void> closed;
+  net::post(acceptor_.get_executor(), [this, &closed] {
+    beast::error_code ignored;
+    acceptor_.close(ignored);
+    accept_timer_.cancel();
+    closed.set_value();
+  });
+  closed.get_future().wait();
+  std::vector<std::shared_ptr<Connection>> open;
+  {
+    std::lock_guard<std::mutex> lock(registry_mu_);
+    for (auto& [raw, weak] : connections_) {
+      if (auto connection = weak.lock()) open.push_back(std::move(connection));
+    }
+  }
+  for (const auto& connection : open) connection->OnStop();
+  open.clear();
+  {
+    // Handlers running finish, and their answers go out (each bounded by write_timeout).
+    std::unique_lock<std::mutex> lock(registry_mu_);
+    registry_empty_.wait(lock, [this] { return connections_.empty(); });
+  }
+  work_.reset();
+  io_.stop();
+  for (std::thread& thread : io_threads_) thread.join();
+  io_threads_.clear();
+  workers_.StopAndJoin();
 }
 
-bool HttpServer::stopping() const {
-  absl::MutexLock lock(&mu_);
-  return stopping_;
+HttpServerStats HttpServer::Impl::Stats() const {
+  HttpServerStats stats;
+  {
+    std::lock_guard<std::mutex> lock(registry_mu_);
+    stats.connections_open = static_cast<int64_t>(connections_.size());
+  }
+  stats.connections_accepted = accepted_.load();
+  stats.shed_max_connections = shed_max_connections_.load();
+  stats.shed_per_client = shed_per_client_.load();
+  stats.shed_in_flight = shed_in_flight_.load();
+  stats.idle_closed_for_room = idle_closed_for_room_.load();
+  stats.head_timeouts = head_timeouts_.load();
+  stats.body_timeouts = body_timeouts_.load();
+  stats.write_timeouts = write_timeouts_.load();
+  stats.head_too_large = head_too_large_.load();
+  stats.body_too_large = body_too_large_.load();
+  stats.malformed = malformed_.load();
+  stats.not_implemented = not_implemented_.load();
+  stats.accept_errors = accept_errors_.load();
+  stats.accepting = accepting_.load();
+  return stats;
 }
 
-void HttpServer::ResetConnection() {
-  if (current_connection != nullptr) current_connection->reset = true;
+// --- HttpServer ---
+
+HttpServer::HttpServer(HeadCheck head_check, Handler handler, HttpServerOptions options)
+    : impl_(std::make_shared<Impl>(std::move(head_check), std::move(handler), std::move(options))) {
 }
 
-bool HttpServer::Pause(std::chrono::milliseconds duration) const {
-  absl::MutexLock lock(&mu_);
-  return !mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(duration));
+HttpServer::~HttpServer() { Stop(); }
+
+absl::StatusOr<int> HttpServer::Bind(const std::string& host, int port) {
+  return impl_->Bind(host, port);
+}
+
+absl::Status HttpServer::Serve() { return impl_->Serve(); }
+
+void HttpServer::Stop() { impl_->Stop(); }
+
+bool HttpServer::stopping() const { return impl_->stopping(); }
+
+bool HttpServer::Pause(std::chrono::milliseconds duration) const { return impl_->Pause(duration); }
+
+HttpServerStats HttpServer::stats() const { return impl_->Stats(); }
+
+bool HttpServer::accepting() const { return impl_->accepting(); }
+
+uint64_t RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  return static_cast<uint64_t>(limit.rlim_cur);
 }
 
 }  // namespace inspection::http

@@ -3,128 +3,161 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
-#include <thread>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
-
-namespace httplib {
-struct Request;
-struct Response;
-class ContentReader;
-}  // namespace httplib
+#include "adapters/http/server_message.h"
 
 namespace inspection::http {
 
-struct HttpServerSettings {
-  int threads = 16;  // workers; each serves one connection at a time
-  // A kept-alive connection with no new request for this long is closed.
-  std::chrono::milliseconds keep_alive_timeout{5000};
-  // Longest wait for the next bytes of a request, or for the socket to take a write.
-  std::chrono::milliseconds io_timeout{10000};
-  // A connection whose request body was not read (rejected before reading, or cut off at
-  // a limit) is closed after the answer. What the client still sends is read and dropped,
-  // up to these bounds, so that it gets to read the answer instead of a TCP reset. Set
-  // the byte bound a little above the largest body the handler accepts.
-  size_t linger_max_bytes = 8 * 1024 * 1024 + 64 * 1024;
+// Every resource a client can make the server hold has a bound here. The defaults are
+// those of the Internet-facing webhook port (README, "Webhook ingress limits").
+struct HttpServerLimits {
+  // From the connection's first byte of a request (for a new connection: from the
+  // accept) to the end of its head, in total, however the bytes trickle in. Past it the
+  // connection is closed without an answer.
+  std::chrono::milliseconds head_timeout{10000};
+  // An idle kept-alive connection (between requests) is closed after this long.
+  std::chrono::milliseconds keep_alive_timeout{60000};
+  // A body must arrive at this average rate at least, counted from the end of the head
+  // with `body_grace` of slack: by time t, min_body_rate * (t - body_grace) bytes.
+  // Otherwise 408 and the connection ends. >= 1.
+  uint64_t min_body_bytes_per_second = 1024;
+  std::chrono::milliseconds body_grace{5000};
+  // An answer must be taken by the client within this (a client that does not read).
+  std::chrono::milliseconds write_timeout{10000};
+  // The request line and headers together; past it 431. Also bounds a chunk-size line.
+  size_t max_head_bytes = 16 * 1024;
+  // Header lines of one request (chunked trailers count too); past it 431.
+  size_t max_header_count = 100;
+  // Request body (decoded). A larger Content-Length: 413 before any of it is read; a
+  // chunked body: 413 as it passes the limit. 0: no request may carry a body (413).
+  size_t max_body_bytes = 8 * 1024 * 1024;
+  // Open connections in total, and from one client address. A connection over either is
+  // answered 503 and closed at once (never queued). At the total, an idle kept-alive
+  // connection is closed first to make room, if there is one.
+  size_t max_connections = 10000;
+  size_t max_connections_per_client = 256;
+  // Requests past the head check at once (their bodies being read or their handlers
+  // running or queued). Over it: 503 with Retry-After: 1, before the body is read. Bounds
+  // the body memory to max_requests_in_flight * max_body_bytes.
+  size_t max_requests_in_flight = 128;
+  // After an answer to a request whose body was not read, what the client still sends is
+  // read and dropped, up to these bounds, so that it gets to read the answer instead of a
+  // TCP reset.
+  size_t linger_max_bytes = 64 * 1024;
   std::chrono::milliseconds linger_timeout{2000};
-  // Fills the body of an error answer (status >= 400) that has none, mostly those httplib
-  // produces itself (400 on a malformed request line, 414...). Unset: they have no body.
-  std::function<void(httplib::Response& response)> error_body;
-  // A handler that throws (std::bad_alloc...) is answered 500, without the exception's
-  // text (httplib alone would put it in a header); this fills that answer's body. Unset:
-  // the 500 has no body (unless `error_body` gives it one).
-  std::function<void(httplib::Response& response)> exception_body;
 };
 
-// An HTTP/1.1 server: cpp-httplib 0.11.4's request parser and response writer, with the
-// connection loop replaced by ours, because the stock loop cannot do what the webhook
-// receiver (Internet-facing) and the vendor emulator need:
-//   - the handler decides whether a body is read at all, and reads it through a receiver
-//     that can stop at a size limit; httplib alone buffers chunked bodies without any
-//     limit and skips (reads and drops) a too-large Content-Length body before answering;
-//   - the body of any method can be read, GET's too (httplib leaves it in the stream,
-//     where it would be parsed as the next request; the vendor's testwebhook may carry
-//     one);
-//   - a connection whose body was not read is closed after the answer (with
-//     `Connection: close`), never parsed further, and drained so the answer arrives;
-//   - a bodiless POST counts as Content-Length 0 (RFC 9112 6.3), where httplib would wait
-//     for the end of the connection;
-//   - a handler can end its connection with a TCP reset instead of an answer, and wait in
-//     a Pause() that Stop() cuts short (the emulator's vendor faults);
-//   - Stop() wakes idle keep-alive connections at once instead of after their timeout;
-//   - the listen backlog is raised from httplib's 5 (a burst of connects would otherwise
-//     cost clients SYN retransmits) and TCP_NODELAY is set;
-//   - keep-alive is bounded by the idle timeout, not by httplib's 5 requests.
-// Answers httplib produces itself and the 500 of a handler that threw can get a body of
-// the owner's format (settings).
+// Checks a HttpServerLimits for values that make no sense (zero timeouts...);
+// InvalidArgument naming the field.
+absl::Status ValidateLimits(const HttpServerLimits& limits);
+
+struct HttpServerOptions {
+  // Threads running the sockets: accepting, reading, parsing, writing, timers. An idle or
+  // slow connection costs no thread.
+  int io_threads = 1;
+  // Threads running `HttpServer::Handler` (which may block: a disk write, a pause).
+  int worker_threads = 4;
+  HttpServerLimits limits;
+  // Fills the body of an answer the server produces itself (400, 408, 413, 431, 501,
+  // 503...), given its status. Unset: those answers have no body.
+  std::function<void(ServerResponse& response)> error_body;
+  // Fills the 500 that answers a handler that threw (never the exception's text).
+  std::function<void(ServerResponse& response)> exception_body;
+};
+
+// Counts since Serve() (a snapshot), for metrics and tests.
+struct HttpServerStats {
+  int64_t connections_open = 0;
+  int64_t connections_accepted = 0;
+  int64_t shed_max_connections = 0;  // 503 + close: max_connections reached
+  int64_t shed_per_client = 0;       // 503 + close: max_connections_per_client reached
+  int64_t shed_in_flight = 0;        // 503: max_requests_in_flight reached
+  int64_t idle_closed_for_room = 0;  // idle kept-alive connections closed to admit others
+  int64_t head_timeouts = 0;         // closed: the head did not arrive in head_timeout
+  int64_t body_timeouts = 0;         // 408: the body came slower than the minimum rate
+  int64_t write_timeouts = 0;        // closed: the client did not take the answer
+  int64_t head_too_large = 0;        // 431: max_head_bytes or max_header_count
+  int64_t body_too_large = 0;        // 413
+  int64_t malformed = 0;             // 400: not HTTP/1.1 as RFC 9112 has it
+  int64_t not_implemented = 0;       // 501: a method no route serves anywhere
+  int64_t accept_errors = 0;         // accept() failed (each is retried with backoff)
+  bool accepting = false;            // the listener accepts now (false after an error)
+};
+
+// An HTTP/1.1 server on Boost.Beast's parser and Boost.Asio: event-driven, so an idle,
+// slow or kept-alive connection costs a socket and a little memory, never a thread.
+// Shared by the webhook receiver (Internet-facing), the admin endpoint and the vendor
+// emulator.
+//
+// A request goes through two steps:
+//   1. `head_check(request)` on an I/O thread, as soon as the head is complete and before
+//      any of the body is read (request.body is empty). It must be quick and never block.
+//      It returns an answer to send at once (the body is then never read and, when one
+//      was announced, the connection ends after the answer), or nullopt to go on. An
+//      `Expect: 100-continue` is answered only after it let the request go on.
+//   2. the body is read (within the limits), then `handler(request, response)` runs on
+//      a worker thread; it may block.
+// Before step 1 the server itself answers: 501 for a method it does not know, 400 for
+// framing it cannot read (several Content-Lengths, an unknown Transfer-Encoding), 413
+// for a Content-Length over the limit, 431 for a head over the limits, 505 for a version
+// other than HTTP/1.x; those too end the connection without reading the body.
+// HEAD is answered without the body. Keep-alive is HTTP/1.1's default; HTTP/1.0
+// connections close after one answer.
 //
 // Thread-safety: Bind(), Serve() and Stop() from the owner; Stop() is idempotent and may
-// race with another Stop(). The handler runs on worker threads, concurrently with itself;
-// ResetConnection() from inside it; Pause() from any thread.
+// race with another Stop(). Pause() and stats() from any thread.
 class HttpServer {
  public:
-  // `read_body(receiver)` reads the request body (decoded: chunked framing and any
-  // Content-Encoding removed, see below) into `receiver`, one piece at a time, and is true
-  // once all of it went in; at once when the request has no body. False when the
-  // receiver returned false, or the body could not be read (malformed or invalid
-  // Content-Length, multipart/form-data, connection ended, timeout, Stop()). Call it at
-  // most once: later calls are false. A body that the handler does not read completely
-  // ends the connection after the answer.
-  // POST, PUT, PATCH and DELETE bodies are read by httplib (chunked, Content-Encoding
-  // undone); the body of other methods (GET, HEAD, OPTIONS) by us, with Content-Length
-  // framing only: a chunked one cannot be read.
-  using Handler = std::function<void(const httplib::Request& request, httplib::Response& response,
-                                     const httplib::ContentReader& read_body)>;
+  using HeadCheck = std::function<std::optional<ServerResponse>(const ServerRequest& head)>;
+  // The request is the handler's to take from (its body can be moved out).
+  using Handler = std::function<void(ServerRequest& request, ServerResponse& response)>;
 
-  HttpServer(Handler handler, HttpServerSettings settings);
+  // `head_check` may be null (every request goes on to the handler).
+  HttpServer(HeadCheck head_check, Handler handler, HttpServerOptions options);
   ~HttpServer();  // Stop()
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds host:port (0 = a free port chosen by the OS) and returns the bound port.
-  // Connections queue until Serve(). Call once. Unavailable when it cannot be bound.
+  // Binds host:port (0 = a free port chosen by the OS), listens, and returns the bound
+  // port. Connections queue until Serve(). Call once. Unavailable when it cannot be bound;
+  // InvalidArgument for options that make no sense.
   absl::StatusOr<int> Bind(const std::string& host, int port);
 
-  // Starts the workers (settings.threads); returns once connections are being accepted.
-  // Call once, after Bind().
+  // Starts the threads; connections are accepted from then on. Call once, after Bind().
   absl::Status Serve();
 
-  // Stops accepting, wakes idle connections (they close), cuts Pause()s short, lets
-  // answers being computed and written finish, and joins every thread. A body still being
-  // received is cut off (its read fails). Idempotent.
+  // Stops accepting, closes idle connections and those still receiving a request (a body
+  // being received is cut off; its handler never runs), cuts Pause()s and the emulator's
+  // chunk pauses short, lets handlers running finish and their answers go out (with
+  // `Connection: close`, each bounded by write_timeout), and joins every thread.
   void Stop();
 
   bool stopping() const;
 
-  // From inside the handler: the connection serving the current request is reset (TCP
-  // RST) instead of being answered; whatever the handler puts in the response is dropped.
-  static void ResetConnection();
-
   // Waits `duration`, or less when Stop() is called. False when cut short by Stop().
   bool Pause(std::chrono::milliseconds duration) const;
 
+  HttpServerStats stats() const;
+
+  // The listener is accepting connections (false before Serve(), after Stop(), and while
+  // accept() keeps failing).
+  bool accepting() const;
+
  private:
-  class Server;  // the httplib::Server subclass with our connection loop
-
-  const HttpServerSettings settings_;
-  std::unique_ptr<Server> server_;
-  std::thread listener_;
-  int wake_read_fd_ = -1;  // readable once Stop() has begun: wakes every connection
-  int wake_write_fd_ = -1;
-
-  absl::Mutex stop_mu_;  // held for all of Stop(), so a second caller waits for the first
-  mutable absl::Mutex mu_;
-  bool serving_ ABSL_GUARDED_BY(mu_) = false;
-  bool listener_done_ ABSL_GUARDED_BY(mu_) = false;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool stopped_ ABSL_GUARDED_BY(stop_mu_) = false;
+  class Impl;
+  std::shared_ptr<Impl> impl_;
 };
+
+// Raises this process's soft limit of open files to its hard limit (a server holding
+// thousands of connections needs more than the usual 1024). Returns the new soft limit.
+uint64_t RaiseOpenFileLimit();
 
 }  // namespace inspection::http
 

@@ -536,6 +536,67 @@ const std::vector<KeySpec>& Keys() {
       IntegerKey(
           "webhook.max_body_bytes", [](auto& c) -> auto& { return c.webhook.max_body_bytes; }, 1,
           1 << 30, "BYTES", "Largest webhook body accepted (larger: 413)."),
+      IntegerKey(
+          "webhook.head_timeout_ms", [](auto& c) -> auto& { return c.webhook.head_timeout; }, 1,
+          kDayMs, "MS",
+          "Time a client has to send a whole request head, counted from the connection (or, "
+          "kept alive, from its next request's first byte), however slowly it trickles; then "
+          "the connection is closed."),
+      IntegerKey(
+          "webhook.keep_alive_timeout_ms",
+          [](auto& c) -> auto& { return c.webhook.keep_alive_timeout; }, 1, kDayMs, "MS",
+          "An idle kept-alive connection is closed after this (keep it above an ingress's "
+          "upstream keep-alive timeout)."),
+      IntegerKey(
+          "webhook.min_body_bytes_per_second",
+          [](auto& c) -> auto& { return c.webhook.min_body_bytes_per_second; }, 1, kNoMax, "BYTES",
+          "Slowest average rate a webhook body may arrive at (after body_grace_ms); slower: "
+          "408 and the connection ends."),
+      IntegerKey(
+          "webhook.body_grace_ms", [](auto& c) -> auto& { return c.webhook.body_grace; }, 0, kDayMs,
+          "MS", "Slack before the minimum body rate applies."),
+      IntegerKey(
+          "webhook.write_timeout_ms", [](auto& c) -> auto& { return c.webhook.write_timeout; }, 1,
+          kDayMs, "MS",
+          "Time a client has to take an answer; a client that does not read is "
+          "disconnected."),
+      IntegerKey(
+          "webhook.max_head_bytes", [](auto& c) -> auto& { return c.webhook.max_head_bytes; }, 256,
+          1 << 20, "BYTES", "Request line and headers together; larger: 431."),
+      IntegerKey(
+          "webhook.max_header_count", [](auto& c) -> auto& { return c.webhook.max_header_count; },
+          1, 10000, "N", "Header lines of one request; more: 431."),
+      IntegerKey(
+          "webhook.max_connections", [](auto& c) -> auto& { return c.webhook.max_connections; }, 1,
+          1000000, "N",
+          "Open connections to the webhook port; past it an idle kept-alive connection is "
+          "closed to make room, or the new one is answered 503 and closed at once."),
+      IntegerKey(
+          "webhook.max_connections_per_client",
+          [](auto& c) -> auto& { return c.webhook.max_connections_per_client; }, 1, 1000000, "N",
+          "Open connections from one client address; more: 503 and closed at once. Behind an "
+          "ingress every connection comes from its address: raise it to its pool size."),
+      IntegerKey(
+          "webhook.max_requests_in_flight",
+          [](auto& c) -> auto& { return c.webhook.max_requests_in_flight; }, 1, 1000000, "N",
+          "Authenticated deliveries being read or stored at once; more: 503 with "
+          "Retry-After before the body is read (bounds body memory to this times "
+          "max_body_bytes)."),
+      IntegerKey(
+          "webhook.max_json_depth", [](auto& c) -> auto& { return c.webhook.max_json_depth; }, 1,
+          10000, "N", "Nesting of objects and arrays in a webhook body; deeper: 400."),
+      IntegerKey(
+          "webhook.max_json_elements", [](auto& c) -> auto& { return c.webhook.max_json_elements; },
+          1, 100000000, "N", "JSON values in a webhook body; more: 400."),
+      IntegerKey(
+          "webhook.dedupe_window_hours",
+          [](auto& c) -> auto& { return c.webhook.dedupe_window_hours; }, 1, 24 * 366, "HOURS",
+          "A delivery byte-identical to one received within this window is a duplicate "
+          "(answered 200, stored once); an identical one after it is a new event."),
+      IntegerKey(
+          "webhook.threads", [](auto& c) -> auto& { return c.webhook.threads; }, 1, 1024, "N",
+          "Threads parsing and storing deliveries (sockets need none: an idle or slow "
+          "connection costs no thread)."),
       StringKey(
           "webhook.event_name_pointer",
           [](auto& c) -> auto& { return c.webhook.event_name_pointer; }, Pointer, "POINTER",

@@ -100,11 +100,26 @@ struct ShutdownOptions {
   absl::Duration grace = absl::Milliseconds(10000);
 };
 
-// The validated configuration. Copyable; read-only after LoadConfig returns it.
-// webhook.*: the vendor-facing webhook receiver.
+// webhook.*: the vendor-facing webhook receiver, the one Internet-facing port. Every
+// resource a client can make it hold has a limit here (README, "Webhook ingress limits").
 struct WebhookOptions {
   std::string path = "/webhooks/v2";
   int max_body_bytes = 8 << 20;
+  absl::Duration head_timeout = absl::Milliseconds(10000);
+  absl::Duration keep_alive_timeout = absl::Milliseconds(60000);
+  int64_t min_body_bytes_per_second = 1024;
+  absl::Duration body_grace = absl::Milliseconds(5000);
+  absl::Duration write_timeout = absl::Milliseconds(10000);
+  int max_head_bytes = 16 * 1024;
+  int max_header_count = 100;
+  int max_connections = 10000;
+  int max_connections_per_client = 256;
+  int max_requests_in_flight = 128;
+  int max_json_depth = 64;
+  int max_json_elements = 100000;
+  // Deliveries with the same content within this window are one event (stored once).
+  int dedupe_window_hours = 48;
+  int threads = 16;
   // RFC 6901 pointers into the webhook body (defaults fit the spec's createReport body).
   std::string event_name_pointer = "/event";
   std::string inspection_id_pointer = "/inspectionId";

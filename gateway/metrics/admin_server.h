@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -11,10 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-
-namespace httplib {
-class Server;
-}  // namespace httplib
+#include "adapters/http/http_server.h"
 
 namespace inspection::metrics {
 
@@ -27,7 +25,13 @@ std::string RenderPrometheusText(const prometheus::Collectable& collectable);
 //   GET /healthz  200 "ok" while the process can answer HTTP (liveness).
 //   GET /readyz   200 "ready" when `readiness()` returns OK; otherwise 503 with
 //                 "not ready: <status message>" (readiness).
-// Anything else: 404 (405 for a non-GET on a known path). HEAD works like GET.
+// Anything else: 404 (405 for a non-GET on a known path). HEAD works like GET. A request
+// body is never read: a request announcing one gets its answer (or 413) and the
+// connection ends.
+//
+// The server is the event-driven one of the webhook port (adapters/http), with the
+// limits of AdminLimits(): slow or idle connections cost no thread, so they cannot stall
+// the kubelet's probes or the scrape.
 //
 // What it serves comes only from the collectable and the readiness check: the check's
 // messages are shown verbatim (truncated to 200 bytes, control characters replaced), so it
@@ -43,8 +47,14 @@ class AdminServer {
     // "127.0.0.1" on a laptop or in tests.
     std::string host = "127.0.0.1";
     int port = 9464;  // 0 = an OS-chosen free port, see port()
-    int worker_threads = 4;
+    // Threads rendering /metrics and running the readiness check (/healthz needs none).
+    int worker_threads = 2;
+    http::HttpServerLimits limits = AdminLimits();
   };
+
+  // The admin port's limits: an 8 KiB head of at most 64 lines, no body, 256 connections
+  // (64 from one address), 5 s for a head, 60 s of keep-alive idle.
+  static http::HttpServerLimits AdminLimits();
   using ReadinessCheck = std::function<absl::Status()>;
 
   // `metrics` must not be null. A null `readiness` means always ready.
@@ -58,10 +68,8 @@ class AdminServer {
   // address cannot be bound, FAILED_PRECONDITION when already started (a stopped server
   // cannot be restarted: build a new one).
   absl::Status Start();
-  // Stops accepting and joins the threads. Connections carry one request each (no idle
-  // keep-alive to wait for), so it returns at once unless a client is connected: a request
-  // being served is finished first, a connection that has sent nothing yet is dropped after
-  // at most 1 s, a stalled request after the 2 s read timeout. Idempotent.
+  // Stops accepting, closes idle connections, lets answers being computed go out, and
+  // joins the threads. Idempotent.
   void Stop();
 
   // The bound port while serving (the chosen one when Options::port was 0); 0 before Start()
@@ -72,13 +80,15 @@ class AdminServer {
   const Options options_;
   const std::shared_ptr<const prometheus::Collectable> metrics_;
   const ReadinessCheck readiness_;
-  const std::unique_ptr<httplib::Server> server_;
+  std::optional<http::ServerResponse> CheckHead(const http::ServerRequest& head) const;
+  void Handle(const http::ServerRequest& request, http::ServerResponse& response) const;
+
+  std::unique_ptr<http::HttpServer> server_;
 
   mutable absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   int port_ ABSL_GUARDED_BY(mu_) = 0;
-  std::thread listener_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace inspection::metrics

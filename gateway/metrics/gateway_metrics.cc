@@ -33,8 +33,20 @@ constexpr std::array<std::string_view, kNumRetryReasons> kRetryReasonLabels = {
 constexpr std::array<std::string_view, kNumCircuitStates> kCircuitStateLabels = {
     "closed", "half_open", "open"};
 constexpr std::array<std::string_view, kNumWebhookOutcomes> kWebhookOutcomeLabels = {
-    "accepted",      "duplicate",     "unauthorized", "too_large", "bad_json",
-    "no_event_name", "store_failure", "bad_request",  "not_found", "method_not_allowed"};
+    "accepted",  "duplicate",          "unauthorized",    "too_large",
+    "bad_json",  "no_event_name",      "store_failure",   "bad_request",
+    "not_found", "method_not_allowed", "json_too_complex"};
+constexpr std::array<std::string_view, kNumWebhookRefusals> kWebhookRefusalLabels = {
+    "max_connections",
+    "max_connections_per_client",
+    "max_requests_in_flight",
+    "idle_closed_for_room",
+    "head_timeout",
+    "body_timeout",
+    "write_timeout",
+    "head_too_large",
+    "malformed",
+    "not_implemented"};
 constexpr std::array<std::string_view, kNumStreamDropReasons> kStreamDropReasonLabels = {
     "slow_consumer", "cursor_expired", "shutdown", "error"};
 
@@ -164,6 +176,10 @@ std::string_view CircuitStateLabel(CircuitState state) {
 
 std::string_view WebhookOutcomeLabel(WebhookOutcome outcome) {
   return At(kWebhookOutcomeLabels, static_cast<size_t>(outcome));
+}
+
+std::string_view WebhookRefusalLabel(WebhookRefusal reason) {
+  return At(kWebhookRefusalLabels, static_cast<size_t>(reason));
 }
 
 std::string_view StreamDropReasonLabel(StreamDropReason reason) {
@@ -440,6 +456,31 @@ void GatewayMetrics::BuildCacheAndEvents() {
            .Help("Webhook deliveries whose event name the gateway does not know.")
            .Register(registry)
            .Add({});
+  auto& refusals = prometheus::BuildCounter()
+                       .Name("inspection_webhook_http_refusals_total")
+                       .Help(
+                           "Connections and requests the webhook port's HTTP layer refused "
+                           "or ended before a delivery was looked at, by reason.")
+                       .Register(registry);
+  for (size_t r = 0; r < kNumWebhookRefusals; ++r) {
+    webhook_refusals_[r] = &refusals.Add({{"reason", Str(kWebhookRefusalLabels[r])}});
+  }
+  webhook_connections_ = &prometheus::BuildGauge()
+                              .Name("inspection_webhook_connections")
+                              .Help("Connections open to the webhook port.")
+                              .Register(registry)
+                              .Add({});
+  webhook_listener_accepting_ =
+      &prometheus::BuildGauge()
+           .Name("inspection_webhook_listener_accepting")
+           .Help("1 while the webhook listener accepts connections, 0 while accept() fails.")
+           .Register(registry)
+           .Add({});
+  webhook_accept_errors_ = &prometheus::BuildCounter()
+                                .Name("inspection_webhook_accept_errors_total")
+                                .Help("accept() failures on the webhook port (each retried).")
+                                .Register(registry)
+                                .Add({});
   event_log_appends_ = &prometheus::BuildCounter()
                             .Name("inspection_event_log_appends_total")
                             .Help("Events appended to the event log.")
@@ -540,6 +581,22 @@ void GatewayMetrics::SetCacheBytes(uint64_t bytes) {
 
 void GatewayMetrics::RecordWebhookDelivery(WebhookOutcome outcome, uint64_t count) {
   At(webhook_deliveries_, static_cast<size_t>(outcome))->Increment(static_cast<double>(count));
+}
+
+void GatewayMetrics::RecordWebhookRefusal(WebhookRefusal reason, uint64_t count) {
+  At(webhook_refusals_, static_cast<size_t>(reason))->Increment(static_cast<double>(count));
+}
+
+void GatewayMetrics::SetWebhookConnections(int64_t open) {
+  webhook_connections_->Set(static_cast<double>(open));
+}
+
+void GatewayMetrics::SetWebhookListenerAccepting(bool accepting) {
+  webhook_listener_accepting_->Set(accepting ? 1 : 0);
+}
+
+void GatewayMetrics::RecordWebhookAcceptErrors(uint64_t count) {
+  webhook_accept_errors_->Increment(static_cast<double>(count));
 }
 
 void GatewayMetrics::RecordUnknownWebhookEventName(uint64_t count) {

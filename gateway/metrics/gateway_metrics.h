@@ -107,9 +107,27 @@ enum class WebhookOutcome {
   kBadRequest,        // any other malformed request
   kNotFound,          // unknown path
   kMethodNotAllowed,  // not POST
+  kJsonTooComplex,    // JSON deeper or with more values than the limits
 };
-inline constexpr size_t kNumWebhookOutcomes = 10;
+inline constexpr size_t kNumWebhookOutcomes = 11;
 std::string_view WebhookOutcomeLabel(WebhookOutcome outcome);
+
+// `reason` the webhook port's HTTP layer refused a connection or request, or ended a
+// connection, before any delivery was looked at (inspection_webhook_http_refusals_total).
+enum class WebhookRefusal {
+  kMaxConnections,           // 503 + close: webhook.max_connections reached
+  kMaxConnectionsPerClient,  // 503 + close: webhook.max_connections_per_client reached
+  kMaxRequestsInFlight,      // 503: webhook.max_requests_in_flight reached
+  kIdleClosedForRoom,        // an idle kept-alive connection closed to admit a new one
+  kHeadTimeout,              // closed: no complete head within webhook.head_timeout_ms
+  kBodyTimeout,              // 408: body slower than webhook.min_body_bytes_per_second
+  kWriteTimeout,             // closed: the client did not read its answer
+  kHeadTooLarge,             // 431: webhook.max_head_bytes or max_header_count
+  kMalformed,                // 400/505: not HTTP/1.1, ambiguous framing
+  kNotImplemented,           // 501: unknown method
+};
+inline constexpr size_t kNumWebhookRefusals = 10;
+std::string_view WebhookRefusalLabel(WebhookRefusal reason);
 
 // `reason` a streaming subscriber was ended by the gateway (not by the client).
 enum class StreamDropReason {
@@ -290,6 +308,15 @@ class GatewayMetrics final : public prometheus::Collectable {
   // inspection_webhook_unknown_event_names_total: a delivery whose event name is not one we
   // know (it is still stored; the name itself is never a label).
   void RecordUnknownWebhookEventName(uint64_t count = 1);
+  // inspection_webhook_http_refusals_total
+  void RecordWebhookRefusal(WebhookRefusal reason, uint64_t count = 1);
+  // inspection_webhook_connections: connections open to the webhook port now.
+  void SetWebhookConnections(int64_t open);
+  // inspection_webhook_listener_accepting: 1 while the webhook listener accepts, 0 while
+  // accept() keeps failing (the gateway is then not ready).
+  void SetWebhookListenerAccepting(bool accepting);
+  // inspection_webhook_accept_errors_total
+  void RecordWebhookAcceptErrors(uint64_t count);
   // inspection_event_log_appends_total (successful appends)
   void RecordEventLogAppend(uint64_t count = 1);
   // inspection_event_log_append_errors_total
@@ -338,6 +365,10 @@ class GatewayMetrics final : public prometheus::Collectable {
   prometheus::Gauge* cache_bytes_ = nullptr;
   std::array<prometheus::Counter*, kNumWebhookOutcomes> webhook_deliveries_{};
   prometheus::Counter* webhook_unknown_event_names_ = nullptr;
+  std::array<prometheus::Counter*, kNumWebhookRefusals> webhook_refusals_{};
+  prometheus::Gauge* webhook_connections_ = nullptr;
+  prometheus::Gauge* webhook_listener_accepting_ = nullptr;
+  prometheus::Counter* webhook_accept_errors_ = nullptr;
   prometheus::Counter* event_log_appends_ = nullptr;
   prometheus::Counter* event_log_append_errors_ = nullptr;
   prometheus::Histogram* fanout_lag_ = nullptr;

@@ -324,9 +324,17 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
     admin.host = opts.admin_host;
     admin.port = opts.admin_port;
     eventlog::EventLog* log = server->event_log_.get();
-    // Ready = serving gRPC (we are past BuildAndStart) and the event log takes writes.
-    server->admin_ = std::make_unique<metrics::AdminServer>(admin, server->metrics_,
-                                                            [log] { return log->CheckWritable(); });
+    const webhooks::WebhookReceiver* receiver = server->receiver_.get();
+    // Ready = serving gRPC (we are past BuildAndStart), the event log takes writes, and
+    // the webhook listener (when there is one) accepts connections.
+    server->admin_ = std::make_unique<metrics::AdminServer>(
+        admin, server->metrics_, [log, receiver]() -> absl::Status {
+          if (receiver != nullptr && !receiver->accepting()) {
+            return absl::UnavailableError(
+                "the webhook listener is not accepting connections (accept() fails)");
+          }
+          return log->CheckWritable();
+        });
     if (absl::Status started = server->admin_->Start(); !started.ok()) {
       return absl::Status(started.code(),
                           absl::StrCat("admin endpoint (admin_addr): ", started.message()));
@@ -398,7 +406,33 @@ void GatewayServer::SyncReceiverMetrics() {
   m.RecordWebhookDelivery(WebhookOutcome::kNotFound, delta(now.not_found, seen.not_found));
   m.RecordWebhookDelivery(WebhookOutcome::kMethodNotAllowed,
                           delta(now.method_not_allowed, seen.method_not_allowed));
+  m.RecordWebhookDelivery(WebhookOutcome::kJsonTooComplex,
+                          delta(now.json_too_complex, seen.json_too_complex));
   m.RecordUnknownWebhookEventName(delta(now.unknown_event_names, seen.unknown_event_names));
+  // The HTTP layer under it: connections, shedding, timeouts, the listener.
+  const http::HttpServerStats http_now = receiver_->http_stats();
+  http::HttpServerStats& http_seen = receiver_http_reported_;
+  using metrics::WebhookRefusal;
+  const std::pair<WebhookRefusal, int64_t http::HttpServerStats::*> refusals[] = {
+      {WebhookRefusal::kMaxConnections, &http::HttpServerStats::shed_max_connections},
+      {WebhookRefusal::kMaxConnectionsPerClient, &http::HttpServerStats::shed_per_client},
+      {WebhookRefusal::kMaxRequestsInFlight, &http::HttpServerStats::shed_in_flight},
+      {WebhookRefusal::kIdleClosedForRoom, &http::HttpServerStats::idle_closed_for_room},
+      {WebhookRefusal::kHeadTimeout, &http::HttpServerStats::head_timeouts},
+      {WebhookRefusal::kBodyTimeout, &http::HttpServerStats::body_timeouts},
+      {WebhookRefusal::kWriteTimeout, &http::HttpServerStats::write_timeouts},
+      {WebhookRefusal::kHeadTooLarge, &http::HttpServerStats::head_too_large},
+      {WebhookRefusal::kNotImplemented, &http::HttpServerStats::not_implemented},
+  };
+  for (const auto& [reason, field] : refusals) {
+    m.RecordWebhookRefusal(reason, delta(http_now.*field, http_seen.*field));
+  }
+  // Malformed requests are also deliveries with outcome bad_request (above).
+  m.RecordWebhookRefusal(WebhookRefusal::kMalformed,
+                         delta(http_now.malformed, http_seen.malformed));
+  m.RecordWebhookAcceptErrors(delta(http_now.accept_errors, http_seen.accept_errors));
+  m.SetWebhookConnections(http_now.connections_open);
+  m.SetWebhookListenerAccepting(http_now.accepting);
   // The receiver is the only writer of the event log: its accepted deliveries are the
   // appends, its store failures the append errors.
   m.RecordEventLogAppend(accepted);

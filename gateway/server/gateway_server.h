@@ -169,6 +169,7 @@ class GatewayServer {
   // Receiver counters already copied into the metrics (see SyncReceiverMetrics).
   absl::Mutex receiver_metrics_mu_;
   webhooks::WebhookReceiverStats receiver_reported_ ABSL_GUARDED_BY(receiver_metrics_mu_);
+  http::HttpServerStats receiver_http_reported_ ABSL_GUARDED_BY(receiver_metrics_mu_);
   std::shared_ptr<metrics::GatewayMetrics> metrics_;
   std::unique_ptr<metrics::AdminServer> admin_;
   std::unique_ptr<services::RpcObserver> metrics_observer_;

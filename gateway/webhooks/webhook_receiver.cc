@@ -1,10 +1,9 @@
 #include "gateway/webhooks/webhook_receiver.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
-
-#include <httplib.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -29,10 +28,40 @@ std::string Dump(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-void Reply(httplib::Response& response, int status, const std::string& error,
+void Reply(http::ServerResponse& response, int status, const std::string& error,
            const std::string& message) {
   response.status = status;
-  response.set_content(Dump(json{{"error", error}, {"message", message}}), "application/json");
+  response.SetContent(Dump(json{{"error", error}, {"message", message}}), "application/json");
+}
+
+http::ServerResponse Reply(int status, const std::string& error, const std::string& message) {
+  http::ServerResponse response;
+  Reply(response, status, error, message);
+  return response;
+}
+
+// What the answers the HTTP layer produces itself say.
+std::string ErrorMessage(int status) {
+  switch (status) {
+    case 400:
+      return "the request is not valid HTTP/1.1, or its framing is ambiguous";
+    case 408:
+      return "the body arrived too slowly";
+    case 413:
+      return "the body is too large";
+    case 417:
+      return "only Expect: 100-continue is supported";
+    case 431:
+      return "the request head is too large or has too many header lines";
+    case 501:
+      return "the method is not implemented";
+    case 503:
+      return "the receiver is at its connection or request limit; deliver it again later";
+    case 505:
+      return "only HTTP/1.1 and HTTP/1.0 are served";
+    default:
+      return "the request was refused by the HTTP layer";
+  }
 }
 
 // The `error` of the answers the HTTP layer produces itself (see Start()).
@@ -46,12 +75,20 @@ std::string ErrorName(int status) {
       return "method_not_allowed";
     case 413:
       return "payload_too_large";
-    case 414:
-      return "uri_too_long";
-    case 415:
-      return "unsupported_media_type";
+    case 408:
+      return "request_timeout";
+    case 417:
+      return "expectation_failed";
+    case 431:
+      return "header_fields_too_large";
     case 500:
       return "internal";
+    case 501:
+      return "not_implemented";
+    case 503:
+      return "unavailable";
+    case 505:
+      return "http_version_not_supported";
     default:
       return absl::StrCat("http_", status);
   }
@@ -130,10 +167,17 @@ absl::StatusOr<std::unique_ptr<WebhookReceiver>> WebhookReceiver::Start(
     return absl::InvalidArgumentError(
         absl::StrCat("webhook receiver path \"", options.path, "\" must start with '/'"));
   }
-  if (options.max_body_bytes == 0) {
+  if (options.limits.max_body_bytes == 0) {
     return absl::InvalidArgumentError("webhook receiver max_body_bytes must be positive");
   }
-  if (options.threads < 1) {
+  if (absl::Status limits = http::ValidateLimits(options.limits); !limits.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("webhook receiver: ", limits.message()));
+  }
+  if (options.json_limits.max_depth < 1 || options.json_limits.max_elements < 1) {
+    return absl::InvalidArgumentError(
+        "webhook receiver json_limits: max_depth and max_elements must be positive");
+  }
+  if (options.threads < 1 || options.io_threads < 1) {
     return absl::InvalidArgumentError("webhook receiver threads must be at least 1");
   }
   absl::StatusOr<JsonPointer> event_name =
@@ -215,25 +259,29 @@ absl::StatusOr<std::unique_ptr<WebhookReceiver>> WebhookReceiver::Start(
   std::unique_ptr<WebhookReceiver> receiver(
       new WebhookReceiver(std::move(options), std::move(endpoints), std::move(pointers), log));
 
-  http::HttpServerSettings settings;
-  settings.threads = receiver->options_.threads;
-  // A sender whose just-too-large body we refused still gets to read the 413.
-  settings.linger_max_bytes = receiver->options_.max_body_bytes + 64 * 1024;
-  // Errors the HTTP layer produces itself (malformed request line...) and exceptions get
-  // a small JSON body, like every other answer.
-  settings.error_body = [](httplib::Response& response) {
-    Reply(response, response.status, ErrorName(response.status),
-          "the request was refused by the HTTP layer");
+  http::HttpServerOptions server_options;
+  server_options.io_threads = receiver->options_.io_threads;
+  server_options.worker_threads = receiver->options_.threads;
+  server_options.limits = receiver->options_.limits;
+  // A sender whose just-too-large body was refused still gets to read the 413: what it
+  // keeps sending is drained (not stored) up to a little past the limit.
+  server_options.limits.linger_max_bytes = std::max(
+      server_options.limits.linger_max_bytes, server_options.limits.max_body_bytes + 64 * 1024);
+  // Answers the HTTP layer produces itself (malformed request, limits...) and exceptions
+  // get a small JSON body, like every other answer.
+  server_options.error_body = [](http::ServerResponse& response) {
+    Reply(response, response.status, ErrorName(response.status), ErrorMessage(response.status));
   };
-  settings.exception_body = [](httplib::Response& response) {
+  server_options.exception_body = [](http::ServerResponse& response) {
     Reply(response, 500, "internal", "internal error; nothing was stored");
   };
+  WebhookReceiver* self = receiver.get();
   receiver->server_ = std::make_unique<http::HttpServer>(
-      [self = receiver.get()](const httplib::Request& request, httplib::Response& response,
-                              const httplib::ContentReader& read_body) {
-        self->Handle(request, response, read_body);
+      [self](const http::ServerRequest& head) { return self->CheckHead(head); },
+      [self](http::ServerRequest& request, http::ServerResponse& response) {
+        self->Handle(request, response);
       },
-      settings);
+      std::move(server_options));
   absl::StatusOr<int> bound = receiver->server_->Bind(host, port);
   if (!bound.ok()) return bound.status();
   receiver->port_ = *bound;
@@ -260,112 +308,81 @@ WebhookReceiver::Stats WebhookReceiver::stats() const {
   stats.accepted = accepted_.load();
   stats.duplicates = duplicates_.load();
   stats.unauthorized = unauthorized_.load();
-  stats.too_large = too_large_.load();
+  const http::HttpServerStats http = server_->stats();
+  stats.too_large = http.body_too_large;
   stats.bad_json = bad_json_.load();
+  stats.json_too_complex = json_too_complex_.load();
   stats.no_event_name = no_event_name_.load();
   stats.unknown_event_names = unknown_event_names_.load();
   stats.store_failures = store_failures_.load();
-  stats.bad_requests = bad_requests_.load();
+  stats.bad_requests = http.malformed;
   stats.not_found = not_found_.load();
   stats.method_not_allowed = method_not_allowed_.load();
   return stats;
 }
 
-void WebhookReceiver::Handle(const httplib::Request& request, httplib::Response& response,
-                             const httplib::ContentReader& read_body) {
+http::HttpServerStats WebhookReceiver::http_stats() const { return server_->stats(); }
+
+bool WebhookReceiver::accepting() const { return server_->accepting(); }
+
+std::optional<http::ServerResponse> WebhookReceiver::CheckHead(const http::ServerRequest& head) {
   // 1. Method, then path: cheap, and they say nothing about the key.
-  if (request.method != "POST") {
+  if (head.method != "POST") {
     ++method_not_allowed_;
-    response.set_header("Allow", "POST");
-    Reply(response, 405, "method_not_allowed", "webhook deliveries are POST requests");
-    return;
+    http::ServerResponse response =
+        Reply(405, "method_not_allowed", "webhook deliveries are POST requests");
+    response.SetHeader("Allow", "POST");
+    return response;
   }
-  const auto endpoint_at = endpoints_.find(request.path);
+  const auto endpoint_at = endpoints_.find(head.path);
   if (endpoint_at == endpoints_.end()) {
+    ++not_found_;
+    return Reply(404, "not_found", "no webhook endpoint at this path");
+  }
+
+  // 2. The key of the path's account, before reading any of the body (and before a
+  // 100 Continue): an unauthenticated sender costs us no body reading. A repeated header
+  // is refused rather than guessing which one counts.
+  const std::string* key = head.Header(kApiKeyHeader);
+  if (key == nullptr || head.HeaderCount(kApiKeyHeader) != 1 ||
+      !endpoint_at->second.keys.Matches(*key)) {
+    ++unauthorized_;
+    return Reply(401, "unauthorized", "missing or invalid x-api-key header");
+  }
+  // 3. Sizes and framing: the HTTP layer, from here on.
+  return std::nullopt;
+}
+
+void WebhookReceiver::Handle(http::ServerRequest& request, http::ServerResponse& response) {
+  // The head check let it through, so the path is an endpoint's.
+  const auto endpoint_at = endpoints_.find(request.path);
+  if (endpoint_at == endpoints_.end()) {  // not reached
     ++not_found_;
     Reply(response, 404, "not_found", "no webhook endpoint at this path");
     return;
   }
   const Endpoint& endpoint = endpoint_at->second;
+  const std::string& body = request.body;
 
-  // 2. The key of the path's account, before reading any of the body: an unauthenticated
-  // sender costs us no body reading. A repeated header is refused rather than guessing
-  // which one counts.
-  if (request.get_header_value_count(kApiKeyHeader) != 1 ||
-      !endpoint.keys.Matches(request.get_header_value(kApiKeyHeader))) {
-    ++unauthorized_;
-    Reply(response, 401, "unauthorized", "missing or invalid x-api-key header");
-    return;
-  }
-
-  // 3. Size. The declared length is checked before reading (httplib alone would read and
-  // drop a too-large body first, and does not limit chunked bodies at all); the receiver
-  // below enforces the limit on what actually arrives (chunked, or decompressed).
-  const size_t max_body_bytes = options_.max_body_bytes;
-  // httplib decodes only `chunked`; with any other transfer coding it would read until the
-  // connection ends. RFC 9112 6.1: answer 400 and close.
-  const size_t transfer_encodings = request.get_header_value_count("Transfer-Encoding");
-  if (transfer_encodings > 1 ||
-      (transfer_encodings == 1 &&
-       !absl::EqualsIgnoreCase(request.get_header_value("Transfer-Encoding"), "chunked"))) {
-    ++bad_requests_;
-    Reply(response, 400, "bad_request", "unsupported Transfer-Encoding (only chunked)");
-    return;
-  }
-  size_t declared_length = 0;
-  const size_t length_headers = request.get_header_value_count("Content-Length");
-  if (length_headers > 0) {
-    // Two lengths, or a length next to Transfer-Encoding, is how requests get smuggled
-    // past proxies that pick a different one than we do (RFC 9112 6.3): refuse.
-    uint64_t length = 0;
-    if (length_headers > 1 || request.has_header("Transfer-Encoding") ||
-        !absl::SimpleAtoi(request.get_header_value("Content-Length"), &length)) {
-      ++bad_requests_;
-      Reply(response, 400, "bad_request", "invalid or ambiguous Content-Length");
+  // 4. A JSON object within the limits, checked while parsing. Parsing never throws here.
+  json document;
+  switch (ParseBoundedJson(body, options_.json_limits, &document)) {
+    case BoundedParseResult::kOk:
+      break;
+    case BoundedParseResult::kInvalid:
+      ++bad_json_;
+      Reply(response, 400, "bad_json", "the body is not valid JSON");
       return;
-    }
-    if (length > max_body_bytes) {
-      ++too_large_;
-      Reply(response, 413, "payload_too_large",
-            absl::StrCat("the body is larger than ", max_body_bytes, " bytes"));
+    case BoundedParseResult::kTooDeep:
+      ++json_too_complex_;
+      Reply(response, 400, "json_too_complex",
+            absl::StrCat("the body nests deeper than ", options_.json_limits.max_depth, " levels"));
       return;
-    }
-    declared_length = static_cast<size_t>(length);
-  }
-  if (request.is_multipart_form_data()) {
-    ++bad_json_;
-    Reply(response, 400, "bad_json", "the body is not JSON (multipart/form-data)");
-    return;
-  }
-  std::string body;
-  body.reserve(declared_length);
-  bool over_limit = false;
-  const bool complete = read_body([&](const char* data, size_t size) {
-    if (size > max_body_bytes - body.size()) {
-      over_limit = true;
-      return false;  // stop reading; the connection ends after the answer
-    }
-    body.append(data, size);
-    return true;
-  });
-  if (over_limit) {
-    ++too_large_;
-    Reply(response, 413, "payload_too_large",
-          absl::StrCat("the body is larger than ", max_body_bytes, " bytes"));
-    return;
-  }
-  if (!complete) {
-    ++bad_requests_;
-    Reply(response, 400, "bad_request", "the request body could not be read");
-    return;
-  }
-
-  // 4. A JSON object. Parsing never throws here.
-  const json document = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (document.is_discarded()) {
-    ++bad_json_;
-    Reply(response, 400, "bad_json", "the body is not valid JSON");
-    return;
+    case BoundedParseResult::kTooManyElements:
+      ++json_too_complex_;
+      Reply(response, 400, "json_too_complex",
+            absl::StrCat("the body has more than ", options_.json_limits.max_elements, " values"));
+      return;
   }
   if (!document.is_object()) {
     ++bad_json_;
@@ -392,7 +409,7 @@ void WebhookReceiver::Handle(const httplib::Request& request, httplib::Response&
   event.token_id = IdAt(pointers_.token_id, document);
   event.vehicle_id = IdAt(pointers_.vehicle_id, document);
   event.content_hash = ContentHash(endpoint.account, body);
-  event.payload = std::move(body);
+  event.payload = std::move(request.body);
   event.received_at_ms = absl::ToUnixMillis(options_.clock());
   const absl::StatusOr<eventlog::AppendResult> appended = log_->Append(event);
   if (!appended.ok()) {
@@ -400,7 +417,7 @@ void WebhookReceiver::Handle(const httplib::Request& request, httplib::Response&
     // that makes the sender try again. The backend's message stays out of the answer (it
     // could name the store's address).
     ++store_failures_;
-    response.set_header("Retry-After", "1");
+    response.SetHeader("Retry-After", "1");
     Reply(response, 503, "store_unavailable",
           "the event could not be stored; deliver it again later");
     return;
@@ -412,7 +429,7 @@ void WebhookReceiver::Handle(const httplib::Request& request, httplib::Response&
     if (options_.known_event_names.count(event.event_name) == 0) ++unknown_event_names_;
   }
   response.status = 200;
-  response.set_content(
+  response.SetContent(
       Dump(json{
           {"status", "stored"}, {"cursor", appended->cursor}, {"duplicate", appended->duplicate}}),
       "application/json");

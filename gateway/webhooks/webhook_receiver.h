@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -14,18 +15,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "adapters/eventlog/event_log.h"
+#include "adapters/http/http_server.h"
+#include "gateway/webhooks/bounded_json.h"
 #include "gateway/webhooks/json_pointer.h"
 #include "gateway/webhooks/webhook_key_matcher.h"
-
-namespace httplib {
-struct Request;
-struct Response;
-class ContentReader;
-}  // namespace httplib
-
-namespace inspection::http {
-class HttpServer;
-}  // namespace inspection::http
 
 namespace inspection::webhooks {
 
@@ -68,8 +61,13 @@ struct WebhookReceiverOptions {
   // Named vendor accounts, each on its own path with its own key(s); the default account
   // (account name "") is the one configured above. Empty: only the default account.
   std::vector<WebhookAccount> accounts;
-  // Largest accepted body (after any Content-Encoding is undone); larger ones get 413.
-  size_t max_body_bytes = 8 * 1024 * 1024;
+  // Every resource a client can make the receiver hold: connections, head and body bytes,
+  // header count, time (adapters/http/http_server.h). limits.max_body_bytes is the
+  // largest accepted body; larger ones get 413.
+  http::HttpServerLimits limits;
+  // Structure of an accepted body: nesting depth and values, checked while parsing;
+  // past either, 400 json_too_complex.
+  JsonLimits json_limits;
   // RFC 6901 pointers into the body. The event name must be a non-empty string there;
   // the ids may be strings (taken as-is) or integers (decimal); otherwise they are "".
   std::string event_name_pointer = "/event";
@@ -79,8 +77,9 @@ struct WebhookReceiverOptions {
   // Names not in this set are stored and streamed all the same, and counted
   // (Stats::unknown_event_names). An empty set counts every name as unknown.
   std::set<std::string> known_event_names = SpecEventNames();
-  // HTTP worker threads. Each serves one connection at a time (idle keep-alive
-  // connections close after 5 s), so this bounds concurrent senders, not requests.
+  // Threads running the sockets (an idle or slow connection costs none), and threads
+  // parsing and storing deliveries (an append waits for its group commit).
+  int io_threads = 1;
   int threads = 16;
   // Source of NewEvent::received_at_ms.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
@@ -91,12 +90,13 @@ struct WebhookReceiverStats {
   int64_t accepted = 0;             // 200, stored as a new event
   int64_t duplicates = 0;           // 200, same content already stored: not stored again
   int64_t unauthorized = 0;         // 401, missing or wrong x-api-key
-  int64_t too_large = 0;            // 413, body over max_body_bytes
+  int64_t too_large = 0;            // 413, body over limits.max_body_bytes
   int64_t bad_json = 0;             // 400, body not a JSON object
+  int64_t json_too_complex = 0;     // 400, body over json_limits (depth or values)
   int64_t no_event_name = 0;        // 400, no non-empty string at event_name_pointer
   int64_t unknown_event_names = 0;  // of `accepted`: names not in known_event_names
   int64_t store_failures = 0;       // 503, the event log did not take the event
-  int64_t bad_requests = 0;         // 400, unreadable body or ambiguous framing
+  int64_t bad_requests = 0;         // 400/505, malformed request or ambiguous framing
   int64_t not_found = 0;            // 404, another path
   int64_t method_not_allowed = 0;   // 405, not POST
 };
@@ -108,10 +108,13 @@ struct WebhookReceiverStats {
 //   2. `x-api-key` missing, repeated, or matching neither the current nor the previous
 //      key of the path's account (constant-time) -> 401, before any of the body is read.
 //      Another account's key is a wrong key;
-//   3. Content-Length over max_body_bytes -> 413 before reading; a body (chunked or
-//      compressed) that turns out larger -> 413 as soon as it passes the limit;
-//      invalid or ambiguous framing, or a body that cannot be read -> 400;
-//   4. body not JSON, or JSON but not an object -> 400;
+//   3. Content-Length over limits.max_body_bytes -> 413 before reading; a chunked body
+//      that turns out larger -> 413 as soon as it passes the limit; invalid or
+//      ambiguous framing -> 400 (the HTTP server, http_server.h, with its other limits:
+//      431, 408, 501, 503 when connections or requests in flight are at their bound);
+//      `Expect: 100-continue` is answered only now, after the key check;
+//   4. body not JSON, or JSON but not an object -> 400 bad_json; deeper or with more
+//      values than json_limits -> 400 json_too_complex (checked while parsing);
 //   5. no non-empty string at event_name_pointer -> 400 (an event without a name can
 //      be neither filtered nor routed, and the vendor should see its mistake);
 //   6. EventLog::Append(NewEvent{account, name, ids, payload = the body exactly as
@@ -139,7 +142,7 @@ class WebhookReceiver {
   // Validates `options`, binds and starts serving; returns once connections are accepted.
   // FailedPrecondition when the default account, or a named account, has no webhook key
   // (the receiver never runs open); InvalidArgument for a null `log`, a path not
-  // starting with '/', an invalid JSON pointer, max_body_bytes 0, threads < 1, or a
+  // starting with '/', an invalid JSON pointer, a limit that is 0, threads < 1, or a
   // named account whose name is empty, not of [A-Za-z0-9._-] or repeated, whose path is
   // repeated or the default path, or whose key is another account's too; Unavailable
   // when the address cannot be bound. Messages name accounts, never keys. `log` is not
@@ -155,6 +158,11 @@ class WebhookReceiver {
   int port() const { return port_; }
 
   Stats stats() const;
+  // The HTTP layer's counts: connections, shedding, timeouts, the listener's state.
+  http::HttpServerStats http_stats() const;
+  // The listener accepts connections (false while accept() keeps failing, and after
+  // Stop()): part of the gateway's readiness.
+  bool accepting() const;
 
   // Stops accepting, closes idle connections, lets requests being handled finish (an
   // append in progress is answered), and joins the threads. A body still being received
@@ -179,8 +187,10 @@ class WebhookReceiver {
   WebhookReceiver(WebhookReceiverOptions options, Endpoints endpoints, Pointers pointers,
                   eventlog::EventLog* log);
 
-  void Handle(const httplib::Request& request, httplib::Response& response,
-              const httplib::ContentReader& read_body);
+  // Before the body is read (an I/O thread): method, path, key.
+  std::optional<http::ServerResponse> CheckHead(const http::ServerRequest& head);
+  // With the body (a worker thread): JSON, event name, append.
+  void Handle(http::ServerRequest& request, http::ServerResponse& response);
 
   const WebhookReceiverOptions options_;  // keys cleared (the accounts' too)
   const Endpoints endpoints_;
@@ -191,12 +201,11 @@ class WebhookReceiver {
   std::atomic<int64_t> accepted_{0};
   std::atomic<int64_t> duplicates_{0};
   std::atomic<int64_t> unauthorized_{0};
-  std::atomic<int64_t> too_large_{0};
   std::atomic<int64_t> bad_json_{0};
+  std::atomic<int64_t> json_too_complex_{0};
   std::atomic<int64_t> no_event_name_{0};
   std::atomic<int64_t> unknown_event_names_{0};
   std::atomic<int64_t> store_failures_{0};
-  std::atomic<int64_t> bad_requests_{0};
   std::atomic<int64_t> not_found_{0};
   std::atomic<int64_t> method_not_allowed_{0};
 

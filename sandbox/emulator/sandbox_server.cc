@@ -8,8 +8,6 @@
 #include <optional>
 #include <utility>
 
-#include <httplib.h>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -145,7 +143,7 @@ std::string ApiTokenId(const std::string& api_key) {
 
 // One request as the vendor handlers see it.
 struct VendorCall {
-  const httplib::Request& http;
+  const http::ServerRequest& http;
   std::string api_key;
   std::vector<std::string> path_params;  // `{id}` segments, in order
 };
@@ -167,8 +165,8 @@ struct SandboxServer::Impl {
   explicit Impl(SandboxOptions options_in) : options(std::move(options_in)), faults(options.seed) {}
 
   // --- Serving ---
-  void Handle(const httplib::Request& request, httplib::Response& response);
-  Reply HandleVendor(const httplib::Request& request, std::vector<WebhookEvent>* events,
+  void Handle(const http::ServerRequest& request, http::ServerResponse& response);
+  Reply HandleVendor(const http::ServerRequest& request, std::vector<WebhookEvent>* events,
                      std::optional<FaultDecision>* fault);
   void Enqueue(std::vector<WebhookEvent> events);
 
@@ -210,35 +208,8 @@ namespace {
 // Largest request body read (the image endpoints take URLs, not images); larger: 413.
 constexpr size_t kMaxBodyBytes = 16 * 1024 * 1024;
 
-// Reads the whole request body into `body`, whatever the method: a GET's too (testwebhook
-// may carry one). False once `response` is the answer instead: 413 over kMaxBodyBytes,
-// 400 when the body cannot be read (as httplib answers bodies it reads itself).
-bool ReadWholeBody(const httplib::Request& request, const httplib::ContentReader& read_body,
-                   std::string* body, httplib::Response& response) {
-  uint64_t declared = 0;
-  if (absl::SimpleAtoi(request.get_header_value("Content-Length"), &declared)) {
-    if (declared > kMaxBodyBytes) {
-      response.status = 413;  // before reading any of it
-      return false;
-    }
-    body->reserve(static_cast<size_t>(declared));
-  }
-  bool too_large = false;
-  const bool complete = read_body([&](const char* data, size_t size) {
-    if (size > kMaxBodyBytes - body->size()) {
-      too_large = true;
-      return false;
-    }
-    body->append(data, size);
-    return true;
-  });
-  if (complete) return true;
-  response.status = too_large ? 413 : 400;
-  return false;
-}
-
 // Parses the JSON body of a POST/PUT. False (with the 400 in `error`) when it is not JSON.
-bool ParseJsonBody(const httplib::Request& request, json* body, Reply* error) {
+bool ParseJsonBody(const http::ServerRequest& request, json* body, Reply* error) {
   *body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
   if (body->is_discarded()) {
     *error = InvalidRequestReply(
@@ -270,16 +241,15 @@ bool PathMatches(const std::string& pattern, const std::string& path,
   return true;
 }
 
-// Header names are case-insensitive (httplib's header map compares them so).
-const std::string* FindApiKey(const httplib::Request& request) {
-  auto it = request.headers.find("X-API-Key");
-  return it == request.headers.end() ? nullptr : &it->second;
+// Header names are case-insensitive.
+const std::string* FindApiKey(const http::ServerRequest& request) {
+  return request.Header("X-API-Key");
 }
 
-void WriteReply(const Reply& reply, httplib::Response& response) {
+void WriteReply(const Reply& reply, http::ServerResponse& response) {
   response.status = reply.status;
-  for (const auto& [name, value] : reply.headers) response.set_header(name, value);
-  response.set_content(Dump(reply.body), "application/json");
+  for (const auto& [name, value] : reply.headers) response.SetHeader(name, value);
+  response.SetContent(Dump(reply.body), "application/json");
 }
 
 std::vector<std::string> Strings(const google::protobuf::RepeatedPtrField<std::string>& list) {
@@ -317,7 +287,8 @@ void SandboxServer::Impl::Enqueue(std::vector<WebhookEvent> events) {
   for (WebhookEvent& event : events) dispatcher->Enqueue(std::move(event));
 }
 
-void SandboxServer::Impl::Handle(const httplib::Request& request, httplib::Response& response) {
+void SandboxServer::Impl::Handle(const http::ServerRequest& request,
+                                 http::ServerResponse& response) {
   std::vector<WebhookEvent> events;
   if (request.path == "/_sandbox" || absl::StartsWith(request.path, "/_sandbox/")) {
     const AdminContext context{state.get(), &clock, &faults, dispatcher.get()};
@@ -335,45 +306,35 @@ void SandboxServer::Impl::Handle(const httplib::Request& request, httplib::Respo
     return;
   }
   const FaultRule& rule = fault->rule;
-  if (rule.kind == FaultKind::kMalformed) {
-    response.status = 200;
-    response.set_content("{not json", "application/json");
-    return;
+  switch (rule.kind) {
+    case FaultKind::kReset:
+      response.reset = true;  // no answer: the connection is reset
+      return;
+    case FaultKind::kMalformed:
+      response.status = 200;
+      response.SetContent("{not json", "application/json");
+      return;
+    case FaultKind::kTruncate:
+      // Declares the whole length, sends half, then the connection is closed under the
+      // client mid-body.
+      WriteReply(reply, response);
+      response.truncate_body_at = response.body.size() / 2;
+      return;
+    case FaultKind::kSlowBody:
+      // The whole body, in about eight chunks with `latency` between them.
+      WriteReply(reply, response);
+      response.chunk_bytes = std::max<size_t>(16, (response.body.size() + 7) / 8);
+      response.chunk_pause = rule.latency;
+      return;
+    default:
+      WriteReply(reply, response);  // not reached: the others are answered in HandleVendor
+      return;
   }
-  // Faults that shape the real answer: its body, cut short or trickled.
-  response.status = reply.status;
-  for (const auto& [name, value] : reply.headers) response.set_header(name, value);
-  const auto text = std::make_shared<const std::string>(Dump(reply.body));
-  if (rule.kind == FaultKind::kTruncate) {
-    // Declares the whole length, sends half, then fails the provider: httplib stops
-    // writing and the connection is closed under the client mid-body.
-    const size_t sent = text->size() / 2;
-    response.set_content_provider(text->size(), "application/json",
-                                  [text, sent](size_t offset, size_t, httplib::DataSink& sink) {
-                                    if (offset < sent)
-                                      sink.write(text->data() + offset, sent - offset);
-                                    return false;
-                                  });
-    return;
-  }
-  // kSlowBody: the whole body, in about eight chunks with `latency` between them.
-  const size_t chunk = std::max<size_t>(16, (text->size() + 7) / 8);
-  const std::chrono::milliseconds pause = rule.latency;
-  http::HttpServer* server = http.get();
-  response.set_chunked_content_provider(
-      "application/json", [text, chunk, pause, server](size_t offset, httplib::DataSink& sink) {
-        if (offset >= text->size()) {
-          sink.done();
-          return true;
-        }
-        if (offset > 0) server->Pause(pause);  // Stop() cuts it short
-        return sink.write(text->data() + offset, std::min(chunk, text->size() - offset));
-      });
 }
 
 // Auth, routing, the fault decision, then the endpoint. `fault` is set only for faults
 // that shape the real answer (truncate, slow_body); the others are answered here.
-Reply SandboxServer::Impl::HandleVendor(const httplib::Request& request,
+Reply SandboxServer::Impl::HandleVendor(const http::ServerRequest& request,
                                         std::vector<WebhookEvent>* events,
                                         std::optional<FaultDecision>* fault) {
   const std::string* key = FindApiKey(request);
@@ -429,8 +390,9 @@ Reply SandboxServer::Impl::HandleVendor(const httplib::Request& request,
         return reply;
       }
       case FaultKind::kReset:
-        http::HttpServer::ResetConnection();
-        return ErrorReply(500, "reset", "The connection is reset; this is never sent.");
+        // Handle() resets the connection instead of answering; the endpoint does not run.
+        *fault = decision;
+        return Reply{};
       case FaultKind::kMalformed:
         // Handle() writes the non-JSON body (a Reply holds only JSON); the endpoint does
         // not run.
@@ -460,8 +422,7 @@ Reply SandboxServer::Impl::CreateToken(const VendorCall& call, std::vector<Webho
 }
 
 Reply SandboxServer::Impl::GetTokenStatus(const VendorCall& call, std::vector<WebhookEvent>*) {
-  std::optional<std::string> device_id;
-  if (call.http.has_param("deviceId")) device_id = call.http.get_param_value("deviceId");
+  std::optional<std::string> device_id = call.http.QueryParam("deviceId");
   std::string uid;
   if (auto violations = CheckDeviceId(device_id ? &*device_id : nullptr, &uid);
       !violations.empty()) {
@@ -539,7 +500,7 @@ Reply SandboxServer::Impl::DetectDamage(const VendorCall& call, std::vector<Webh
 Reply SandboxServer::Impl::SearchInspections(const VendorCall& call, std::vector<WebhookEvent>*) {
   std::map<std::string, std::string> query;
   for (const char* key : {"licensePlate", "username", "page", "limit"}) {
-    if (call.http.has_param(key)) query[key] = call.http.get_param_value(key);
+    if (auto value = call.http.QueryParam(key)) query[key] = *std::move(value);
   }
   v1::SearchInspectionsRequest typed;
   if (auto violations = CheckSearchInspections(query, &typed); !violations.empty()) {
@@ -594,7 +555,7 @@ Reply SandboxServer::Impl::TestWebhook(const VendorCall& call, std::vector<Webho
   // a JSON body are read (the body wins when both carry a key).
   json params = json::object();
   for (const char* key : {"eventName", "inspectionId"}) {
-    if (call.http.has_param(key)) params[key] = call.http.get_param_value(key);
+    if (auto value = call.http.QueryParam(key)) params[key] = *std::move(value);
   }
   if (!absl::StripAsciiWhitespace(call.http.body).empty()) {
     json body;
@@ -647,25 +608,27 @@ absl::StatusOr<std::unique_ptr<SandboxServer>> SandboxServer::Start(SandboxOptio
   server.dispatcher = std::make_unique<WebhookDispatcher>(
       delivery, server.ordered.get(), &server.faults, [clock] { return IsoTime(clock->Now()); });
 
-  http::HttpServerSettings http_settings;
-  http_settings.threads = server.options.threads;
-  // httplib's defaults are 5 s of idle keep-alive and 5 requests per connection, which
-  // makes clients reconnect mid-test: a test or a gateway keeps its connections for as
-  // long as it likes.
-  http_settings.keep_alive_timeout = std::chrono::seconds(30);
-  http_settings.io_timeout = std::chrono::seconds(10);
-  // A client whose too-large body was refused still gets to read the 413.
-  http_settings.linger_max_bytes = kMaxBodyBytes + 64 * 1024;
+  http::HttpServerOptions http_options;
+  // Endpoints run on workers: a latency fault holds one for its pause.
+  http_options.worker_threads = server.options.threads;
+  // A development tool on loopback, in front of one gateway with up to
+  // upstream.max_connections connections: limits against accidents, not attacks. Idle
+  // connections are kept 30 s, longer than the gateway keeps them, so a test never sees
+  // the sandbox close a connection the gateway is about to reuse.
+  http::HttpServerLimits& limits = http_options.limits;
+  limits.keep_alive_timeout = std::chrono::seconds(30);
+  limits.max_head_bytes = 64 * 1024;
+  limits.max_body_bytes = kMaxBodyBytes;
+  limits.max_connections = 100000;
+  limits.max_connections_per_client = 100000;
+  limits.max_requests_in_flight = 100000;
+  limits.linger_max_bytes = kMaxBodyBytes + 64 * 1024;
   server.http = std::make_unique<http::HttpServer>(
-      [&server](const httplib::Request& request, httplib::Response& response,
-                const httplib::ContentReader& read_body) {
-        // The endpoints take the body from request.body: it is read here, for every method
-        // (the server leaves reading it to the handler).
-        httplib::Request with_body = request;
-        if (!ReadWholeBody(request, read_body, &with_body.body, response)) return;
-        server.Handle(with_body, response);
+      nullptr,
+      [&server](http::ServerRequest& request, http::ServerResponse& response) {
+        server.Handle(request, response);
       },
-      std::move(http_settings));
+      std::move(http_options));
   absl::StatusOr<int> port = server.http->Bind(server.options.host, server.options.port);
   if (!port.ok()) return port.status();
   server.port = *port;

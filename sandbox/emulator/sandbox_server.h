@@ -32,7 +32,8 @@ struct SandboxOptions {
       std::chrono::seconds(15), std::chrono::seconds(60)};
   // Fault rules active from the start (same JSON as POST /_sandbox/faults).
   nlohmann::json faults = nlohmann::json::array();
-  // Worker threads of the HTTP server (one per open connection).
+  // Threads running the endpoints (a latency fault holds one for its pause); idle
+  // connections hold none.
   int threads = 64;
   // Transport for webhook deliveries; when null the server creates a CurlTransport.
   std::shared_ptr<http::HttpTransport> transport;

@@ -41,8 +41,20 @@ bool ReadWhile(int fd, std::chrono::milliseconds deadline, std::string* out, int
 
 }  // namespace
 
-int ConnectToLoopback(int port) {
+int ConnectToLoopback(int port) { return ConnectToLoopbackFrom("127.0.0.1", port); }
+
+int ConnectToLoopbackFrom(const std::string& source, int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (source != "127.0.0.1") {
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    if (::inet_pton(AF_INET, source.c_str(), &from.sin_addr) != 1 ||
+        ::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0) {
+      ::close(fd);
+      return -1;
+    }
+  }
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

@@ -13,6 +13,10 @@ namespace inspection::testing {
 // A socket connected to 127.0.0.1:port; -1 when the connection is refused.
 int ConnectToLoopback(int port);
 
+// The same from another loopback source address (127.0.0.0/8: "127.0.0.2"...), so that a
+// test can be several clients as a server that limits per address sees them.
+int ConnectToLoopbackFrom(const std::string& source, int port);
+
 // Sends all of `data`; false when the connection fails first (reset, closed).
 bool SendAll(int fd, const std::string& data);
 

@@ -301,7 +301,7 @@ TEST_F(WebhookReceiverTest, RejectedBodyIsNotReadAndTheConnectionCloses) {
 
 TEST_F(WebhookReceiverTest, DeclaredBodyOverTheLimitIs413AndNothingIsStored) {
   WebhookReceiverOptions options = TestOptions();
-  options.max_body_bytes = 1024;
+  options.limits.max_body_bytes = 1024;
   StartReceiver(std::move(options));
 
   std::string at_limit = R"({"event":"createReport","pad":")";
@@ -323,7 +323,7 @@ TEST_F(WebhookReceiverTest, DeclaredBodyOverTheLimitIs413AndNothingIsStored) {
 
 TEST_F(WebhookReceiverTest, ChunkedBodyOverTheLimitIs413) {
   WebhookReceiverOptions options = TestOptions();
-  options.max_body_bytes = 1024;
+  options.limits.max_body_bytes = 1024;
   StartReceiver(std::move(options));
   // No length: httplib::Client sends it chunked, 256 bytes at a time, 4 KiB in all. The
   // declared-length check cannot catch it; the limit on what arrives must.

@@ -24,24 +24,32 @@
 namespace inspection::eventlog {
 namespace {
 
-// KEYS[1] stream, KEYS[2] dedupe key; ARGV[1] dedupe key TTL (ms; "" for none),
+// KEYS[1] stream, KEYS[2] dedupe key; ARGV[1] dedupe window (ms; also the key's TTL),
 // ARGV[2..9] the fields. `account` is written even when it is "" (the default account);
 // entries of versions before it existed lack the field, which reads as "" as well.
 // A dedupe key whose entry is gone (trimmed by hand, not by ApplyRetention) is ignored:
-// "duplicate" must mean "an event with this content_hash is retained".
+// "duplicate" must mean "an event with this content_hash is retained". So is one whose
+// entry was received a whole window or more before this one (received_at_ms, as the
+// SQLite backend compares them): a byte-identical delivery after the window is new.
 constexpr char kAppendScript[] = R"lua(
 local existing = redis.call('GET', KEYS[2])
-if existing and #redis.call('XRANGE', KEYS[1], existing, existing) > 0 then
-  return {existing, 1}
+if existing then
+  local entries = redis.call('XRANGE', KEYS[1], existing, existing)
+  if #entries > 0 then
+    local fields = entries[1][2]
+    local received = nil
+    for i = 1, #fields, 2 do
+      if fields[i] == 'received_at_ms' then received = tonumber(fields[i + 1]) end
+    end
+    if not received or tonumber(ARGV[8]) - received < tonumber(ARGV[1]) then
+      return {existing, 1}
+    end
+  end
 end
 local id = redis.call('XADD', KEYS[1], '*', 'event_name', ARGV[2], 'inspection_id', ARGV[3],
   'token_id', ARGV[4], 'vehicle_id', ARGV[5], 'payload', ARGV[6], 'content_hash', ARGV[7],
   'received_at_ms', ARGV[8], 'account', ARGV[9])
-if ARGV[1] == '' then
-  redis.call('SET', KEYS[2], id)
-else
-  redis.call('SET', KEYS[2], id, 'PX', ARGV[1])
-end
+redis.call('SET', KEYS[2], id, 'PX', ARGV[1])
 return {id, 0}
 )lua";
 
@@ -91,13 +99,6 @@ if removed == #entries and #entries == batch then more = 1 end
 return {removed, more}
 )lua";
 
-// Dedupe keys expire after this many max_ages: a backstop only (retention deletes them
-// with their events, and Append ignores a key whose event is gone). Twice, so that with
-// retention running regularly the key never expires while its event is still retained
-// (which would let a redelivery be stored twice).
-constexpr int64_t kDedupeTtlFactor = 2;
-// Redis refuses expiry times that overflow; 100 years is "forever" for dedupe.
-constexpr int64_t kMaxDedupeTtlMs = int64_t{100} * 365 * 24 * 3600 * 1000;
 constexpr int64_t kProbeTtlMs = 10000;
 
 struct LuaScript {
@@ -208,6 +209,7 @@ class RedisEventLog final : public EventLog {
         options_(options),
         description_(url_.Describe()),
         max_age_ms_(ClampedMillis(retention.max_age)),
+        dedupe_window_ms_(std::max<int64_t>(1, ClampedMillis(retention.dedupe_window))),
         dedupe_prefix_(url_.stream + ":dedupe:"),
         removed_key_(url_.stream + ":removed_up_to"),
         probe_key_(url_.stream + ":writable-probe"),
@@ -229,10 +231,9 @@ class RedisEventLog final : public EventLog {
     if (event.content_hash.empty()) {
       return absl::InvalidArgumentError("append: content_hash is empty");
     }
-    // No age limit: events leave only by count, which deletes their keys; no expiry.
-    const std::string ttl_ms =
-        max_age_ms_ > 0 ? std::to_string(std::min(max_age_ms_ * kDedupeTtlFactor, kMaxDedupeTtlMs))
-                        : "";
+    // The dedupe key lives for the dedupe window (retention deletes the keys of the events
+    // it removes sooner).
+    const std::string ttl_ms = std::to_string(dedupe_window_ms_);
     const std::vector<std::string> keys = {url_.stream, dedupe_prefix_ + event.content_hash};
     const std::vector<std::string> args = {ttl_ms,
                                            event.event_name,
@@ -465,6 +466,7 @@ class RedisEventLog final : public EventLog {
   const RedisEventLogOptions options_;
   const std::string description_;
   const int64_t max_age_ms_;
+  const int64_t dedupe_window_ms_;
   const std::string dedupe_prefix_;
   const std::string removed_key_;
   const std::string probe_key_;

@@ -235,7 +235,7 @@ class SqliteEventLog::Writer {
 
   Db db_;
   Stmt begin_, commit_, rollback_;
-  Stmt insert_, find_by_hash_;
+  Stmt retire_hash_, insert_, find_by_hash_;
   Stmt count_, delete_oldest_, delete_older_than_, raise_removed_up_to_;
 };
 
@@ -315,6 +315,12 @@ absl::StatusOr<std::unique_ptr<SqliteEventLog::Writer>> SqliteEventLog::Writer::
       {&writer->begin_, "BEGIN IMMEDIATE"},
       {&writer->commit_, "COMMIT"},
       {&writer->rollback_, "ROLLBACK"},
+      // A stored event with this hash received a whole dedupe window (or more) before the
+      // new one no longer makes it a duplicate: its hash is set aside (suffixed with its seq, so it
+      // stays unique and is never equal to a real hash), and the new event is stored.
+      {&writer->retire_hash_,
+       "UPDATE events SET content_hash = content_hash || ':before-window:' || seq "
+       "WHERE content_hash = ?1 AND received_at_ms <= ?2"},
       // RETURNING yields no row when the content hash is already stored.
       {&writer->insert_,
        "INSERT INTO events(event_name, inspection_id, token_id, vehicle_id, payload, "
@@ -561,6 +567,21 @@ bool SqliteEventLog::ExecuteAppends(const std::vector<Request*>& batch) {
       request->status = absl::InvalidArgumentError(
           absl::StrCat("sqlite event log: event not storable: ", sqlite3_errmsg(w.db())));
       continue;
+    }
+    {
+      sqlite3_stmt* retire = w.retire_hash_.get();
+      ScopedReset reset(retire);
+      const int64_t window_ms = static_cast<int64_t>(retention_.dedupe_window.count()) * 1000;
+      if (!BindText(retire, 1, event.content_hash) ||
+          sqlite3_bind_int64(retire, 2, event.received_at_ms - window_ms) != SQLITE_OK) {
+        failure = SqliteError(w.db(), SQLITE_ERROR, "bind retire");
+        break;
+      }
+      const int rc = sqlite3_step(retire);
+      if (rc != SQLITE_DONE) {
+        failure = SqliteError(w.db(), rc, "retire hash");
+        break;
+      }
     }
     int64_t seq = 0;
     bool inserted = false;

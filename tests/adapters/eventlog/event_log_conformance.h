@@ -189,6 +189,35 @@ TEST_P(EventLogConformanceTest, SameContentIsStoredOnce) {
   EXPECT_EQ(log->ReadAfter("", 100)->size(), 1u);
 }
 
+// The dedupe window is independent of retention: inside it a byte-identical delivery is
+// the same event; a whole window later (a second TestWebhook, a re-run) it is a new one,
+// and the one after that is a duplicate of the new one.
+TEST_P(EventLogConformanceTest, SameContentAfterTheDedupeWindowIsANewEvent) {
+  RetentionPolicy retention;
+  retention.max_age = std::chrono::hours(24 * 30);
+  retention.dedupe_window = std::chrono::hours(1);
+  auto log = Create(retention);
+  const int64_t t0 = 1700000000000;
+  const int64_t hour_ms = 3600 * 1000;
+  auto first = log->Append(MakeEvent("testWebhook", "same", t0));
+  auto inside = log->Append(MakeEvent("testWebhook", "same", t0 + hour_ms - 1));
+  auto after = log->Append(MakeEvent("testWebhook", "same", t0 + hour_ms));
+  auto after_again = log->Append(MakeEvent("testWebhook", "same", t0 + hour_ms + 1000));
+  ASSERT_TRUE(first.ok() && inside.ok() && after.ok() && after_again.ok());
+  EXPECT_FALSE(first->duplicate);
+  EXPECT_TRUE(inside->duplicate);
+  EXPECT_EQ(inside->cursor, first->cursor);
+  EXPECT_FALSE(after->duplicate);
+  EXPECT_NE(after->cursor, first->cursor);
+  EXPECT_TRUE(after_again->duplicate);
+  EXPECT_EQ(after_again->cursor, after->cursor);
+  auto all = log->ReadAfter("", 100);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].event.payload, (*all)[1].event.payload);
+  EXPECT_EQ((*all)[1].event.received_at_ms, t0 + hour_ms);
+}
+
 TEST_P(EventLogConformanceTest, ConcurrentAppendsAreAllStoredInOneTotalOrder) {
   auto log = Create();
   constexpr int kThreads = 8, kEach = 50;

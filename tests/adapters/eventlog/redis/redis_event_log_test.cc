@@ -279,8 +279,10 @@ TEST(RedisEventLogTest, NonPositiveRetentionLimitsMeanNoLimit) {
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_EQ(*removed, 0);
   RawRedis raw(shared_redis_server->Url());
-  // No age limit, so the dedupe key does not expire (-1: no expiry).
-  EXPECT_EQ(raw.Integer({"PTTL", stream + ":dedupe:" + MakeEvent("e", "0").content_hash}), -1);
+  // Whatever the retention, the dedupe key lives for the dedupe window (48 h by default).
+  const int64_t ttl = raw.Integer({"PTTL", stream + ":dedupe:" + MakeEvent("e", "0").content_hash});
+  EXPECT_GT(ttl, 47 * 3600 * 1000);
+  EXPECT_LE(ttl, 48 * 3600 * 1000);
 }
 
 TEST(RedisEventLogTest, AuthenticatesAndSelectsTheDatabase) {
@@ -469,6 +471,7 @@ TEST(RedisEventLogTest, RetentionRunsInBatchesAndDeletesTheRemovedEventsDedupeKe
   RetentionPolicy retention;
   retention.max_events = 10;
   retention.max_age = std::chrono::hours(1);
+  retention.dedupe_window = std::chrono::minutes(30);
   RedisEventLogOptions options;
   options.retention_batch = 7;
   auto log = OpenOrFail(shared_redis_server->Url("/0?stream=" + stream), retention, options);
@@ -482,9 +485,9 @@ TEST(RedisEventLogTest, RetentionRunsInBatchesAndDeletesTheRemovedEventsDedupeKe
   RawRedis raw(shared_redis_server->Url());
   const std::string first_key = stream + ":dedupe:" + MakeEvent("e", "0").content_hash;
   const int64_t ttl = raw.Integer({"PTTL", first_key});
-  // Expiry is only a backstop: longer than max_age, at most twice it.
-  EXPECT_GT(ttl, 3600 * 1000);
-  EXPECT_LE(ttl, 2 * 3600 * 1000);
+  // The key expires with the dedupe window (independent of max_age).
+  EXPECT_GT(ttl, 29 * 60 * 1000);
+  EXPECT_LE(ttl, 30 * 60 * 1000);
 
   auto removed = log->ApplyRetention(absl::FromUnixMillis(1700000000000 + 60000));
   ASSERT_TRUE(removed.ok()) << removed.status();
