@@ -124,13 +124,22 @@ int Subprocess::Stop(int signal, std::chrono::milliseconds deadline) {
   return Wait(deadline);
 }
 
-int Subprocess::ThreadCount() const {
-  std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+namespace {
+
+// The number of a "Name:   123 kB"-style line of /proc/<pid>/status; -1 if absent.
+int64_t StatusField(pid_t pid, const std::string& name) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   std::string line;
   while (std::getline(status, line)) {
-    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+    if (line.rfind(name, 0) == 0) return std::stoll(line.substr(name.size()));
   }
   return -1;
 }
+
+}  // namespace
+
+int Subprocess::ThreadCount() const { return static_cast<int>(StatusField(pid_, "Threads:")); }
+
+int64_t Subprocess::ResidentKiB() const { return StatusField(pid_, "VmRSS:"); }
 
 }  // namespace inspection::testing

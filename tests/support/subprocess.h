@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -43,6 +44,8 @@ class Subprocess {
 
   // Number of threads of the process now (from /proc/<pid>/status), -1 if unknown.
   int ThreadCount() const;
+  // Resident memory of the process now (VmRSS of /proc/<pid>/status), KiB; -1 if unknown.
+  int64_t ResidentKiB() const;
 
  private:
   // Reads the child's output until EOF, so a chatty child never blocks on a full pipe.
