@@ -2,6 +2,8 @@
 // durable log, byte for byte, once, and readable by a second handle on the same file.
 #include <stdlib.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -142,6 +144,49 @@ TEST(WebhookReceiverSqliteTest, AccountsDoNotDeduplicateAgainstEachOther) {
   EXPECT_EQ((*events)[1].event.payload, body);
   EXPECT_EQ((*receiver)->stats().accepted, 2);
   EXPECT_EQ((*receiver)->stats().duplicates, 2);
+}
+
+// The dedupe window over the real backend, with the receiver's clock: the same body within
+// the window is the event already stored; a whole window later it is a new event.
+TEST(WebhookReceiverSqliteTest, TheSameBodyAfterTheDedupeWindowIsANewEvent) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  eventlog::RetentionPolicy retention;
+  retention.dedupe_window = std::chrono::hours(48);
+  absl::StatusOr<std::unique_ptr<eventlog::EventLog>> log =
+      eventlog::OpenSqliteEventLog(dir.path() + "/events.db", retention);
+  ASSERT_TRUE(log.ok()) << log.status();
+  auto now = std::make_shared<std::atomic<int64_t>>(1700000000000);
+  WebhookReceiverOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  options.current_key = kKey;
+  options.clock = [now] { return absl::FromUnixMillis(now->load()); };
+  absl::StatusOr<std::unique_ptr<WebhookReceiver>> receiver =
+      WebhookReceiver::Start(std::move(options), log->get());
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  httplib::Client client("127.0.0.1", (*receiver)->port());
+  client.set_tcp_nodelay(true);
+  // A second TestWebhook two days later is byte-identical to the first.
+  const std::string body = R"({"event":"newInspection","inspectionId":"test"})";
+  auto deliver = [&] {
+    const httplib::Result result =
+        client.Post("/webhooks/v2", {{"x-api-key", kKey}}, body, "application/json");
+    EXPECT_TRUE(result);
+    return result ? nlohmann::json::parse(result->body) : nlohmann::json();
+  };
+  const nlohmann::json first = deliver();
+  now->fetch_add(47 * 3600 * 1000);
+  const nlohmann::json retried = deliver();
+  now->fetch_add(2 * 3600 * 1000);
+  const nlohmann::json later = deliver();
+  EXPECT_FALSE(first.value("duplicate", true));
+  EXPECT_TRUE(retried.value("duplicate", false));
+  EXPECT_EQ(retried.value("cursor", ""), first.value("cursor", "-"));
+  EXPECT_FALSE(later.value("duplicate", true));
+  EXPECT_NE(later.value("cursor", ""), first.value("cursor", ""));
+  EXPECT_EQ((*receiver)->stats().accepted, 2);
+  EXPECT_EQ((*receiver)->stats().duplicates, 1);
 }
 
 }  // namespace

@@ -394,6 +394,59 @@ TEST_F(WebhookReceiverTest, BodyThatIsNotJsonIs400) {
   EXPECT_EQ(receiver_->stats().bad_json, 4);
 }
 
+TEST_F(WebhookReceiverTest, JsonDeeperOrLargerThanTheLimitsIs400AndNothingIsStored) {
+  WebhookReceiverOptions options = TestOptions();
+  options.json_limits.max_depth = 3;
+  options.json_limits.max_elements = 10;
+  StartReceiver(std::move(options));
+  const httplib::Result within = Deliver(R"({"event":"createReport","a":{"b":[1]}})");
+  ASSERT_TRUE(within);
+  EXPECT_EQ(within->status, 200) << within->body;
+  const httplib::Result deep = Deliver(R"({"event":"createReport","a":{"b":[[1]]}})");
+  ASSERT_TRUE(deep);
+  EXPECT_EQ(deep->status, 400);
+  EXPECT_EQ(JsonOf(deep).value("error", ""), "json_too_complex");
+  EXPECT_THAT(JsonOf(deep).value("message", ""), HasSubstr("deeper than 3"));
+  const httplib::Result wide = Deliver(R"({"event":"createReport","n":[1,2,3,4,5,6,7,8,9]})");
+  ASSERT_TRUE(wide);
+  EXPECT_EQ(wide->status, 400);
+  EXPECT_THAT(JsonOf(wide).value("message", ""), HasSubstr("more than 10 values"));
+  EXPECT_EQ(log_.AppendCalls(), 1);
+  EXPECT_EQ(receiver_->stats().json_too_complex, 2);
+}
+
+TEST_F(WebhookReceiverTest, ContinueComesOnlyAfterTheKeyCheck) {
+  StartReceiver();
+  const std::string body = R"({"event":"createReport","inspectionId":"c1"})";
+  const std::string head = absl::StrCat(
+      "POST /webhooks/v2 HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: ",
+      body.size(), "\r\nx-api-key: ");
+  // A wrong key: the 401 at once, never a 100 Continue (the sender keeps its body).
+  const int wrong = ConnectToLoopback(receiver_->port());
+  ASSERT_TRUE(SendAll(wrong, head + "wrong-key\r\n\r\n"));
+  const std::string refused = ReadResponse(wrong);
+  EXPECT_THAT(refused, ::testing::StartsWith("HTTP/1.1 401"));
+  EXPECT_THAT(refused, Not(HasSubstr("100 Continue")));
+  ::close(wrong);
+  // The right key: 100 Continue, then the body, then 200.
+  const int right = ConnectToLoopback(receiver_->port());
+  ASSERT_TRUE(SendAll(right, head + kKey + "\r\n\r\n"));
+  std::string interim;
+  char buffer[256];
+  while (interim.find("\r\n\r\n") == std::string::npos) {
+    pollfd p = {right, POLLIN, 0};
+    ASSERT_GT(::poll(&p, 1, kTimeoutSeconds * 1000), 0);
+    const ssize_t n = ::recv(right, buffer, sizeof(buffer), 0);
+    ASSERT_GT(n, 0);
+    interim.append(buffer, static_cast<size_t>(n));
+  }
+  EXPECT_THAT(interim, ::testing::StartsWith("HTTP/1.1 100 Continue\r\n\r\n"));
+  ASSERT_TRUE(SendAll(right, body));
+  EXPECT_THAT(ReadResponse(right), HasSubstr(R"("status":"stored")"));
+  ::close(right);
+  EXPECT_EQ(log_.Events().size(), 1u);
+}
+
 TEST_F(WebhookReceiverTest, JsonThatIsNotAnObjectIs400) {
   StartReceiver();
   for (const std::string& body : {std::string(R"([{"event":"createReport"}])"),
