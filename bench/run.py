@@ -162,13 +162,16 @@ def h2load(url, tmp, *, clients, streams, requests=None, duration=None, grpc=Tru
             "rps": rps, "statuses": statuses, "text": out.stdout}
 
 
-def wrk(url, *, threads, connections, duration, headers=(), script=None):
+def wrk(url, *, threads, connections, duration, headers=(), script=None, script_args=()):
     argv = [tool("wrk"), f"-t{threads}", f"-c{connections}", f"-d{duration}", "--latency"]
     for header in headers:
         argv += ["-H", header]
     if script:
         argv += ["-s", script]
-    out = subprocess.run(argv + [url], capture_output=True, text=True, timeout=600)
+    argv.append(url)
+    if script_args:
+        argv += ["--", *script_args]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"wrk failed: {out.stderr}")
     text = out.stdout
@@ -278,25 +281,120 @@ def inflight_2000(build, tmp, args):
     record("inflight_2000", "failed calls", failed, "calls", "0", failed == 0)
 
 
+def deliver_with_wrk(stack, seconds, connections=32):
+    """wrk POSTs distinct, correctly keyed deliveries for `seconds`; returns wrk's result
+    and the deliveries the gateway stored (its own counter)."""
+    before = stack.metric("inspection_webhook_deliveries_total", 'outcome="accepted"')
+    result = wrk(f"http://127.0.0.1:{stack.webhook_port}/webhooks/v2", threads=2,
+                 connections=connections, duration=f"{seconds}s",
+                 script=str(ROOT / "bench" / "webhook.lua"), script_args=[f"{time.time_ns()}"],
+                 headers=[f"x-api-key: {WEBHOOK_KEY}", "Content-Type: application/json"])
+    stored = stack.metric("inspection_webhook_deliveries_total", 'outcome="accepted"') - before
+    return result, stored
+
+
+def raise_open_file_limit(needed):
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if hard < needed:
+        raise RuntimeError(f"this scenario needs {needed} open files, the hard limit is {hard}")
+
+
 def webhook_throughput(build, tmp, args):
-    """Durable webhook deliveries per second on the default (SQLite) event log."""
-    stack = Stack(build, tmp)
-    script = ROOT / "bench" / "webhook.lua"
+    """Durable webhook deliveries per second on the default (SQLite) event log, alone and
+    while 10,000 idle connections are held open against the webhook port."""
+    import socket
+    raise_open_file_limit(11000)
+    # Room for 10,000 idle connections (from 40 addresses, 250 each: under the 256 per
+    # address) and a head timeout longer than the run, so that they stay open throughout.
+    stack = Stack(build, tmp, gateway_flags=["--webhook-max-connections=12000",
+                                             "--webhook-head-timeout-ms=600000"])
+    idle = []
     try:
-        before = stack.metric("inspection_webhook_deliveries_total", 'outcome="accepted"')
-        result = wrk(f"http://127.0.0.1:{stack.webhook_port}/webhooks/v2", threads=2,
-                     connections=32, duration=f"{args.seconds}s", script=str(script),
-                     headers=[f"x-api-key: {WEBHOOK_KEY}", "Content-Type: application/json"])
-        accepted = stack.metric("inspection_webhook_deliveries_total",
-                                'outcome="accepted"') - before
-        seconds = float(args.seconds)
+        alone, stored_alone = deliver_with_wrk(stack, args.seconds)
+        for i in range(10000):
+            sock = socket.socket()
+            sock.bind((f"127.0.1.{1 + i // 250}", 0))
+            sock.connect(("127.0.0.1", stack.webhook_port))
+            idle.append(sock)
+        wait_for(lambda: stack.metric("inspection_webhook_connections") >= 10000, 60,
+                 "10,000 idle connections")
+        threads = proc_status(stack.pid, "Threads")
+        with_idle, stored_with_idle = deliver_with_wrk(stack, args.seconds)
+        still_open = stack.metric("inspection_webhook_connections")
     finally:
+        for sock in idle:
+            sock.close()
         stack.stop()
-    print(f"  {result['requests']} deliveries, {result['non2xx']} not 2xx, "
-          f"{accepted:.0f} stored (metrics), p99 {result['p'][99] / 1e3:.1f} ms")
-    rate = accepted / seconds
-    ok = rate >= 3000 and result["non2xx"] == 0
-    record("webhook_throughput", "durable deliveries/s", rate, "/s", ">= 3000", ok)
+    seconds = float(args.seconds)
+    for label, result, stored in (("alone", alone, stored_alone),
+                                  ("with 10,000 idle connections", with_idle, stored_with_idle)):
+        print(f"  {label}: {result['requests']} deliveries, {result['non2xx']} not 2xx, "
+              f"{stored:.0f} stored (metrics), p50 {result['p'][50] / 1e3:.2f} ms, "
+              f"p99 {result['p'][99] / 1e3:.2f} ms")
+    print(f"  gateway threads with 10,000 idle connections: {threads}; connections open at "
+          f"the end: {still_open:.0f}")
+    rate = stored_alone / seconds
+    record("webhook_throughput", "durable deliveries/s", rate, "/s", ">= 3000",
+           rate >= 3000 and alone["non2xx"] == 0)
+    rate_idle = stored_with_idle / seconds
+    record("webhook_throughput", "durable deliveries/s, 10,000 idle connections open",
+           rate_idle, "/s", ">= 3000", rate_idle >= 3000 and with_idle["non2xx"] == 0)
+
+
+def webhook_slowloris(build, tmp, args):
+    """p99 of legitimate deliveries while 200 slowloris connections trickle their heads
+    (one byte every 100 ms each, reconnecting as the gateway cuts them off)."""
+    import socket
+    stack = Stack(build, tmp, gateway_flags=["--webhook-head-timeout-ms=2000"])
+    stop = threading.Event()
+    cut = [0]
+
+    def attack():
+        head = b"POST /webhooks/v2 HTTP/1.1\r\nX-Slow: " + b"a" * 100000
+        socks = {}
+        while not stop.is_set():
+            for i in range(200):
+                if i not in socks:
+                    sock = socket.socket()
+                    sock.bind(("127.0.0.2", 0))
+                    sock.connect(("127.0.0.1", stack.webhook_port))
+                    sock.setblocking(False)
+                    socks[i] = [sock, 0]
+                sock, at = socks[i]
+                try:
+                    sock.send(head[at:at + 1])
+                    socks[i][1] += 1
+                except OSError:
+                    sock.close()
+                    del socks[i]
+                    cut[0] += 1
+            stop.wait(0.1)
+        for sock, _ in socks.values():
+            sock.close()
+
+    attacker = threading.Thread(target=attack)
+    try:
+        quiet, _ = deliver_with_wrk(stack, args.seconds, connections=8)
+        attacker.start()
+        time.sleep(1)  # the attack's connections are open and trickling
+        loud, stored = deliver_with_wrk(stack, args.seconds, connections=8)
+        stop.set()
+        attacker.join()
+        timeouts = stack.metric("inspection_webhook_http_refusals_total",
+                                'reason="head_timeout"')
+    finally:
+        stop.set()
+        stack.stop()
+    print(f"  without the attack: p50 {quiet['p'][50] / 1e3:.2f} ms, "
+          f"p99 {quiet['p'][99] / 1e3:.2f} ms, {quiet['rps']:.0f}/s")
+    print(f"  with 200 slowloris connections: p50 {loud['p'][50] / 1e3:.2f} ms, "
+          f"p99 {loud['p'][99] / 1e3:.2f} ms, {loud['rps']:.0f}/s, {loud['non2xx']} not 2xx; "
+          f"{timeouts:.0f} slow heads cut at the head timeout")
+    p99_ms = loud["p"][99] / 1e3
+    record("webhook_slowloris", "legitimate delivery p99 under slowloris", p99_ms, "ms",
+           "<= 50 ms", p99_ms <= 50 and loud["non2xx"] == 0 and timeouts > 0)
 
 
 def streams(build, tmp, args):
@@ -350,7 +448,7 @@ def streams(build, tmp, args):
 
 SCENARIOS = {"hop_latency": hop_latency, "cached_throughput": cached_throughput,
              "inflight_2000": inflight_2000, "webhook_throughput": webhook_throughput,
-             "streams": streams}
+             "webhook_slowloris": webhook_slowloris, "streams": streams}
 
 
 def main():
