@@ -23,7 +23,7 @@ struct HttpServerLimits {
   // connection is closed without an answer.
   std::chrono::milliseconds head_timeout{10000};
   // An idle kept-alive connection (between requests) is closed after this long.
-  std::chrono::milliseconds keep_alive_timeout{60000};
+  std::chrono::milliseconds keep_alive_timeout{75000};
   // A body must arrive at this average rate at least, counted from the end of the head
   // with `body_grace` of slack: by time t, min_body_rate * (t - body_grace) bytes.
   // Otherwise 408 and the connection ends. >= 1.

@@ -106,7 +106,7 @@ struct WebhookOptions {
   std::string path = "/webhooks/v2";
   int max_body_bytes = 8 << 20;
   absl::Duration head_timeout = absl::Milliseconds(10000);
-  absl::Duration keep_alive_timeout = absl::Milliseconds(60000);
+  absl::Duration keep_alive_timeout = absl::Milliseconds(75000);
   int64_t min_body_bytes_per_second = 1024;
   absl::Duration body_grace = absl::Milliseconds(5000);
   absl::Duration write_timeout = absl::Milliseconds(10000);
