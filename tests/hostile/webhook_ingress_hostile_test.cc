@@ -9,6 +9,7 @@
 //
 // Attackers connect from 127.0.0.2 and up (a server limiting per address sees them as
 // other clients than the legitimate sender on 127.0.0.1).
+#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -390,9 +391,9 @@ TEST_F(HostileIngressTest, KeptAliveHogsMakeRoomForTheVendor) {
   ExpectLegitimateDeliveryGoesThrough("300 connections held, 299 of them idle kept-alive");
   // Room was made by closing one idle kept-alive connection; the silent one (never made a
   // request) is not idle in that sense and stays.
-  EXPECT_EQ(gateway_->Metric(
-                R"(inspection_webhook_http_refusals_total{reason="idle_closed_for_room"})"),
-            1);
+  EXPECT_EQ(
+      gateway_->Metric(R"(inspection_webhook_http_refusals_total{reason="idle_closed_for_room"})"),
+      1);
   int closed = 0;
   for (int fd : hogs) closed += PeerCloses(fd, milliseconds(0)) ? 1 : 0;
   EXPECT_EQ(closed, 1);
@@ -543,6 +544,49 @@ TEST_F(HostileIngressTest, SlowClientsOnTheAdminPortDoNotFailTheProbes) {
   ExpectLegitimateDeliveryGoesThrough("64 slow admin clients");
   ExpectGrowthBelow(peak.Stop(), 8 * kMiB, "64 slow admin clients");
   for (int fd : slow) ::close(fd);
+  ExpectEveryLegitimateDeliveryStored();
+}
+
+int OpenFiles(pid_t pid) {
+  int count = 0;
+  if (DIR* dir = ::opendir(absl::StrCat("/proc/", pid, "/fd").c_str())) {
+    while (dirent* entry = ::readdir(dir)) {
+      if (entry->d_name[0] != '.') ++count;
+    }
+    ::closedir(dir);
+  }
+  return count;
+}
+
+// Out of file descriptors, accept() fails (EMFILE). The listener must not give up: it
+// retries with a backoff, and once files can be opened again it accepts as before.
+TEST_F(HostileIngressTest, TheListenerOutlivesRunningOutOfFileDescriptors) {
+  Start();
+  const pid_t pid = gateway_->process().pid();
+  rlimit saved{};
+  ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, nullptr, &saved), 0);
+  const int open_before = OpenFiles(pid);
+  ASSERT_GT(open_before, 0);
+  rlimit tight = saved;
+  tight.rlim_cur = static_cast<rlim_t>(open_before + 4);
+  ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, &tight, nullptr), 0);
+  // The kernel completes every handshake (the backlog); the gateway can take only 4.
+  std::vector<int> attackers;
+  for (int i = 0; i < 20; ++i) {
+    attackers.push_back(ConnectToLoopbackFrom(Attacker(i), gateway_->webhook_port()));
+  }
+  const bool saturated = WaitUntil([&] { return OpenFiles(pid) >= open_before + 4; }, kDeadline);
+  // With 16 more connections waiting in the backlog, the accept() after the last file is
+  // taken fails at once; the limit is given back only now.
+  ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, &saved, nullptr), 0);
+  EXPECT_TRUE(saturated);
+  for (int fd : attackers) ::close(fd);
+  // Accepting again (within the retry backoff, at most 1 s), and it says so.
+  EXPECT_TRUE(WaitUntil(
+      [&] { return gateway_->Metric("inspection_webhook_listener_accepting") == 1; }, kDeadline));
+  EXPECT_GE(gateway_->Metric("inspection_webhook_accept_errors_total"), 1);
+  EXPECT_EQ(StatusOf(gateway_->Admin("/readyz")), 200);
+  ExpectLegitimateDeliveryGoesThrough("after running out of file descriptors");
   ExpectEveryLegitimateDeliveryStored();
 }
 
