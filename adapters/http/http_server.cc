@@ -206,6 +206,17 @@ bool WantsClose(const ServerRequest& request, int version) {
 
 }  // namespace
 
+std::string ClientKey(const std::string& address_text) {
+  beast::error_code ec;
+  const net::ip::address address = net::ip::make_address(address_text, ec);
+  if (ec || !address.is_v6()) return address_text;
+  // One host or site usually holds a whole /64: counting single IPv6 addresses would be
+  // no limit at all.
+  net::ip::address_v6::bytes_type bytes = address.to_v6().to_bytes();
+  std::fill(bytes.begin() + 8, bytes.end(), 0);
+  return net::ip::address_v6(bytes).to_string() + "/64";
+}
+
 absl::Status ValidateLimits(const HttpServerLimits& limits) {
   auto positive = [](const char* name, int64_t value) {
     return value > 0 ? absl::OkStatus()
@@ -349,13 +360,14 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
  public:
   enum class State { kIdle, kHead, kBody, kHandling, kWriting, kLingering, kClosed };
 
-  Connection(Impl* server, tcp::socket socket, std::string client)
+  Connection(Impl* server, tcp::socket socket, std::string client, std::string address)
       : server_(server),
         socket_(std::move(socket)),
         timer_(socket_.get_executor()),
         deadline_(socket_.get_executor()),
         buffer_(server->limits().max_head_bytes + kReadStep),
-        client_(std::move(client)) {}
+        client_(std::move(client)),
+        address_(std::move(address)) {}
 
   ~Connection() { server_->Unregister(this, client_); }
 
@@ -555,7 +567,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     const size_t query = request_.target.find('?');
     request_.path = PercentDecode(request_.target.substr(0, query), /*plus_is_space=*/false);
     if (query != std::string::npos) request_.query = request_.target.substr(query + 1);
-    request_.remote_address = client_;
+    request_.remote_address = address_;
     version_ = parser_->version();
     const bool chunked = parser_->chunked();
     const boost::optional<std::uint64_t> length = parser_->content_length();
@@ -848,7 +860,8 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
   uint64_t deadline_generation_ = 0;
   bool timed_out_ = false;
   beast::flat_buffer buffer_;
-  const std::string client_;
+  const std::string client_;   // what the per-client limit counts (ClientKey)
+  const std::string address_;  // the peer's address
   State state_ = State::kIdle;
   bool kept_alive_ = false;
   Clock::time_point head_deadline_;
@@ -952,7 +965,8 @@ void HttpServer::Impl::Admit(tcp::socket socket) {
   const tcp::endpoint peer = socket.remote_endpoint(ec);
   if (ec) return;  // already gone
   socket.set_option(tcp::no_delay(true), ec);
-  const std::string client = AddressText(peer);
+  const std::string address = AddressText(peer);
+  const std::string client = ClientKey(address);
   if (stopping()) return;  // closed by the socket's destructor
   std::shared_ptr<Connection> connection;
   std::shared_ptr<Connection> make_room;
@@ -975,7 +989,7 @@ void HttpServer::Impl::Admit(tcp::socket socket) {
       make_room = connections_[idle].lock();
       ++idle_closed_for_room_;
     }
-    connection = std::make_shared<Connection>(this, std::move(socket), client);
+    connection = std::make_shared<Connection>(this, std::move(socket), client, address);
     connections_.emplace(connection.get(), connection);
     ++per_client_[client];
   }

@@ -38,7 +38,8 @@ struct HttpServerLimits {
   // Request body (decoded). A larger Content-Length: 413 before any of it is read; a
   // chunked body: 413 as it passes the limit. 0: no request may carry a body (413).
   size_t max_body_bytes = 8 * 1024 * 1024;
-  // Open connections in total, and from one client address. A connection over either is
+  // Open connections in total, and from one client address (an IPv4 address, or an IPv6
+  // /64: one host usually holds a whole /64). A connection over either is
   // answered 503 and closed at once (never queued). At the total, an idle kept-alive
   // connection is closed first to make room, if there is one.
   size_t max_connections = 10000;
@@ -154,6 +155,11 @@ class HttpServer {
   class Impl;
   std::shared_ptr<Impl> impl_;
 };
+
+// What max_connections_per_client counts a connection from `address` (text, as in
+// ServerRequest::remote_address) as: IPv4 addresses as they are, IPv6 ones by their /64
+// ("2001:db8:1:2::/64").
+std::string ClientKey(const std::string& address);
 
 // Raises this process's soft limit of open files to its hard limit (a server holding
 // thousands of connections needs more than the usual 1024). Returns the new soft limit.

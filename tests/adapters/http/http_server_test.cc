@@ -505,6 +505,14 @@ TEST_F(HttpServerTest, AtTheConnectionLimitAnIdleKeptAliveConnectionMakesRoom) {
   for (int fd : {kept, silent, another, over}) ::close(fd);
 }
 
+TEST(ClientKeyTest, IPv4AddressesCountAloneAndIPv6ByTheir64) {
+  EXPECT_EQ(ClientKey("127.0.0.2"), "127.0.0.2");
+  EXPECT_EQ(ClientKey("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), "2001:db8:1:2::/64");
+  EXPECT_EQ(ClientKey("2001:db8:1:2::1"), ClientKey("2001:db8:1:2:ffff::9"));
+  EXPECT_NE(ClientKey("2001:db8:1:2::1"), ClientKey("2001:db8:1:3::1"));
+  EXPECT_EQ(ClientKey("::1"), "::/64");
+}
+
 TEST_F(HttpServerTest, RequestsOverTheInFlightLimitAre503BeforeTheirBody) {
   HttpServerLimits limits;
   limits.max_requests_in_flight = 2;
