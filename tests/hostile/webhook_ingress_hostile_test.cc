@@ -565,6 +565,12 @@ TEST_F(HostileIngressTest, TheListenerOutlivesRunningOutOfFileDescriptors) {
   const pid_t pid = gateway_->process().pid();
   rlimit saved{};
   ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, nullptr, &saved), 0);
+  // An admin connection accepted before the files run out, to ask /readyz and /metrics
+  // while they are out (a new one could not be accepted either).
+  const int admin = ConnectToLoopback(gateway_->admin_port());
+  ASSERT_GE(admin, 0);
+  SendAll(admin, "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n");  // accepted, kept alive
+  ASSERT_EQ(StatusOf(ReadUntil(admin, "ok\n", kDeadline)), 200);
   const int open_before = OpenFiles(pid);
   ASSERT_GT(open_before, 0);
   rlimit tight = saved;
@@ -577,9 +583,17 @@ TEST_F(HostileIngressTest, TheListenerOutlivesRunningOutOfFileDescriptors) {
   }
   const bool saturated = WaitUntil([&] { return OpenFiles(pid) >= open_before + 4; }, kDeadline);
   // With 16 more connections waiting in the backlog, the accept() after the last file is
-  // taken fails at once; the limit is given back only now.
+  // taken fails at once, and is retried meanwhile: not ready, and the metric says why.
+  SendAll(admin,
+          "GET /readyz HTTP/1.1\r\nHost: a\r\n\r\n"
+          "GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+  const std::string during = ReadToEnd(admin, kDeadline);
+  ::close(admin);
   ASSERT_EQ(::prlimit(pid, RLIMIT_NOFILE, &saved, nullptr), 0);
   EXPECT_TRUE(saturated);
+  EXPECT_EQ(StatusOf(during), 503) << during.substr(0, 300);
+  EXPECT_NE(during.find("webhook listener is not accepting"), std::string::npos);
+  EXPECT_EQ(Sample(during, "inspection_webhook_listener_accepting"), 0);
   for (int fd : attackers) ::close(fd);
   // Accepting again (within the retry backoff, at most 1 s), and it says so.
   EXPECT_TRUE(WaitUntil(
