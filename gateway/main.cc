@@ -49,6 +49,17 @@ inspection::server::GatewayServerOptions ServerOptions(const GatewayConfig& conf
           : inspection::vendor::ParamsPlacement::kQuery;
   options.mapper.inspection_id_pointers = config.damage.inspection_id_pointers;
   options.limits.search_max_limit = config.search.max_limit;
+  options.limits.max_urls = config.validation.max_urls;
+  options.grpc_limits.max_receive_message_bytes = config.grpc.max_receive_message_bytes;
+  options.grpc_limits.max_concurrent_streams = config.grpc.max_concurrent_streams;
+  options.grpc_limits.keepalive_min_client_interval_ms =
+      static_cast<int>(absl::ToInt64Milliseconds(config.grpc.keepalive_min_client_interval));
+  options.grpc_limits.keepalive_time_ms =
+      static_cast<int>(absl::ToInt64Milliseconds(config.grpc.keepalive_time));
+  options.grpc_limits.keepalive_timeout_ms =
+      static_cast<int>(absl::ToInt64Milliseconds(config.grpc.keepalive_timeout));
+  options.reflection = config.grpc.reflection == inspection::config::Toggle::kOn ||
+                       (config.grpc.reflection == inspection::config::Toggle::kAuto && config.sandbox);
 
   {
     const std::string& addr = config.admin_addr;  // validated HOST:PORT

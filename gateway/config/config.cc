@@ -518,6 +518,35 @@ const std::vector<KeySpec>& Keys() {
           "RFC 6901 JSON pointers tried in order to find the inspection id in the DetectDamage "
           "response (the spec does not show its shape)."),
       IntegerKey(
+          "validation.max_urls", [](auto& c) -> auto& { return c.validation.max_urls; }, 1,
+          100000, "N",
+          "URLs per call in AssessQualityBatch, SegmentVehicle, SegmentParts, DetectDamage and "
+          "StreamDamageResults; more: INVALID_ARGUMENT before any vendor call (raise "
+          "grpc.max_receive_message_bytes with it: a URL may have 2,048 characters)."),
+      IntegerKey(
+          "grpc.max_receive_message_bytes",
+          [](auto& c) -> auto& { return c.grpc.max_receive_message_bytes; }, 1024, 1 << 30,
+          "BYTES", "Largest gRPC request message; larger: RESOURCE_EXHAUSTED before parsing."),
+      IntegerKey(
+          "grpc.max_concurrent_streams",
+          [](auto& c) -> auto& { return c.grpc.max_concurrent_streams; }, 1, 1000000, "N",
+          "Calls open at once on one client connection (streams included)."),
+      IntegerKey(
+          "grpc.keepalive_min_client_interval_ms",
+          [](auto& c) -> auto& { return c.grpc.keepalive_min_client_interval; }, 1000, kDayMs,
+          "MS", "A client pinging more often than this gets GOAWAY (after two strikes)."),
+      IntegerKey(
+          "grpc.keepalive_time_ms", [](auto& c) -> auto& { return c.grpc.keepalive_time; }, 1000,
+          kDayMs, "MS", "The server pings a connection idle this long ..."),
+      IntegerKey(
+          "grpc.keepalive_timeout_ms", [](auto& c) -> auto& { return c.grpc.keepalive_timeout; },
+          1000, kDayMs, "MS", "... and closes it when the ping is not answered within this."),
+      EnumKey<Toggle>(
+          "grpc.reflection", [](auto& c) -> auto& { return c.grpc.reflection; },
+          {{"auto", Toggle::kAuto}, {"on", Toggle::kOn}, {"off", Toggle::kOff}},
+          "gRPC server reflection (grpcurl list/describe): auto is on with --sandbox and off "
+          "otherwise."),
+      IntegerKey(
           "search.max_limit", [](auto& c) -> auto& { return c.search.max_limit; }, 1, kMaxInt, "N",
           "Largest page size a search may request."),
       EnumKey<logging::Level>(

@@ -90,6 +90,24 @@ struct SearchOptions {
   int max_limit = 100;
 };
 
+// validation.*: bounds on requests, checked before any vendor call.
+struct ValidationOptions {
+  int max_urls = 100;  // URLs per call in the list RPCs
+};
+
+// Whether a feature is on: "auto" decides by the mode (see the key).
+enum class Toggle { kAuto, kOn, kOff };
+
+// grpc.*: the gRPC listener's limits, and reflection.
+struct GrpcOptions {
+  int max_receive_message_bytes = 512 * 1024;
+  int max_concurrent_streams = 1000;
+  absl::Duration keepalive_min_client_interval = absl::Milliseconds(10000);
+  absl::Duration keepalive_time = absl::Milliseconds(60000);
+  absl::Duration keepalive_timeout = absl::Milliseconds(20000);
+  Toggle reflection = Toggle::kAuto;  // auto: on with --sandbox, else off
+};
+
 struct LogOptions {
   // log.level (default "info"; "debug" | "info" | "warn" | "error"): lines below are dropped.
   logging::Level level = logging::Level::kInfo;
@@ -235,6 +253,8 @@ struct GatewayConfig {
   TestWebhookOptions test_webhook;
   DamageOptions damage;
   SearchOptions search;
+  ValidationOptions validation;
+  GrpcOptions grpc;
   LogOptions log;
   ShutdownOptions shutdown;
 

@@ -8,6 +8,8 @@
 #include <thread>
 
 #include <grpc/grpc.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
@@ -25,6 +27,19 @@
 
 namespace inspection::server {
 namespace {
+
+// A ServerBuilderOption that removes gRPC's server reflection plugin from one builder.
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->erase(std::remove_if(plugins->begin(), plugins->end(),
+                                  [](const std::unique_ptr<grpc::ServerBuilderPlugin>& plugin) {
+                                    return plugin->name() == "proto_server_reflection";
+                                  }),
+                   plugins->end());
+  }
+};
 
 constexpr const char* kServiceNames[] = {
     "inspection.v1.TokenService",       "inspection.v1.ImageService",
@@ -307,7 +322,23 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // libgrpc++_reflection registers its plugin for every server of the process as soon as it
+  // is loaded (a static initializer): switching reflection off means taking the plugin out
+  // of this builder's list.
+  if (!opts.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   builder.AddListeningPort(opts.grpc_addr, grpc::InsecureServerCredentials(), &server->grpc_port_);
+  // Deliberate limits instead of gRPC's defaults (4 MiB messages, unbounded streams, pings
+  // from clients as often as they like).
+  const GrpcServerLimits& limits = opts.grpc_limits;
+  builder.SetMaxReceiveMessageSize(limits.max_receive_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, limits.max_concurrent_streams);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             limits.keepalive_min_client_interval_ms);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+  // Long-lived streams (Subscribe) may be idle between events: their pings are welcome.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, limits.keepalive_time_ms);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, limits.keepalive_timeout_ms);
   for (auto& service : server->services_) builder.RegisterService(service.get());
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   server->in_flight_ = std::make_shared<metrics::InFlightCalls>();

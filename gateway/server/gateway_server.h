@@ -40,8 +40,27 @@ struct VendorAccountOptions {
 
 // Everything the gateway process is built from; main() fills it from GatewayConfig,
 // tests fill it directly.
+// What one gRPC caller may make the server hold (config grpc.*).
+struct GrpcServerLimits {
+  // Largest request message; larger ones are refused by gRPC (RESOURCE_EXHAUSTED) before
+  // they are parsed.
+  int max_receive_message_bytes = 512 * 1024;
+  // Streams (calls) open at once on one HTTP/2 connection.
+  int max_concurrent_streams = 1000;
+  // A client pinging more often than this (without data) gets GOAWAY after two strikes.
+  int keepalive_min_client_interval_ms = 10000;
+  // The server pings a connection idle this long, and closes it when no answer comes
+  // within the timeout (a vanished client's streams end).
+  int keepalive_time_ms = 60000;
+  int keepalive_timeout_ms = 20000;
+};
+
 struct GatewayServerOptions {
   std::string grpc_addr = "0.0.0.0:50051";  // port 0: the OS picks one (see grpc_port())
+  GrpcServerLimits grpc_limits;
+  // gRPC server reflection (grpc.reflection.v1alpha). Note that gRPC registers the
+  // reflection plugin for every server the process builds after the first that asks.
+  bool reflection = false;
   // The default vendor account (calls without `x-vendor-account`). Its attempt timeout,
   // deadline margin and clock apply to every account.
   upstream::VendorClientOptions vendor;

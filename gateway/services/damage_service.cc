@@ -9,7 +9,9 @@ DamageServiceImpl::DamageServiceImpl(const ServiceDeps& deps)
     : deps_(deps),
       detect_damage_{
           routes::RouteId::kDetectDamage,
-          [](const v1::DetectDamageRequest& r) { return validation::ValidateDetectDamage(r); },
+          [this](const v1::DetectDamageRequest& r) {
+            return validation::ValidateDetectDamage(r, deps_.limits);
+          },
           [this](const v1::DetectDamageRequest& r) { return vendor::EncodeDetectDamageRequest(r); },
           [this](const nlohmann::json& j, const v1::DetectDamageRequest& r,
                  v1::DetectDamageResponse* out, vendor::DecodeReport* report) {
@@ -36,7 +38,7 @@ grpc::ServerWriteReactor<v1::StreamDamageResultsResponse>* DamageServiceImpl::St
 
   v1::DetectDamageRequest submit;
   *submit.mutable_urls() = request->urls();
-  validation::Violations violations = validation::ValidateDetectDamage(submit);
+  validation::Violations violations = validation::ValidateDetectDamage(submit, deps_.limits);
   if (!violations.empty()) {
     reactor->End(errors::ApiError::InvalidRequest(std::move(violations)).ToGrpcStatus(),
                  /*as_is=*/true);

@@ -29,8 +29,8 @@ ImageServiceImpl::ImageServiceImpl(const ServiceDeps& deps)
           }},
       assess_quality_batch_{
           routes::RouteId::kAssessQualityBatch,
-          [](const v1::AssessQualityBatchRequest& r) {
-            return validation::ValidateAssessQualityBatch(r);
+          [this](const v1::AssessQualityBatchRequest& r) {
+            return validation::ValidateAssessQualityBatch(r, deps_.limits);
           },
           [this](const v1::AssessQualityBatchRequest& r) {
             return vendor::EncodeAssessQualityBatchRequest(r);
@@ -41,7 +41,9 @@ ImageServiceImpl::ImageServiceImpl(const ServiceDeps& deps)
           }},
       segment_vehicle_{
           routes::RouteId::kSegmentVehicle,
-          [](const v1::SegmentVehicleRequest& r) { return validation::ValidateSegmentVehicle(r); },
+          [this](const v1::SegmentVehicleRequest& r) {
+            return validation::ValidateSegmentVehicle(r, deps_.limits);
+          },
           [this](const v1::SegmentVehicleRequest& r) {
             return vendor::EncodeSegmentVehicleRequest(r);
           },
@@ -51,7 +53,9 @@ ImageServiceImpl::ImageServiceImpl(const ServiceDeps& deps)
           }},
       segment_parts_{
           routes::RouteId::kSegmentParts,
-          [](const v1::SegmentPartsRequest& r) { return validation::ValidateSegmentParts(r); },
+          [this](const v1::SegmentPartsRequest& r) {
+            return validation::ValidateSegmentParts(r, deps_.limits);
+          },
           [this](const v1::SegmentPartsRequest& r) { return vendor::EncodeSegmentPartsRequest(r); },
           [this](const nlohmann::json& j, const v1::SegmentPartsRequest& r,
                  v1::SegmentPartsResponse* out, vendor::DecodeReport* report) {

@@ -30,16 +30,31 @@ constexpr char kLocaleList[] =
     "en, fr, de, nl-BE, it, es, sv or no (LOCALE_EN, LOCALE_FR, LOCALE_DE, LOCALE_NL_BE, "
     "LOCALE_IT, LOCALE_ES, LOCALE_SV, LOCALE_NO)";
 
-// Appends violations in the order the checks run; callers run them in field order.
+// Appends violations in the order the checks run; callers run them in field order. Keeps
+// the first kMaxReportedViolations and counts the rest, so a request with a million bad
+// fields costs a counter, not a million strings.
 class Collector {
  public:
   void Add(std::string field, std::string description) {
-    violations_.push_back({std::move(field), std::move(description)});
+    if (violations_.size() < kMaxReportedViolations) {
+      violations_.push_back({std::move(field), std::move(description)});
+    } else {
+      ++omitted_;
+    }
   }
-  Violations Take() { return std::move(violations_); }
+  // True once further violations would only be counted.
+  bool full() const { return violations_.size() >= kMaxReportedViolations; }
+  Violations Take() {
+    if (omitted_ > 0) {
+      violations_.push_back(
+          {"", absl::StrCat("and ", omitted_, " more field violations not listed.")});
+    }
+    return std::move(violations_);
+  }
 
  private:
   Violations violations_;
+  size_t omitted_ = 0;
 };
 
 bool IsAsciiDigit(char c) { return c >= '0' && c <= '9'; }
@@ -218,9 +233,15 @@ void CheckRequiredUrl(const std::string& field, const std::string& url, Collecto
   }
 }
 
-void CheckUrlList(const google::protobuf::RepeatedPtrField<std::string>& urls, Collector& out) {
+void CheckUrlList(const google::protobuf::RepeatedPtrField<std::string>& urls, int max_urls,
+                  Collector& out) {
   if (urls.empty()) {
     out.Add("urls", "urls must contain at least one URL.");
+    return;
+  }
+  if (urls.size() > max_urls) {
+    out.Add("urls", absl::StrCat("urls has ", urls.size(), " URLs; at most ", max_urls,
+                                 " are allowed per call (gateway config validation.max_urls)."));
     return;
   }
   for (int i = 0; i < urls.size(); ++i) {
@@ -515,27 +536,31 @@ Violations ValidateAssessQuality(const v1::AssessQualityRequest& request) {
   return out.Take();
 }
 
-Violations ValidateAssessQualityBatch(const v1::AssessQualityBatchRequest& request) {
+Violations ValidateAssessQualityBatch(const v1::AssessQualityBatchRequest& request,
+                                      const ValidationLimits& limits) {
   Collector out;
-  CheckUrlList(request.urls(), out);
+  CheckUrlList(request.urls(), limits.max_urls, out);
   return out.Take();
 }
 
-Violations ValidateSegmentVehicle(const v1::SegmentVehicleRequest& request) {
+Violations ValidateSegmentVehicle(const v1::SegmentVehicleRequest& request,
+                                  const ValidationLimits& limits) {
   Collector out;
-  CheckUrlList(request.urls(), out);
+  CheckUrlList(request.urls(), limits.max_urls, out);
   return out.Take();
 }
 
-Violations ValidateSegmentParts(const v1::SegmentPartsRequest& request) {
+Violations ValidateSegmentParts(const v1::SegmentPartsRequest& request,
+                                const ValidationLimits& limits) {
   Collector out;
-  CheckUrlList(request.urls(), out);
+  CheckUrlList(request.urls(), limits.max_urls, out);
   return out.Take();
 }
 
-Violations ValidateDetectDamage(const v1::DetectDamageRequest& request) {
+Violations ValidateDetectDamage(const v1::DetectDamageRequest& request,
+                                const ValidationLimits& limits) {
   Collector out;
-  CheckUrlList(request.urls(), out);
+  CheckUrlList(request.urls(), limits.max_urls, out);
   return out.Take();
 }
 

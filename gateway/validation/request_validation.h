@@ -26,7 +26,16 @@ using Violations = std::vector<FieldViolation>;
 
 struct ValidationLimits {
   int search_max_limit = 100;  // SearchInspections: limit in 1..search_max_limit
+  // URLs per call in the list RPCs (AssessQualityBatch, SegmentVehicle, SegmentParts,
+  // DetectDamage, StreamDamageResults). The spec gives no maximum; past this the request is
+  // refused as a whole (one violation on `urls`), before any URL is looked at.
+  int max_urls = 100;
 };
+
+// At most this many violations are reported for one request; past it, one more entry
+// (field "", "and N more field violations not listed") says how many were left out, so
+// that no error can outgrow its gRPC trailer.
+inline constexpr size_t kMaxReportedViolations = 20;
 
 // Each function returns every violation of the request (empty = valid), one per
 // problem, in field order. They never call the vendor and never throw.
@@ -34,10 +43,14 @@ Violations ValidateCreateToken(const v1::CreateTokenRequest& request);
 Violations ValidateGetTokenStatus(const v1::GetTokenStatusRequest& request);
 Violations ValidateRemoveBackground(const v1::RemoveBackgroundRequest& request);
 Violations ValidateAssessQuality(const v1::AssessQualityRequest& request);
-Violations ValidateAssessQualityBatch(const v1::AssessQualityBatchRequest& request);
-Violations ValidateSegmentVehicle(const v1::SegmentVehicleRequest& request);
-Violations ValidateSegmentParts(const v1::SegmentPartsRequest& request);
-Violations ValidateDetectDamage(const v1::DetectDamageRequest& request);
+Violations ValidateAssessQualityBatch(const v1::AssessQualityBatchRequest& request,
+                                      const ValidationLimits& limits = ValidationLimits());
+Violations ValidateSegmentVehicle(const v1::SegmentVehicleRequest& request,
+                                  const ValidationLimits& limits = ValidationLimits());
+Violations ValidateSegmentParts(const v1::SegmentPartsRequest& request,
+                                const ValidationLimits& limits = ValidationLimits());
+Violations ValidateDetectDamage(const v1::DetectDamageRequest& request,
+                                const ValidationLimits& limits = ValidationLimits());
 Violations ValidateSearchInspections(const v1::SearchInspectionsRequest& request,
                                      const ValidationLimits& limits);
 Violations ValidateGetDamagesReport(const v1::GetDamagesReportRequest& request);

@@ -155,7 +155,7 @@ TEST(GatewayProcessTest, ReflectionListsEveryServiceThroughGrpcurl) {
   ASSERT_NE(grpcurl, nullptr) << "GRPCURL must name the grpcurl binary (make test sets it)";
   FakeVendor vendor;
   ASSERT_TRUE(vendor.Start());
-  GatewayProcess gateway(vendor.BaseUrl());
+  GatewayProcess gateway(vendor.BaseUrl(), {"--grpc-reflection=on"});
   ASSERT_GT(gateway.port(), 0) << gateway.process().output();
   Subprocess list({grpcurl, "-plaintext", gateway.target(), "list"});
   ASSERT_EQ(list.Wait(std::chrono::seconds(30)), 0) << list.output();
@@ -166,6 +166,21 @@ TEST(GatewayProcessTest, ReflectionListsEveryServiceThroughGrpcurl) {
   }
 }
 
+// grpc.reflection defaults to off outside the sandbox: a production gateway does not hand
+// its API description to whoever can reach the port.
+TEST(GatewayProcessTest, ReflectionIsOffByDefaultOutsideTheSandbox) {
+  const char* grpcurl = std::getenv("GRPCURL");
+  ASSERT_NE(grpcurl, nullptr) << "GRPCURL must name the grpcurl binary (make test sets it)";
+  FakeVendor vendor;
+  ASSERT_TRUE(vendor.Start());
+  GatewayProcess gateway(vendor.BaseUrl());
+  ASSERT_GT(gateway.port(), 0) << gateway.process().output();
+  Subprocess list({grpcurl, "-plaintext", gateway.target(), "list"});
+  EXPECT_NE(list.Wait(std::chrono::seconds(30)), 0) << list.output();
+  EXPECT_NE(list.output().find("does not support the reflection API"), std::string::npos)
+      << list.output();
+}
+
 TEST(GatewayProcessTest, GrpcurlCallReachesTheVendor) {
   const char* grpcurl = std::getenv("GRPCURL");
   ASSERT_NE(grpcurl, nullptr) << "GRPCURL must name the grpcurl binary (make test sets it)";
@@ -174,7 +189,7 @@ TEST(GatewayProcessTest, GrpcurlCallReachesTheVendor) {
   ScriptedResponse reply;
   reply.body = R"({"status": "send"})";
   vendor.RespondWith(reply);
-  GatewayProcess gateway(vendor.BaseUrl());
+  GatewayProcess gateway(vendor.BaseUrl(), {"--grpc-reflection=on"});
   ASSERT_GT(gateway.port(), 0) << gateway.process().output();
   Subprocess call({grpcurl, "-plaintext", "-d",
                    R"({"event_name": "EVENT_NAME_CREATE_REPORT", "inspection_id": "insp_1"})",

@@ -84,6 +84,7 @@ TEST(ReadmeExamplesTest, EveryGrpcurlCommandWorksAsPrinted) {
   options.vendor.api_key = kApiKey;
   options.webapp_url = kWebappUrl;
   options.admin_port = 0;
+  options.reflection = true;  // the README's commands use it (make run: --sandbox turns it on)
   TempDir temp;
   options.event_log_url = "sqlite:" + temp.File("events.db");
   auto gateway = server::GatewayServer::Start(std::move(options));

@@ -684,6 +684,48 @@ TEST(UrlListTest, EachBadElementIsReportedWithItsIndex) {
   EXPECT_THAT(v[2].description, HasSubstr("its scheme is not http or https"));
 }
 
+TEST(UrlListTest, MoreUrlsThanTheLimitAreOneViolationBeforeAnyUrlIsChecked) {
+  ValidationLimits limits;
+  limits.max_urls = 3;
+  v1::DetectDamageRequest damage;
+  for (int i = 0; i < 3; ++i) damage.add_urls(kUrl);
+  EXPECT_THAT(ValidateDetectDamage(damage, limits), IsEmpty());
+  damage.add_urls("");  // the fourth, and bad: only the count is reported
+  Violations v = ValidateDetectDamage(damage, limits);
+  ASSERT_THAT(Fields(v), ElementsAre("urls"));
+  EXPECT_THAT(v[0].description, HasSubstr("urls has 4 URLs; at most 3"));
+  EXPECT_THAT(v[0].description, HasSubstr("validation.max_urls"));
+  v1::AssessQualityBatchRequest batch;
+  v1::SegmentVehicleRequest vehicle;
+  v1::SegmentPartsRequest parts;
+  for (int i = 0; i < 4; ++i) {
+    batch.add_urls(kUrl);
+    vehicle.add_urls(kUrl);
+    parts.add_urls(kUrl);
+  }
+  EXPECT_THAT(Fields(ValidateAssessQualityBatch(batch, limits)), ElementsAre("urls"));
+  EXPECT_THAT(Fields(ValidateSegmentVehicle(vehicle, limits)), ElementsAre("urls"));
+  EXPECT_THAT(Fields(ValidateSegmentParts(parts, limits)), ElementsAre("urls"));
+  // The default limit is 100.
+  for (int i = 0; i < 96; ++i) batch.add_urls(kUrl);
+  EXPECT_THAT(ValidateAssessQualityBatch(batch), IsEmpty());
+  batch.add_urls(kUrl);
+  EXPECT_THAT(Fields(ValidateAssessQualityBatch(batch)), ElementsAre("urls"));
+}
+
+TEST(UrlListTest, AtMostTwentyViolationsAreListedThenHowManyMore) {
+  ValidationLimits limits;
+  limits.max_urls = 1000;
+  v1::AssessQualityBatchRequest batch;
+  for (int i = 0; i < 1000; ++i) batch.add_urls("");
+  Violations v = ValidateAssessQualityBatch(batch, limits);
+  ASSERT_EQ(v.size(), kMaxReportedViolations + 1);
+  EXPECT_EQ(v[0].field, "urls[0]");
+  EXPECT_EQ(v[19].field, "urls[19]");
+  EXPECT_EQ(v[20].field, "");
+  EXPECT_EQ(v[20].description, "and 980 more field violations not listed.");
+}
+
 TEST(UrlListTest, EveryListRpcChecksElements) {
   v1::SegmentVehicleRequest seg;
   seg.add_urls("https://a.example.com/1.jpg");
