@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "adapters/eventlog/redis/redis_url.h"
 #include "gateway/config/value_checks.h"
 #include "nlohmann/json.hpp"
 
@@ -518,23 +519,23 @@ const std::vector<KeySpec>& Keys() {
           "RFC 6901 JSON pointers tried in order to find the inspection id in the DetectDamage "
           "response (the spec does not show its shape)."),
       IntegerKey(
-          "validation.max_urls", [](auto& c) -> auto& { return c.validation.max_urls; }, 1,
-          100000, "N",
+          "validation.max_urls", [](auto& c) -> auto& { return c.validation.max_urls; }, 1, 100000,
+          "N",
           "URLs per call in AssessQualityBatch, SegmentVehicle, SegmentParts, DetectDamage and "
           "StreamDamageResults; more: INVALID_ARGUMENT before any vendor call (raise "
           "grpc.max_receive_message_bytes with it: a URL may have 2,048 characters)."),
       IntegerKey(
           "grpc.max_receive_message_bytes",
-          [](auto& c) -> auto& { return c.grpc.max_receive_message_bytes; }, 1024, 1 << 30,
-          "BYTES", "Largest gRPC request message; larger: RESOURCE_EXHAUSTED before parsing."),
+          [](auto& c) -> auto& { return c.grpc.max_receive_message_bytes; }, 1024, 1 << 30, "BYTES",
+          "Largest gRPC request message; larger: RESOURCE_EXHAUSTED before parsing."),
       IntegerKey(
           "grpc.max_concurrent_streams",
           [](auto& c) -> auto& { return c.grpc.max_concurrent_streams; }, 1, 1000000, "N",
           "Calls open at once on one client connection (streams included)."),
       IntegerKey(
           "grpc.keepalive_min_client_interval_ms",
-          [](auto& c) -> auto& { return c.grpc.keepalive_min_client_interval; }, 1000, kDayMs,
-          "MS", "A client pinging more often than this gets GOAWAY (after two strikes)."),
+          [](auto& c) -> auto& { return c.grpc.keepalive_min_client_interval; }, 1000, kDayMs, "MS",
+          "A client pinging more often than this gets GOAWAY (after two strikes)."),
       IntegerKey(
           "grpc.keepalive_time_ms", [](auto& c) -> auto& { return c.grpc.keepalive_time; }, 1000,
           kDayMs, "MS", "The server pings a connection idle this long ..."),
@@ -1466,28 +1467,18 @@ std::string UsageText() {
 
 namespace {
 
-// The password in "scheme://[user]:password@host...", or "" when there is none.
+// The password of a credential URL (event_log, idempotency_store: both redis:// or
+// not credentials at all), split exactly as the Redis client splits it.
 std::string UrlPassword(absl::string_view url) {
-  const size_t scheme = url.find("://");
-  if (scheme == absl::string_view::npos) return "";
-  const absl::string_view rest = url.substr(scheme + 3);
-  const size_t at = rest.find('@');
-  const size_t slash = rest.find('/');
-  if (at == absl::string_view::npos || (slash != absl::string_view::npos && slash < at)) return "";
-  const absl::string_view userinfo = rest.substr(0, at);
-  const size_t colon = userinfo.find(':');
-  if (colon == absl::string_view::npos) return "";
-  return std::string(userinfo.substr(colon + 1));
+  return std::string(eventlog::RedisUrlPassword(url));
 }
 
 // `url` with its password shown as "[redacted]".
 std::string RedactUrlPassword(const std::string& url) {
-  const std::string password = UrlPassword(url);
+  const absl::string_view password = eventlog::RedisUrlPassword(url);
   if (password.empty()) return url;
-  const size_t start = url.find("://") + 3;
-  const size_t colon = url.find(':', start);
-  return absl::StrCat(url.substr(0, colon + 1), "[redacted]",
-                      url.substr(colon + 1 + password.size()));
+  const size_t begin = static_cast<size_t>(password.data() - url.data());
+  return absl::StrCat(url.substr(0, begin), "[redacted]", url.substr(begin + password.size()));
 }
 
 // The keys whose value is a URL that may carry a password.

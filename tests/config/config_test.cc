@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "adapters/eventlog/redis/redis_url.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -683,6 +684,33 @@ TEST_F(ConfigTest, RedisPasswordsNeverReachTheDumpOrTheLogs) {
   logger.Warn("redis said", {{"raw", "s3cr%2Ft"}, {"decoded", "s3cr/t"}, {"other", "other-pw"}});
   EXPECT_THAT(captured, AllOf(Not(HasSubstr("s3cr%2Ft")), Not(HasSubstr("s3cr/t")),
                               Not(HasSubstr("other-pw"))));
+}
+
+// Base64-ish passwords hold raw '/', '+', '=' and sometimes '@' or ':': the dump and the
+// logs must cut the URL exactly where the Redis client does (the last '@').
+TEST_F(ConfigTest, RedisPasswordsWithRawSlashesAndAtSignsAreRedactedWhole) {
+  absl::StatusOr<GatewayConfig> config =
+      Load({"--event-log=redis://:Zk3/9q+A=@redis.internal:6379/0?stream=ev",
+            "--idempotency-store=redis://gw:p@ss:w/rd@redis.internal:6379/1"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  const std::string dump = DumpConfig(*config);
+  const nlohmann::json dumped = nlohmann::json::parse(dump);
+  EXPECT_EQ(dumped["event_log"], "redis://:[redacted]@redis.internal:6379/0?stream=ev");
+  EXPECT_EQ(dumped["idempotency_store"], "redis://gw:[redacted]@redis.internal:6379/1");
+  for (const char* part : {"Zk3", "9q+A=", "p@ss", "ss:w", "w/rd"}) {
+    EXPECT_THAT(dump, Not(HasSubstr(part))) << part;
+  }
+  std::string captured;
+  logging::Logger logger([&](absl::string_view line) { captured.append(std::string(line)); });
+  RegisterSecrets(*config, logger);
+  logger.Warn("redis said", {{"a", "Zk3/9q+A="}, {"b", "p@ss:w/rd"}});
+  EXPECT_THAT(captured, AllOf(Not(HasSubstr("Zk3/9q+A=")), Not(HasSubstr("p@ss:w/rd"))));
+  // What the redactor hides is what the client takes as the password.
+  for (const std::string url : {config->event_log, config->idempotency_store}) {
+    absl::StatusOr<eventlog::RedisUrl> parsed = eventlog::ParseRedisUrl(url);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(std::string(eventlog::RedisUrlPassword(url)), parsed->password);
+  }
 }
 
 TEST_F(ConfigTest, PipelineKnobsHaveDefaultsAndCrossChecks) {

@@ -143,7 +143,8 @@ absl::StatusOr<RedisUrl> ParseRedisUrl(const std::string& url_text) {
   RedisUrl url;
   // The credentials end at the LAST '@', so a password may contain raw '/', '?', '#' or
   // '@' (the usual base64-ish secrets) without percent-encoding; only the stream name
-  // must encode an '@'. Everything after that '@' is free of secrets.
+  // must encode an '@'. Everything after that '@' is free of secrets. RedisUrlPassword
+  // (the header) splits the same way, for redaction; a test holds them together.
   const size_t at = rest.rfind('@');
   if (at != std::string::npos) {
     const std::string credentials = rest.substr(0, at);

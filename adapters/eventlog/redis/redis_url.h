@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace inspection::eventlog {
 
@@ -33,6 +34,22 @@ struct RedisUrl {
 // parameter, a fragment, a malformed percent-escape). Messages never contain the
 // password, nor the URL itself (it may hold the password).
 absl::StatusOr<RedisUrl> ParseRedisUrl(const std::string& url);
+
+// The password of a redis:// URL as written (not decoded), split exactly as ParseRedisUrl
+// splits it: the credentials end at the LAST '@' after "redis://", and the password is
+// what follows their first ':'. A view into `url`; empty when there is none. For
+// redaction (--print-config, logs): a password may hold raw '/', '?', '#', ':' or '@'.
+inline absl::string_view RedisUrlPassword(absl::string_view url) {
+  constexpr absl::string_view kPrefix = "redis://";
+  if (url.substr(0, kPrefix.size()) != kPrefix) return {};
+  const absl::string_view rest = url.substr(kPrefix.size());
+  const size_t at = rest.rfind('@');
+  if (at == absl::string_view::npos) return {};
+  const absl::string_view credentials = rest.substr(0, at);
+  const size_t colon = credentials.find(':');
+  if (colon == absl::string_view::npos) return {};
+  return credentials.substr(colon + 1);
+}
 
 }  // namespace inspection::eventlog
 
