@@ -1,5 +1,7 @@
 #include "adapters/vendor/event_config_mapper.h"
 
+#include <openssl/sha.h>
+
 #include "absl/strings/str_cat.h"
 #include "inspection/v1/vendor_options.pb.h"
 
@@ -12,11 +14,62 @@ std::string EventNameString(v1::EventName name, const std::string& raw) {
   return value->options().GetExtension(v1::vendor_string);
 }
 
+namespace {
+
+constexpr char kVendorKeyField[] = "webhookHeaderKey";
+constexpr char kSealedKeyField[] = "webhookHeaderKeySha256Prefix";
+
+// A configwebhook answer into `config`, its key sealed first and carried over as the
+// gateway-only fields.
+absl::Status DecodeWebhookConfig(const nlohmann::json& body, v1::WebhookConfig* config,
+                                 DecodeReport* report) {
+  nlohmann::json sealed = body;
+  SealWebhookHeaderKey(&sealed);
+  std::string prefix;
+  if (sealed.is_object()) {
+    const auto at = sealed.find(kSealedKeyField);
+    if (at != sealed.end()) {
+      if (at->is_string()) prefix = at->get<std::string>();
+      sealed.erase(at);
+    }
+  }
+  absl::Status status = DecodeMessage(sealed, config, report);  // clears `config` first
+  config->set_webhook_header_key_set(!prefix.empty());
+  config->set_webhook_header_key_sha256_prefix(prefix);
+  return status;
+}
+
+}  // namespace
+
+std::string WebhookKeySha256Prefix(const std::string& key) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), digest);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string prefix;
+  for (int i = 0; i < 6; ++i) {
+    prefix.push_back(kHex[digest[i] >> 4]);
+    prefix.push_back(kHex[digest[i] & 0xF]);
+  }
+  return prefix;
+}
+
+void SealWebhookHeaderKey(nlohmann::json* body) {
+  if (body == nullptr || !body->is_object()) return;
+  const auto at = body->find(kVendorKeyField);
+  if (at == body->end()) return;
+  nlohmann::json sealed = nullptr;
+  if (at->is_string() && !at->get_ref<const std::string&>().empty()) {
+    sealed = WebhookKeySha256Prefix(at->get<std::string>());
+  }
+  body->erase(at);
+  (*body)[kSealedKeyField] = std::move(sealed);
+}
+
 absl::Status DecodeGetWebhookConfigResponse(const nlohmann::json& body,
                                             v1::GetWebhookConfigResponse* response,
                                             DecodeReport* report) {
   response->Clear();
-  return DecodeMessage(body, response->mutable_config(), report);
+  return DecodeWebhookConfig(body, response->mutable_config(), report);
 }
 
 VendorRequest EncodeUpdateWebhookConfigRequest(const v1::UpdateWebhookConfigRequest& request) {
@@ -29,7 +82,7 @@ absl::Status DecodeUpdateWebhookConfigResponse(const nlohmann::json& body,
                                                v1::UpdateWebhookConfigResponse* response,
                                                DecodeReport* report) {
   response->Clear();
-  return DecodeMessage(body, response->mutable_config(), report);
+  return DecodeWebhookConfig(body, response->mutable_config(), report);
 }
 
 absl::Status DecodeListEventConfigsResponse(const nlohmann::json& body,

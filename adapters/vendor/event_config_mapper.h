@@ -11,8 +11,19 @@
 
 namespace inspection::vendor {
 
+// The webhook header key in a configwebhook answer is a secret: replaces
+// `"webhookHeaderKey": "<key>"` by `"webhookHeaderKeySha256Prefix": "<12 hex digits>"`
+// (null for no key). Does nothing to a body without the key (already sealed, or not an
+// object). The vendor client seals these answers as they arrive; the decoders below seal
+// again, so an unsealed body never reaches a caller either.
+void SealWebhookHeaderKey(nlohmann::json* body);
+
+// The first 12 hex digits of the SHA-256 of `key`.
+std::string WebhookKeySha256Prefix(const std::string& key);
+
 // GET /apiV1/eventmanager/configwebhook: `{ webhookHeaderKey, webhookUrl, webhookUrlV2 }`,
-// nulls before configuration (left unset here).
+// nulls before configuration (left unset here). The key comes out as
+// webhook_header_key_set and webhook_header_key_sha256_prefix, never itself.
 absl::Status DecodeGetWebhookConfigResponse(const nlohmann::json& body,
                                             v1::GetWebhookConfigResponse* response,
                                             DecodeReport* report);

@@ -54,6 +54,10 @@ struct Route {
   std::chrono::milliseconds timeout;
   // Value of the `route` label in metrics: bounded, snake_case.
   std::string_view metric_label;
+  // The vendor's answer carries the webhook header key (configwebhook): the vendor client
+  // seals it (vendor::SealWebhookHeaderKey) as soon as it arrives, so that no cache entry,
+  // log line or caller ever holds it.
+  bool seals_webhook_key = false;
 };
 
 // All routes, in RouteId order.

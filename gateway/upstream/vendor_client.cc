@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "adapters/vendor/event_config_mapper.h"
 
 namespace inspection::upstream {
 
@@ -116,6 +117,12 @@ VendorResult VendorClient::Interpret(const routes::Route& route, http::HttpResul
         route, out.response, errors::kReasonVendorMalformedResponse,
         "the body is not valid JSON (malformed or truncated)");
     out.body = nullptr;
+    return out;
+  }
+  if (route.seals_webhook_key) {
+    // The raw text goes too: the cache and the metrics of the layers above see only this.
+    vendor::SealWebhookHeaderKey(&out.body);
+    out.response.body = out.body.dump();
   }
   return out;
 }

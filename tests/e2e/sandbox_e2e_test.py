@@ -40,6 +40,9 @@ class SandboxEndToEnd(unittest.TestCase):
         cls.gateway = Process([ARGS.gateway, f"--upstream-url={cls.sandbox_url}",
                                f"--webapp-url={ready['webapp_url']}",
                                "--grpc-addr=127.0.0.1:0", "--webhook-addr=127.0.0.1:0",
+                               # grpcurl below describes the API by reflection, which is
+                               # off by default outside --sandbox.
+                               "--grpc-reflection=on",
                                "--admin-addr=127.0.0.1:0",
                                f"--event-log=sqlite:{cls.tmp.name}/events.db"],
                               env={"INSPECTION_API_KEY": "sandbox-api-key"})

@@ -1,4 +1,6 @@
 // EventConfigService against a scripted fake vendor.
+#include "absl/strings/str_cat.h"
+#include "adapters/vendor/event_config_mapper.h"
 #include "tests/integration/gateway_fixture.h"
 
 namespace inspection::testing {
@@ -36,10 +38,33 @@ TEST_F(EventConfigRpcTest, UpdateWebhookConfigPutsTheDestination) {
   EXPECT_EQ(*sent.Header("content-type"), "application/json");
   EXPECT_EQ(Json(sent.body), Json(R"({"webhookUrlV2": "https://hooks.example.test/v2",
                                      "webhookHeaderKey": "whk-123"})"));
-  ExpectProtoEq(
-      response, Parse<v1::UpdateWebhookConfigResponse>(R"pb(
-        config { webhook_header_key: "whk-123" webhook_url_v2: "https://hooks.example.test/v2" }
-      )pb"));
+  // The key the caller just set is not echoed back: its fingerprint is.
+  ExpectProtoEq(response, Parse<v1::UpdateWebhookConfigResponse>(absl::StrCat(
+                              R"pb(config { webhook_header_key_set: true
+                                            webhook_url_v2: "https://hooks.example.test/v2"
+                                            webhook_header_key_sha256_prefix: ")pb",
+                              vendor::WebhookKeySha256Prefix("whk-123"), R"pb(" })pb")));
+}
+
+// The vendor's webhookHeaderKey is the secret the receiver authenticates deliveries with:
+// whoever reads it can forge events. No answer carries it, cached or not, and no unknown
+// field smuggles it out.
+TEST_F(EventConfigRpcTest, GetWebhookConfigNeverReturnsTheKeyNotEvenFromTheCache) {
+  VendorReplies(200, R"({"webhookHeaderKey": "whk-secret-9f8e", "webhookUrl": null,
+                         "webhookUrlV2": "https://hooks.example.test/v2"})");
+  for (int i = 0; i < 2; ++i) {  // the second answer comes from the cache
+    v1::GetWebhookConfigResponse response;
+    grpc::Status status =
+        event_config_->GetWebhookConfig(Context().get(), v1::GetWebhookConfigRequest(), &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_TRUE(response.config().webhook_header_key_set());
+    EXPECT_EQ(response.config().webhook_header_key_sha256_prefix(),
+              vendor::WebhookKeySha256Prefix("whk-secret-9f8e"));
+    EXPECT_EQ(response.config().webhook_header_key_sha256_prefix().size(), 12u);
+    EXPECT_FALSE(response.config().has_unknown_fields()) << response.ShortDebugString();
+    EXPECT_EQ(response.SerializeAsString().find("whk-secret"), std::string::npos);
+  }
+  EXPECT_EQ(vendor_.RequestCount(), 1u);
 }
 
 TEST_F(EventConfigRpcTest, ListEventConfigsKeepsUnknownEventNames) {

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "adapters/vendor/event_config_mapper.h"
 #include "gateway/server/webhook_registration.h"
 #include "google/rpc/error_details.pb.h"
 #include "inspection/v1/event.grpc.pb.h"
@@ -418,7 +419,10 @@ TEST_F(SandboxUpstreamTest, RegisterWebhookSetsTheUrlKeyAndEvents) {
           ->GetWebhookConfig(GatewayTest::Context().get(), v1::GetWebhookConfigRequest(), &config)
           .ok());
   EXPECT_EQ(config.config().webhook_url_v2(), "https://gw.example.test/hook");
-  EXPECT_EQ(config.config().webhook_header_key(), "registered-key");
+  EXPECT_TRUE(config.config().webhook_header_key_set());
+  EXPECT_EQ(config.config().webhook_header_key_sha256_prefix(),
+            vendor::WebhookKeySha256Prefix("registered-key"));
+  EXPECT_EQ(config.ShortDebugString().find("registered-key"), std::string::npos);
   v1::ListEventConfigsResponse events;
   ASSERT_TRUE(
       event_config_

@@ -197,8 +197,40 @@ TEST(WebhookConfigMapperTest, UpdateBodyAndNullsBack) {
                                      &response, nullptr)
           .ok());
   EXPECT_TRUE(response.has_config());
+  EXPECT_FALSE(response.config().webhook_header_key_set());
+  EXPECT_FALSE(response.config().has_unknown_fields());
   EXPECT_EQ(EncodeMessage(response.config()),
-            json::parse(R"({"webhookHeaderKey": null, "webhookUrl": null, "webhookUrlV2": null})"));
+            json::parse(R"({"webhookUrl": null, "webhookUrlV2": null})"));
+}
+
+TEST(WebhookConfigMapperTest, TheKeyIsSealedIntoItsFingerprintAndNeverDecoded) {
+  const json vendor_answer = json::parse(
+      R"({"webhookHeaderKey": "whk-secret", "webhookUrl": null, "webhookUrlV2": "https://h/v2"})");
+  v1::GetWebhookConfigResponse get;
+  DecodeReport report;
+  ASSERT_TRUE(DecodeGetWebhookConfigResponse(vendor_answer, &get, &report).ok());
+  EXPECT_TRUE(get.config().webhook_header_key_set());
+  // SHA-256("whk-secret") starts with these 12 hex digits.
+  EXPECT_EQ(get.config().webhook_header_key_sha256_prefix(), WebhookKeySha256Prefix("whk-secret"));
+  EXPECT_EQ(WebhookKeySha256Prefix("abc"), "ba7816bf8f01");
+  EXPECT_EQ(get.SerializeAsString().find("whk-secret"), std::string::npos);
+  EXPECT_TRUE(report.unknown_paths.empty());
+  v1::UpdateWebhookConfigResponse update;
+  ASSERT_TRUE(DecodeUpdateWebhookConfigResponse(vendor_answer, &update, nullptr).ok());
+  EXPECT_EQ(update.config().webhook_header_key_sha256_prefix(),
+            get.config().webhook_header_key_sha256_prefix());
+
+  // Sealing is what the vendor client does to the body before anything keeps it; twice is
+  // once.
+  json body = vendor_answer;
+  SealWebhookHeaderKey(&body);
+  SealWebhookHeaderKey(&body);
+  EXPECT_EQ(body, json::parse(R"({"webhookHeaderKeySha256Prefix": ")" +
+                              WebhookKeySha256Prefix("whk-secret") +
+                              R"(", "webhookUrl": null, "webhookUrlV2": "https://h/v2"})"));
+  json no_key = json::parse(R"({"webhookHeaderKey": null})");
+  SealWebhookHeaderKey(&no_key);
+  EXPECT_EQ(no_key, json::parse(R"({"webhookHeaderKeySha256Prefix": null})"));
 }
 
 }  // namespace

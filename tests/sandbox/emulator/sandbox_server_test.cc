@@ -1095,7 +1095,10 @@ TEST_F(SandboxServerTest, EveryResponseDecodesIntoTheGatewaysTypedResponse) {
                     Get("/apiV1/eventmanager/configwebhook").body, &response, &report)
                     .ok());
     ExpectClean(report, "get webhook config");
-    EXPECT_EQ(response.config().webhook_header_key(), kWebhookKey);
+    // The key itself is sealed into its fingerprint by the decoder.
+    EXPECT_TRUE(response.config().webhook_header_key_set());
+    EXPECT_EQ(response.config().webhook_header_key_sha256_prefix(),
+              vendor::WebhookKeySha256Prefix(kWebhookKey));
     EXPECT_FALSE(response.config().has_webhook_url());
   }
   {
@@ -1108,7 +1111,8 @@ TEST_F(SandboxServerTest, EveryResponseDecodesIntoTheGatewaysTypedResponse) {
                     &response, &report)
                     .ok());
     ExpectClean(report, "update webhook config");
-    EXPECT_FALSE(response.config().has_webhook_header_key());
+    EXPECT_FALSE(response.config().webhook_header_key_set());
+    EXPECT_EQ(response.config().webhook_header_key_sha256_prefix(), "");
   }
   {
     v1::ListEventConfigsResponse response;
