@@ -58,8 +58,9 @@ inspection::server::GatewayServerOptions ServerOptions(const GatewayConfig& conf
       static_cast<int>(absl::ToInt64Milliseconds(config.grpc.keepalive_time));
   options.grpc_limits.keepalive_timeout_ms =
       static_cast<int>(absl::ToInt64Milliseconds(config.grpc.keepalive_timeout));
-  options.reflection = config.grpc.reflection == inspection::config::Toggle::kOn ||
-                       (config.grpc.reflection == inspection::config::Toggle::kAuto && config.sandbox);
+  options.reflection =
+      config.grpc.reflection == inspection::config::Toggle::kOn ||
+      (config.grpc.reflection == inspection::config::Toggle::kAuto && config.sandbox);
 
   {
     const std::string& addr = config.admin_addr;  // validated HOST:PORT
