@@ -8,6 +8,7 @@
 #include "absl/time/time.h"
 #include "adapters/http/http_server.h"
 #include "gateway/config/config.h"
+#include "gateway/config/value_checks.h"
 #include "gateway/logging/log.h"
 #include "gateway/server/gateway_server.h"
 #include "gateway/server/rpc_log_observer.h"
@@ -50,6 +51,10 @@ inspection::server::GatewayServerOptions ServerOptions(const GatewayConfig& conf
   options.mapper.inspection_id_pointers = config.damage.inspection_id_pointers;
   options.limits.search_max_limit = config.search.max_limit;
   options.limits.max_urls = config.validation.max_urls;
+  options.tls.cert_file = config.grpc.tls.cert_file;
+  options.tls.key_file = config.grpc.tls.key_file;
+  options.tls.client_ca_file = config.grpc.tls.client_ca_file;
+  options.tls.refresh_interval = std::chrono::seconds(config.grpc.tls.refresh_interval_seconds);
   options.grpc_limits.max_receive_message_bytes = config.grpc.max_receive_message_bytes;
   options.grpc_limits.max_concurrent_streams = config.grpc.max_concurrent_streams;
   options.grpc_limits.keepalive_min_client_interval_ms =
@@ -222,6 +227,15 @@ int main(int argc, char** argv) {
                 {{"account", account.empty() ? "default" : account},
                  {"url", url},
                  {"events", static_cast<int64_t>(config->register_webhook_events.size())}});
+  }
+  if (config->grpc.tls.cert_file.empty() &&
+      !inspection::config::IsLoopbackHostPort(config->grpc_addr)) {
+    logger.Warn(
+        "the gRPC listener is plaintext on a non-loopback address: any process that reaches "
+        "it holds the rights of every configured vendor account. Set grpc.tls.cert_file and "
+        "grpc.tls.key_file (and grpc.tls.client_ca_file for mTLS), or terminate mTLS in a "
+        "mesh sidecar in front of it",
+        {{"grpc_addr", config->grpc_addr}});
   }
   if ((*server)->webhook_port() == 0) {
     logger.Warn(

@@ -542,6 +542,23 @@ const std::vector<KeySpec>& Keys() {
       IntegerKey(
           "grpc.keepalive_timeout_ms", [](auto& c) -> auto& { return c.grpc.keepalive_timeout; },
           1000, kDayMs, "MS", "... and closes it when the ping is not answered within this."),
+      StringKey(
+          "grpc.tls.cert_file", [](auto& c) -> auto& { return c.grpc.tls.cert_file; }, NonEmpty,
+          "PATH",
+          "PEM certificate chain of the gRPC listener; set: TLS (with grpc.tls.key_file), "
+          "reloaded without restart. Unset: plaintext (a warning on a non-loopback address)."),
+      StringKey(
+          "grpc.tls.key_file", [](auto& c) -> auto& { return c.grpc.tls.key_file; }, NonEmpty,
+          "PATH", "PEM private key of grpc.tls.cert_file."),
+      StringKey(
+          "grpc.tls.client_ca_file", [](auto& c) -> auto& { return c.grpc.tls.client_ca_file; },
+          NonEmpty, "PATH",
+          "PEM CA bundle: set, every client must present a certificate it signs (mTLS)."),
+      IntegerKey(
+          "grpc.tls.refresh_interval_seconds",
+          [](auto& c) -> auto& { return c.grpc.tls.refresh_interval_seconds; }, 1, 86400, "SECONDS",
+          "How often the TLS files are read again (a rotated certificate is served from the next "
+          "handshake on)."),
       EnumKey<Toggle>(
           "grpc.reflection", [](auto& c) -> auto& { return c.grpc.reflection; },
           {{"auto", Toggle::kAuto}, {"on", Toggle::kOn}, {"off", Toggle::kOff}},
@@ -1285,6 +1302,16 @@ absl::Status CheckConsistent(const GatewayConfig& config) {
   if (config.circuit_breaker.max_open < config.circuit_breaker.open) {
     return absl::InvalidArgumentError(
         "`circuit_breaker.max_open_ms` must be >= `circuit_breaker.open_ms`");
+  }
+  const GrpcTlsConfig& tls = config.grpc.tls;
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "`grpc.tls.cert_file` and `grpc.tls.key_file` go together: set both for TLS, or neither");
+  }
+  if (!tls.client_ca_file.empty() && tls.cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "`grpc.tls.client_ca_file` (mTLS) needs TLS: set `grpc.tls.cert_file` and "
+        "`grpc.tls.key_file` too");
   }
   // Every account has its own webhook path: the path tells which account a webhook is for.
   std::vector<std::pair<std::string, const std::string*>> paths = {

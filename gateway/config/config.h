@@ -98,8 +98,17 @@ struct ValidationOptions {
 // Whether a feature is on: "auto" decides by the mode (see the key).
 enum class Toggle { kAuto, kOn, kOff };
 
-// grpc.*: the gRPC listener's limits, and reflection.
+// grpc.tls.*: TLS (and mTLS) on the gRPC listener, from PEM files reloaded without restart.
+struct GrpcTlsConfig {
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca_file;
+  int refresh_interval_seconds = 60;
+};
+
+// grpc.*: the gRPC listener's limits, TLS, and reflection.
 struct GrpcOptions {
+  GrpcTlsConfig tls;
   int max_receive_message_bytes = 512 * 1024;
   int max_concurrent_streams = 1000;
   absl::Duration keepalive_min_client_interval = absl::Milliseconds(10000);

@@ -167,4 +167,10 @@ std::string ClosestMatch(absl::string_view name, const std::vector<std::string>&
   return best;
 }
 
+bool IsLoopbackHostPort(absl::string_view addr) {
+  absl::string_view host = addr.substr(0, addr.rfind(':'));
+  if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
 }  // namespace inspection::config

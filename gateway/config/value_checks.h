@@ -24,6 +24,10 @@ absl::StatusOr<std::string> NormalizeBaseUrl(std::string url);
 // ("[::1]:50051"). HOST is a name, an IPv4 address or "[IPv6]".
 absl::Status CheckHostPort(absl::string_view addr);
 
+// True when the host of HOST:PORT (as CheckHostPort accepts it) is reachable from this
+// machine only: 127.0.0.0/8, [::1], localhost.
+bool IsLoopbackHostPort(absl::string_view addr);
+
 // Checks an RFC 6901 JSON pointer that addresses something below the root: it starts with '/',
 // and every '~' is followed by '0' or '1'.
 absl::Status CheckJsonPointer(absl::string_view pointer);

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <future>
+#include <iterator>
 #include <map>
 #include <thread>
 
@@ -11,6 +13,9 @@
 #include <grpcpp/impl/server_builder_option.h>
 #include <grpcpp/impl/server_builder_plugin.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +32,50 @@
 
 namespace inspection::server {
 namespace {
+
+// The gRPC listener's credentials: plaintext, TLS, or mTLS (GrpcTlsOptions). The files
+// must be readable now (a typo is a start-up error, not a listener that fails every
+// handshake); later changes are picked up by gRPC's file watcher.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(
+    const GrpcTlsOptions& tls) {
+  if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  if (tls.key_file.empty()) {
+    return absl::InvalidArgumentError("grpc.tls: cert_file needs key_file");
+  }
+  for (const auto& [key, path] : {std::pair<const char*, const std::string*>{"cert_file",
+                                                                              &tls.cert_file},
+                                  {"key_file", &tls.key_file},
+                                  {"client_ca_file", &tls.client_ca_file}}) {
+    if (path->empty()) continue;
+    std::ifstream file(*path);
+    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    if (!file.good() && !file.eof()) {
+      return absl::InvalidArgumentError(absl::StrCat("grpc.tls.", key, ": cannot read ", *path));
+    }
+    if (text.find("-----BEGIN ") == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("grpc.tls.", key, ": ", *path, " holds no PEM block"));
+    }
+  }
+  const auto refresh = static_cast<unsigned int>(std::max<int64_t>(1, tls.refresh_interval.count()));
+  std::shared_ptr<grpc::experimental::CertificateProviderInterface> provider;
+  if (tls.client_ca_file.empty()) {
+    provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+        tls.key_file, tls.cert_file, refresh);
+  } else {
+    provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+        tls.key_file, tls.cert_file, tls.client_ca_file, refresh);
+  }
+  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  options.watch_identity_key_cert_pairs();
+  if (tls.client_ca_file.empty()) {
+    options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  } else {
+    options.watch_root_certs();
+    options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  }
+  return grpc::experimental::TlsServerCredentials(options);
+}
 
 // A ServerBuilderOption that removes gRPC's server reflection plugin from one builder.
 class WithoutReflection final : public grpc::ServerBuilderOption {
@@ -326,7 +375,10 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   // is loaded (a static initializer): switching reflection off means taking the plugin out
   // of this builder's list.
   if (!opts.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
-  builder.AddListeningPort(opts.grpc_addr, grpc::InsecureServerCredentials(), &server->grpc_port_);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      ListenerCredentials(opts.tls);
+  if (!credentials.ok()) return credentials.status();
+  builder.AddListeningPort(opts.grpc_addr, *credentials, &server->grpc_port_);
   // Deliberate limits instead of gRPC's defaults (4 MiB messages, unbounded streams, pings
   // from clients as often as they like).
   const GrpcServerLimits& limits = opts.grpc_limits;

@@ -55,8 +55,20 @@ struct GrpcServerLimits {
   int keepalive_timeout_ms = 20000;
 };
 
+// TLS on the gRPC listener (config grpc.tls.*). Files are PEM, watched and reloaded
+// every refresh interval without a restart (a rotated certificate is served from the next
+// handshake on). No cert_file: plaintext.
+struct GrpcTlsOptions {
+  std::string cert_file;       // the server's certificate chain
+  std::string key_file;        // its private key
+  std::string client_ca_file;  // set: mTLS, every client must present a certificate it signs
+  std::chrono::seconds refresh_interval{60};
+  bool enabled() const { return !cert_file.empty(); }
+};
+
 struct GatewayServerOptions {
   std::string grpc_addr = "0.0.0.0:50051";  // port 0: the OS picks one (see grpc_port())
+  GrpcTlsOptions tls;
   GrpcServerLimits grpc_limits;
   // gRPC server reflection (grpc.reflection.v1alpha). Note that gRPC registers the
   // reflection plugin for every server the process builds after the first that asks.

@@ -45,6 +45,16 @@ TEST(NormalizeBaseUrlTest, RejectsWithoutEchoingTheUrl) {
   }
 }
 
+TEST(IsLoopbackHostPortTest, OnlyAddressesThisMachineAloneReaches) {
+  for (const char* addr : {"127.0.0.1:50051", "127.1.2.3:1", "[::1]:50051", "localhost:9"}) {
+    EXPECT_TRUE(IsLoopbackHostPort(addr)) << addr;
+  }
+  for (const char* addr : {"0.0.0.0:50051", "[::]:50051", "10.0.0.5:50051", "gateway:50051",
+                           "128.0.0.1:1", "[2001:db8::1]:50051"}) {
+    EXPECT_FALSE(IsLoopbackHostPort(addr)) << addr;
+  }
+}
+
 TEST(CheckHostPortTest, Accepts) {
   for (const char* addr : {"0.0.0.0:50051", "127.0.0.1:0", "localhost:65535", "[::1]:8080",
                            "[::]:1", "my-host.internal:9464", "[::ffff:10.0.0.1]:80"}) {

@@ -13,6 +13,7 @@
 #include "tests/integration/gateway_fixture.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_pki.h"
 
 namespace inspection::testing {
 namespace {
@@ -179,6 +180,40 @@ TEST(GatewayProcessTest, ReflectionIsOffByDefaultOutsideTheSandbox) {
   EXPECT_NE(list.Wait(std::chrono::seconds(30)), 0) << list.output();
   EXPECT_NE(list.output().find("does not support the reflection API"), std::string::npos)
       << list.output();
+}
+
+// The real binary over mTLS, with grpcurl as the client. (The warning for a plaintext
+// listener on a non-loopback address is decided by config::IsLoopbackHostPort, tested in
+// config_tests: binding a real non-loopback address has no place in a hermetic test.)
+TEST(GatewayProcessTest, GrpcurlOverMtlsAndNothingWithoutAClientCertificate) {
+  const char* grpcurl = std::getenv("GRPCURL");
+  ASSERT_NE(grpcurl, nullptr) << "GRPCURL must name the grpcurl binary (make test sets it)";
+  TempDir certs;
+  TestPki pki(certs.path());
+  ASSERT_TRUE(pki.ok()) << pki.error();
+  ASSERT_TRUE(pki.Issue("server", "gateway", "DNS:localhost,IP:127.0.0.1")) << pki.error();
+  ASSERT_TRUE(pki.Issue("client", "client", "URI:spiffe://test/client")) << pki.error();
+  FakeVendor vendor;
+  ASSERT_TRUE(vendor.Start());
+  GatewayProcess gateway(vendor.BaseUrl(),
+                         {"--grpc-reflection=on", "--grpc-tls-cert-file=" + pki.Path("server.pem"),
+                          "--grpc-tls-key-file=" + pki.Path("server.key"),
+                          "--grpc-tls-client-ca-file=" + pki.Path("ca.pem")});
+  ASSERT_GT(gateway.port(), 0) << gateway.process().output();
+  Subprocess with_cert({grpcurl, "-cacert", pki.Path("ca.pem"), "-cert", pki.Path("client.pem"),
+                        "-key", pki.Path("client.key"), "-authority", "localhost", gateway.target(),
+                        "list"});
+  ASSERT_EQ(with_cert.Wait(std::chrono::seconds(30)), 0) << with_cert.output();
+  EXPECT_NE(with_cert.output().find("inspection.v1.EventConfigService"), std::string::npos);
+  // Refused at the handshake (bounded, so the test does not wait out grpcurl's default).
+  Subprocess without_cert({grpcurl, "-connect-timeout", "3", "-cacert", pki.Path("ca.pem"),
+                           "-authority", "localhost", gateway.target(), "list"});
+  EXPECT_NE(without_cert.Wait(std::chrono::seconds(30)), 0) << without_cert.output();
+  Subprocess plaintext({grpcurl, "-connect-timeout", "3", "-plaintext", gateway.target(), "list"});
+  EXPECT_NE(plaintext.Wait(std::chrono::seconds(30)), 0) << plaintext.output();
+  // TLS on: no warning. The key file's content is nowhere in the output.
+  EXPECT_EQ(gateway.process().output().find("plaintext on a non-loopback"), std::string::npos);
+  EXPECT_EQ(gateway.process().output().find("PRIVATE KEY"), std::string::npos);
 }
 
 TEST(GatewayProcessTest, GrpcurlCallReachesTheVendor) {

@@ -1,0 +1,156 @@
+// TLS and mTLS on the gRPC listener, with certificates made at test time (openssl CLI):
+// who can connect, and a certificate rotated on disk served without a restart.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "gateway/server/gateway_server.h"
+#include "inspection/v1/event_config.grpc.pb.h"
+#include "tests/support/fake_vendor.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/test_pki.h"
+#include "tests/support/wait.h"
+
+namespace inspection::testing {
+namespace {
+
+constexpr char kApiKey[] = "tls-test-vendor-key";
+constexpr char kServerSans[] = "DNS:localhost,IP:127.0.0.1";
+
+class TlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(pki_.ok()) << pki_.error();
+    ASSERT_TRUE(pki_.Issue("server", "gateway-1", kServerSans)) << pki_.error();
+    ASSERT_TRUE(pki_.Issue("client-a", "client-a", "URI:spiffe://test/client-a")) << pki_.error();
+    ASSERT_TRUE(other_ca_.ok()) << other_ca_.error();
+    ASSERT_TRUE(other_ca_.Issue("intruder", "intruder", "URI:spiffe://test/intruder"))
+        << other_ca_.error();
+    ASSERT_TRUE(vendor_.Start());
+    ScriptedResponse reply;
+    reply.body = R"({"webhookHeaderKey": null, "webhookUrl": null, "webhookUrlV2": null})";
+    vendor_.RespondWith(reply);
+  }
+
+  void StartGateway(bool mtls, std::chrono::seconds refresh = std::chrono::seconds(60)) {
+    server::GatewayServerOptions options;
+    options.grpc_addr = "127.0.0.1:0";
+    options.vendor.base_url = vendor_.BaseUrl();
+    options.vendor.api_key = kApiKey;
+    options.webapp_url = "https://webapp.example.test";
+    options.admin_port = -1;
+    options.event_log_url = "sqlite:" + temp_.File("events.db");
+    options.tls.cert_file = pki_.Path("server.pem");
+    options.tls.key_file = pki_.Path("server.key");
+    if (mtls) options.tls.client_ca_file = pki_.Path("ca.pem");
+    options.tls.refresh_interval = refresh;
+    auto gateway = server::GatewayServer::Start(std::move(options));
+    ASSERT_TRUE(gateway.ok()) << gateway.status();
+    gateway_ = *std::move(gateway);
+  }
+
+  // A channel trusting `ca` and presenting `client` ("" for no client certificate).
+  std::shared_ptr<grpc::Channel> TlsChannel(const TestPki& ca, const TestPki* issuer,
+                                            const std::string& client) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ca.Read("ca.pem");
+    if (!client.empty()) {
+      ssl.pem_private_key = issuer->Read(client + ".key");
+      ssl.pem_cert_chain = issuer->Read(client + ".pem");
+    }
+    grpc::ChannelArguments args;
+    args.SetSslTargetNameOverride("localhost");
+    // A new connection (and handshake) per channel: no subchannel sharing.
+    args.SetInt("grpc.use_local_subchannel_pool", 1);
+    return grpc::CreateCustomChannel(Target(), grpc::SslCredentials(ssl), args);
+  }
+
+  std::string Target() const { return absl::StrCat("127.0.0.1:", gateway_->grpc_port()); }
+
+  // GetWebhookConfig on `channel`; the server certificate's CN through `peer_cn`.
+  grpc::Status Call(const std::shared_ptr<grpc::Channel>& channel, std::string* peer_cn = nullptr) {
+    auto stub = v1::EventConfigService::NewStub(channel);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::GetWebhookConfigResponse response;
+    context.AddMetadata("cache-control", "no-cache");
+    grpc::Status status = stub->GetWebhookConfig(&context, {}, &response);
+    if (peer_cn != nullptr && context.auth_context() != nullptr) {
+      for (const auto& value : context.auth_context()->FindPropertyValues("x509_common_name")) {
+        *peer_cn = std::string(value.data(), value.size());
+      }
+    }
+    return status;
+  }
+
+  TempDir temp_;
+  TestPki pki_{temp_.path()};
+  TempDir other_dir_;
+  TestPki other_ca_{other_dir_.path(), "some other CA"};
+  FakeVendor vendor_;
+  std::unique_ptr<server::GatewayServer> gateway_;
+};
+
+TEST_F(TlsTest, TheListenerSpeaksOnlyTls) {
+  StartGateway(/*mtls=*/false);
+  EXPECT_TRUE(Call(TlsChannel(pki_, nullptr, "")).ok());
+  const grpc::Status plaintext =
+      Call(grpc::CreateChannel(Target(), grpc::InsecureChannelCredentials()));
+  EXPECT_EQ(plaintext.error_code(), grpc::StatusCode::UNAVAILABLE) << plaintext.error_message();
+  // A client that does not trust the server's CA does not talk to it either.
+  EXPECT_EQ(Call(TlsChannel(other_ca_, nullptr, "")).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(TlsTest, MtlsRefusesClientsWithoutOrWithAnUntrustedCertificate) {
+  StartGateway(/*mtls=*/true);
+  EXPECT_TRUE(Call(TlsChannel(pki_, &pki_, "client-a")).ok());
+  EXPECT_EQ(Call(TlsChannel(pki_, nullptr, "")).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Call(TlsChannel(pki_, &other_ca_, "intruder")).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  // Refused at the handshake: the vendor never heard of them.
+  EXPECT_EQ(vendor_.RequestCount(), 1u);
+}
+
+TEST_F(TlsTest, ARotatedServerCertificateIsServedWithoutARestart) {
+  StartGateway(/*mtls=*/true, std::chrono::seconds(1));
+  std::string cn;
+  ASSERT_TRUE(Call(TlsChannel(pki_, &pki_, "client-a"), &cn).ok());
+  EXPECT_EQ(cn, "gateway-1");
+  ASSERT_TRUE(pki_.Issue("server", "gateway-2", kServerSans)) << pki_.error();
+  // The file watcher picks the new pair up within its interval; new handshakes get it.
+  EXPECT_TRUE(WaitUntil(
+      [&] { return Call(TlsChannel(pki_, &pki_, "client-a"), &cn).ok() && cn == "gateway-2"; },
+      std::chrono::seconds(20)))
+      << "still served: " << cn;
+}
+
+TEST_F(TlsTest, UnreadableOrNonPemFilesStopTheStartNamingTheKey) {
+  server::GatewayServerOptions options;
+  options.grpc_addr = "127.0.0.1:0";
+  options.vendor.base_url = vendor_.BaseUrl();
+  options.vendor.api_key = kApiKey;
+  options.webapp_url = "https://webapp.example.test";
+  options.admin_port = -1;
+  options.event_log_url = "sqlite:" + temp_.File("events-2.db");
+  options.tls.cert_file = temp_.File("missing.pem");
+  options.tls.key_file = pki_.Path("server.key");
+  auto missing = server::GatewayServer::Start(options);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("grpc.tls.cert_file"), std::string::npos)
+      << missing.status();
+  options.tls.cert_file = pki_.Path("server.pem");
+  options.tls.key_file = pki_.Path("server.ext");  // not PEM
+  auto not_pem = server::GatewayServer::Start(options);
+  ASSERT_FALSE(not_pem.ok());
+  EXPECT_NE(not_pem.status().message().find("grpc.tls.key_file"), std::string::npos);
+  // The key's content never shows in the message.
+  EXPECT_EQ(not_pem.status().message().find("PRIVATE KEY"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace inspection::testing
