@@ -120,6 +120,9 @@ absl::StatusOr<std::string> IdempotencyStoreUrl(std::string value) {
   return absl::InvalidArgumentError("must be memory or redis://host:port[/db]");
 }
 
+// A file path that may be left empty (unset), for optional features.
+absl::StatusOr<std::string> OptionalPath(std::string value) { return value; }
+
 absl::StatusOr<std::string> OptionalUrl(std::string value) {
   if (value.empty()) return value;
   return NormalizeBaseUrl(std::move(value));
@@ -543,16 +546,16 @@ const std::vector<KeySpec>& Keys() {
           "grpc.keepalive_timeout_ms", [](auto& c) -> auto& { return c.grpc.keepalive_timeout; },
           1000, kDayMs, "MS", "... and closes it when the ping is not answered within this."),
       StringKey(
-          "grpc.tls.cert_file", [](auto& c) -> auto& { return c.grpc.tls.cert_file; }, NonEmpty,
+          "grpc.tls.cert_file", [](auto& c) -> auto& { return c.grpc.tls.cert_file; }, OptionalPath,
           "PATH",
           "PEM certificate chain of the gRPC listener; set: TLS (with grpc.tls.key_file), "
           "reloaded without restart. Unset: plaintext (a warning on a non-loopback address)."),
       StringKey(
-          "grpc.tls.key_file", [](auto& c) -> auto& { return c.grpc.tls.key_file; }, NonEmpty,
+          "grpc.tls.key_file", [](auto& c) -> auto& { return c.grpc.tls.key_file; }, OptionalPath,
           "PATH", "PEM private key of grpc.tls.cert_file."),
       StringKey(
           "grpc.tls.client_ca_file", [](auto& c) -> auto& { return c.grpc.tls.client_ca_file; },
-          NonEmpty, "PATH",
+          OptionalPath, "PATH",
           "PEM CA bundle: set, every client must present a certificate it signs (mTLS)."),
       IntegerKey(
           "grpc.tls.refresh_interval_seconds",

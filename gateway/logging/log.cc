@@ -123,6 +123,8 @@ absl::string_view LevelName(Level level) {
       return "warn";
     case Level::kError:
       return "error";
+    case Level::kAudit:
+      return "audit";
   }
   return "unknown";
 }

@@ -37,7 +37,9 @@
 
 namespace inspection::logging {
 
-enum class Level : int { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
+// kAudit is above every threshold: audit lines (writes through the gateway) are written
+// whatever log.level says.
+enum class Level : int { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kAudit = 4 };
 
 // "debug", "info", "warn", "error".
 absl::string_view LevelName(Level level);

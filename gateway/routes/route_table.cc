@@ -21,7 +21,7 @@ std::vector<Route> BuildRoutes() {
   return {
       {RouteId::kCreateToken, "/inspection.v1.TokenService/CreateToken", HttpMethod::kPost,
        "/apiV1/tokenmanager/token", Idempotency::kNonIdempotent, false, kNoCache, seconds(10),
-       "create_token"},
+       "create_token", /*seals_webhook_key=*/false, /*audited=*/true},
       {RouteId::kGetTokenStatus, "/inspection.v1.TokenService/GetTokenStatus", HttpMethod::kGet,
        "/apiV1/tokenmanager/test", Idempotency::kSafe, false, kNoCache, seconds(5),
        "get_token_status"},
@@ -40,7 +40,7 @@ std::vector<Route> BuildRoutes() {
        "/apiV1/part/image", Idempotency::kSafe, true, minutes(10), seconds(30), "segment_parts"},
       {RouteId::kDetectDamage, "/inspection.v1.DamageService/DetectDamage", HttpMethod::kPost,
        "/apiV1/damage/vehicle", Idempotency::kNonIdempotent, false, kNoCache, seconds(30),
-       "detect_damage"},
+       "detect_damage", /*seals_webhook_key=*/false, /*audited=*/true},
       {RouteId::kSearchInspections, "/inspection.v1.InspectionService/SearchInspections",
        HttpMethod::kGet, "/apiv1/inspection/search", Idempotency::kSafe, true, seconds(5),
        seconds(10), "search_inspections"},
@@ -52,17 +52,19 @@ std::vector<Route> BuildRoutes() {
        seconds(5), "get_webhook_config", /*seals_webhook_key=*/true},
       {RouteId::kUpdateWebhookConfig, "/inspection.v1.EventConfigService/UpdateWebhookConfig",
        HttpMethod::kPut, "/apiV1/eventmanager/configwebhook", Idempotency::kIdempotent, false,
-       kNoCache, seconds(5), "update_webhook_config", /*seals_webhook_key=*/true},
+       kNoCache, seconds(5), "update_webhook_config", /*seals_webhook_key=*/true,
+       /*audited=*/true},
       {RouteId::kListEventConfigs, "/inspection.v1.EventConfigService/ListEventConfigs",
        HttpMethod::kGet, "/apiV1/eventmanager/configevent", Idempotency::kSafe, true, seconds(30),
        seconds(5), "list_event_configs"},
       {RouteId::kUpdateEventConfig, "/inspection.v1.EventConfigService/UpdateEventConfig",
        HttpMethod::kPut, "/apiV1/eventmanager/configevent", Idempotency::kIdempotent, false,
-       kNoCache, seconds(5), "update_event_config"},
+       kNoCache, seconds(5), "update_event_config", /*seals_webhook_key=*/false,
+       /*audited=*/true},
       // Sends an event: not cacheable, and not re-sent (a retry would deliver twice).
       {RouteId::kTestWebhook, "/inspection.v1.EventConfigService/TestWebhook", HttpMethod::kGet,
        "/apiV1/eventmanager/testwebhook", Idempotency::kNonIdempotent, false, kNoCache, seconds(10),
-       "test_webhook"},
+       "test_webhook", /*seals_webhook_key=*/false, /*audited=*/true},
   };
 }
 

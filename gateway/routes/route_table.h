@@ -58,6 +58,9 @@ struct Route {
   // seals it (vendor::SealWebhookHeaderKey) as soon as it arrives, so that no cache entry,
   // log line or caller ever holds it.
   bool seals_webhook_key = false;
+  // A write (it creates, changes or sends something at the vendor): every call leaves an
+  // audit line (who, which RPC, which account, which resource, the outcome).
+  bool audited = false;
 };
 
 // All routes, in RouteId order.

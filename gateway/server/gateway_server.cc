@@ -10,13 +10,13 @@
 #include <thread>
 
 #include <grpc/grpc.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/impl/server_builder_option.h>
 #include <grpcpp/impl/server_builder_plugin.h>
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_credentials_options.h>
-#include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
 #include "adapters/http/curl_transport.h"
@@ -42,10 +42,10 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(
   if (tls.key_file.empty()) {
     return absl::InvalidArgumentError("grpc.tls: cert_file needs key_file");
   }
-  for (const auto& [key, path] : {std::pair<const char*, const std::string*>{"cert_file",
-                                                                              &tls.cert_file},
-                                  {"key_file", &tls.key_file},
-                                  {"client_ca_file", &tls.client_ca_file}}) {
+  for (const auto& [key, path] :
+       {std::pair<const char*, const std::string*>{"cert_file", &tls.cert_file},
+        {"key_file", &tls.key_file},
+        {"client_ca_file", &tls.client_ca_file}}) {
     if (path->empty()) continue;
     std::ifstream file(*path);
     std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
@@ -57,7 +57,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(
           absl::StrCat("grpc.tls.", key, ": ", *path, " holds no PEM block"));
     }
   }
-  const auto refresh = static_cast<unsigned int>(std::max<int64_t>(1, tls.refresh_interval.count()));
+  const auto refresh =
+      static_cast<unsigned int>(std::max<int64_t>(1, tls.refresh_interval.count()));
   std::shared_ptr<grpc::experimental::CertificateProviderInterface> provider;
   if (tls.client_ca_file.empty()) {
     provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(

@@ -39,10 +39,23 @@ void RpcLogObserver::OnRpcFinished(const services::RpcRecord& record) {
     logger_.Log(level, "rpc finished",
                 {{"request_id", record.request_id},
                  {"route", route},
+                 {"caller", record.caller},
+                 {"account", record.account},
                  {"grpc_code", static_cast<int>(record.code)},
                  {"reason", record.reason},
                  {"http_status", static_cast<int64_t>(record.http_status)},
                  {"duration_ms", static_cast<double>(record.duration.count()) / 1000.0}});
+  }
+  if (record.route != nullptr && record.route->audited) {
+    // Always written, whatever log.level: who did what to which resource, and how it ended.
+    logger_.Log(logging::Level::kAudit, "audit",
+                {{"request_id", record.request_id},
+                 {"caller", record.caller.empty() ? "(no client certificate)" : record.caller},
+                 {"rpc", std::string(record.route->grpc_method)},
+                 {"account", record.account.empty() ? "default" : record.account},
+                 {"resource", record.resource},
+                 {"grpc_code", static_cast<int>(record.code)},
+                 {"idempotency_replayed", record.idempotency_replayed}});
   }
   const auto& report = record.decode_report;
   if (!report.unknown_paths.empty() || !report.type_mismatch_paths.empty() ||

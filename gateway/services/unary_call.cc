@@ -60,6 +60,42 @@ bool VendorNotReached(const errors::ApiError& error) {
   return sent != error.metadata.end() && sent->second == "false";
 }
 
+std::string CallerIdentity(const grpc::ServerContextBase& context) {
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return "";
+  for (const char* property : {GRPC_PEER_SPIFFE_ID_PROPERTY_NAME, GRPC_X509_SAN_PROPERTY_NAME,
+                               GRPC_X509_CN_PROPERTY_NAME}) {
+    const std::vector<grpc::string_ref> values = auth->FindPropertyValues(property);
+    if (!values.empty()) return std::string(values.front().data(), values.front().size());
+  }
+  return "";
+}
+
+std::string AuditResource(const google::protobuf::Message& request) {
+  const google::protobuf::Descriptor* descriptor = request.GetDescriptor();
+  const google::protobuf::Reflection* reflection = request.GetReflection();
+  std::string out;
+  auto append = [&out](absl::string_view name, absl::string_view value) {
+    absl::StrAppend(&out, out.empty() ? "" : ", ", name, "=", value.substr(0, 256));
+  };
+  for (const char* name :
+       {"inspection_id", "uid", "webhook_url_v2", "event_name", "event_name_raw", "urls"}) {
+    const google::protobuf::FieldDescriptor* field = descriptor->FindFieldByName(name);
+    if (field == nullptr) continue;
+    if (field->is_repeated()) {
+      const int count = reflection->FieldSize(request, field);
+      if (count > 0) append(name, absl::StrCat(count));
+    } else if (field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_ENUM) {
+      const int value = reflection->GetEnumValue(request, field);
+      if (value != 0) append(name, reflection->GetEnum(request, field)->name());
+    } else if (field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING) {
+      const std::string value = reflection->GetString(request, field);
+      if (!value.empty()) append(name, value);
+    }
+  }
+  return out;
+}
+
 void NotifyFinished(const ServiceDeps& deps, RpcRecord& record,
                     std::chrono::steady_clock::time_point start) {
   record.duration = std::chrono::duration_cast<std::chrono::microseconds>(

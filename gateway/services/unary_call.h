@@ -45,7 +45,24 @@ struct RpcRecord {
   std::chrono::microseconds duration{0};
   vendor::DecodeReport decode_report;
   bool idempotency_replayed = false;  // answered from an idempotency key's first outcome
+  // Who called: the peer certificate's SPIFFE ID, else its subject alternative name or
+  // common name (CallerIdentity); "" for a caller without a certificate.
+  std::string caller;
+  // The vendor account the call asked for (metadata x-vendor-account, at most 64
+  // characters; "" for the default account).
+  std::string account;
+  // For audited routes (writes): which resource, from the request's identifying fields
+  // (AuditResource); never customer data.
+  std::string resource;
 };
+
+// The identity of the caller of `context` (see RpcRecord::caller).
+std::string CallerIdentity(const grpc::ServerContextBase& context);
+
+// "inspection_id=..., event_name=..., urls=3": the identifying fields of a write request
+// that are set (inspection_id, uid, webhook_url_v2, event_name, event_name_raw, and the
+// number of urls), for audit lines. Never names, phone numbers or e-mail addresses.
+std::string AuditResource(const google::protobuf::Message& request);
 
 // Told about every finished RPC. Must be thread-safe and must not block.
 class RpcObserver {
@@ -130,6 +147,12 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
   RpcRecord record;
   record.route = &routes::GetRoute(endpoint.route);
   record.request_id = RequestIdFor(*context);
+  record.caller = CallerIdentity(*context);
+  if (auto it = context->client_metadata().find("x-vendor-account");
+      it != context->client_metadata().end()) {
+    record.account = std::string(it->second.data(), std::min<size_t>(it->second.size(), 64));
+  }
+  if (record.route->audited) record.resource = AuditResource(*request);
   context->AddInitialMetadata("x-request-id", record.request_id);
 
   validation::Violations violations = endpoint.validate(*request);

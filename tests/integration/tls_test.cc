@@ -9,7 +9,10 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "gateway/logging/log.h"
 #include "gateway/server/gateway_server.h"
+#include "gateway/server/rpc_log_observer.h"
 #include "inspection/v1/event_config.grpc.pb.h"
 #include "tests/support/fake_vendor.h"
 #include "tests/support/temp_dir.h"
@@ -39,6 +42,7 @@ class TlsTest : public ::testing::Test {
 
   void StartGateway(bool mtls, std::chrono::seconds refresh = std::chrono::seconds(60)) {
     server::GatewayServerOptions options;
+    options.observer = &log_observer_;
     options.grpc_addr = "127.0.0.1:0";
     options.vendor.base_url = vendor_.BaseUrl();
     options.vendor.api_key = kApiKey;
@@ -88,6 +92,18 @@ class TlsTest : public ::testing::Test {
     return status;
   }
 
+  std::string LogText() {
+    absl::MutexLock lock(&log_mu_);
+    return log_text_;
+  }
+
+  absl::Mutex log_mu_;
+  std::string log_text_ ABSL_GUARDED_BY(log_mu_);
+  logging::Logger logger_{[this](absl::string_view line) {
+    absl::MutexLock lock(&log_mu_);
+    absl::StrAppend(&log_text_, line, "\n");
+  }};
+  server::RpcLogObserver log_observer_{logger_};
   TempDir temp_;
   TestPki pki_{temp_.path()};
   TempDir other_dir_;
@@ -114,6 +130,38 @@ TEST_F(TlsTest, MtlsRefusesClientsWithoutOrWithAnUntrustedCertificate) {
             grpc::StatusCode::UNAVAILABLE);
   // Refused at the handshake: the vendor never heard of them.
   EXPECT_EQ(vendor_.RequestCount(), 1u);
+}
+
+// Every call's log line names the caller's certificate identity; a write leaves an audit
+// line (who, which RPC, which account, which resource, the outcome) whatever log.level.
+TEST_F(TlsTest, LogLinesNameTheCallerAndWritesLeaveAnAuditLine) {
+  StartGateway(/*mtls=*/true);
+  logger_.SetLevel(logging::Level::kError);  // audit lines are written all the same
+  ASSERT_TRUE(Call(TlsChannel(pki_, &pki_, "client-a")).ok());
+  auto stub = v1::EventConfigService::NewStub(TlsChannel(pki_, &pki_, "client-a"));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::UpdateWebhookConfigRequest update;
+  update.set_webhook_url_v2("https://hooks.example.test/v2");
+  update.set_webhook_header_key("whk-audit-secret");
+  v1::UpdateWebhookConfigResponse response;
+  ASSERT_TRUE(stub->UpdateWebhookConfig(&context, update, &response).ok());
+  const std::string log = LogText();
+  const size_t audit = log.find(R"("msg":"audit")");
+  ASSERT_NE(audit, std::string::npos) << log;
+  const std::string line = log.substr(audit, log.find('\n', audit) - audit);
+  EXPECT_NE(line.find(R"("caller":"spiffe://test/client-a")"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("rpc":"/inspection.v1.EventConfigService/UpdateWebhookConfig")"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find(R"("account":"default")"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("resource":"webhook_url_v2=https://hooks.example.test/v2")"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find(R"("grpc_code":0)"), std::string::npos) << line;
+  // One audit line: GetWebhookConfig is a read. The key is in no line.
+  EXPECT_EQ(log.find(R"("msg":"audit")", audit + 1), std::string::npos) << log;
+  EXPECT_EQ(log.find("whk-audit-secret"), std::string::npos);
 }
 
 TEST_F(TlsTest, ARotatedServerCertificateIsServedWithoutARestart) {
