@@ -39,18 +39,17 @@ ImageServiceImpl::ImageServiceImpl(const ServiceDeps& deps)
                  v1::AssessQualityBatchResponse* out, vendor::DecodeReport* report) {
             return vendor::DecodeAssessQualityBatchResponse(j, out, report);
           }},
-      segment_vehicle_{
-          routes::RouteId::kSegmentVehicle,
-          [this](const v1::SegmentVehicleRequest& r) {
-            return validation::ValidateSegmentVehicle(r, deps_.limits);
-          },
-          [this](const v1::SegmentVehicleRequest& r) {
-            return vendor::EncodeSegmentVehicleRequest(r);
-          },
-          [this](const nlohmann::json& j, const v1::SegmentVehicleRequest& r,
-                 v1::SegmentVehicleResponse* out, vendor::DecodeReport* report) {
-            return vendor::DecodeSegmentVehicleResponse(j, out, report);
-          }},
+      segment_vehicle_{routes::RouteId::kSegmentVehicle,
+                       [this](const v1::SegmentVehicleRequest& r) {
+                         return validation::ValidateSegmentVehicle(r, deps_.limits);
+                       },
+                       [this](const v1::SegmentVehicleRequest& r) {
+                         return vendor::EncodeSegmentVehicleRequest(r);
+                       },
+                       [this](const nlohmann::json& j, const v1::SegmentVehicleRequest& r,
+                              v1::SegmentVehicleResponse* out, vendor::DecodeReport* report) {
+                         return vendor::DecodeSegmentVehicleResponse(j, out, report);
+                       }},
       segment_parts_{
           routes::RouteId::kSegmentParts,
           [this](const v1::SegmentPartsRequest& r) {
