@@ -82,6 +82,7 @@ inspection::server::GatewayServerOptions ServerOptions(const GatewayConfig& conf
   options.retention.dedupe_window = std::chrono::hours(config.webhook.dedupe_window_hours);
   options.stream_queue_size = static_cast<size_t>(config.streams.queue_size);
   options.idempotency_ttl = absl::Hours(config.idempotency_ttl_hours);
+  options.idempotency_memory_max_bytes = static_cast<size_t>(config.idempotency_max_bytes);
   options.idempotency_store_url = config.idempotency_store;
   options.retry.backoff.base = config.retry.base;
   options.retry.backoff.cap = config.retry.cap;

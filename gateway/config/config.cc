@@ -698,6 +698,12 @@ const std::vector<KeySpec>& Keys() {
           "idempotency.ttl_hours", [](auto& c) -> auto& { return c.idempotency_ttl_hours; }, 1,
           24 * 30, "HOURS",
           "How long the first outcome of a CreateToken/DetectDamage idempotency key is kept."),
+      IntegerKey(
+          "idempotency.max_bytes", [](auto& c) -> auto& { return c.idempotency_max_bytes; },
+          1 << 20, int64_t{1} << 40, "BYTES",
+          "Memory the in-memory idempotency store may hold; past it the oldest finished "
+          "outcomes are forgotten first, and with only keys in flight a new key gets "
+          "UNAVAILABLE."),
       StringKey(
           "idempotency_store", [](auto& c) -> auto& { return c.idempotency_store; },
           IdempotencyStoreUrl, "memory|URL",

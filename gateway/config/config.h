@@ -277,6 +277,8 @@ struct GatewayConfig {
   // idempotency.ttl_hours (default 24): how long CreateToken/DetectDamage idempotency keys
   // remember their first outcome (in memory).
   int idempotency_ttl_hours = 24;
+  // idempotency.max_bytes (default 64 MiB): memory the in-memory store may hold.
+  int64_t idempotency_max_bytes = int64_t{64} << 20;
   // idempotency_store (default "memory"): "memory" or "redis://..." (shared by replicas).
   std::string idempotency_store = "memory";
   RetryConfig retry;

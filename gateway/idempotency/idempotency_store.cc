@@ -1,19 +1,46 @@
 #include "gateway/idempotency/idempotency_store.h"
 
+#include <algorithm>
+
 #include "gateway/idempotency/redis_idempotency_store.h"
 
 namespace inspection::pipeline {
 
+namespace {
+// What a map node, the expiry index and the strings' headers cost besides their text.
+constexpr size_t kEntryOverheadBytes = 256;
+}  // namespace
+
+bool ValidIdempotencyKey(absl::string_view key) {
+  if (key.empty() || key.size() > kMaxIdempotencyKeyLength) return false;
+  for (const char c : key) {
+    if (c < 0x21 || c > 0x7E) return false;
+  }
+  return true;
+}
+
 InMemoryIdempotencyStore::InMemoryIdempotencyStore(absl::Duration ttl,
-                                                   std::function<absl::Time()> clock)
-    : ttl_(ttl), clock_(std::move(clock)) {}
+                                                   std::function<absl::Time()> clock,
+                                                   size_t max_bytes)
+    : ttl_(ttl), clock_(std::move(clock)), max_bytes_(max_bytes) {}
+
+size_t InMemoryIdempotencyStore::EntryBytes(const Key& key, const Entry& entry) {
+  return kEntryOverheadBytes + key.first.size() + key.second.size() + entry.fingerprint.size() +
+         entry.outcome.response.size() + entry.outcome.status.error_message().size() +
+         entry.outcome.status.error_details().size();
+}
+
+void InMemoryIdempotencyStore::EraseLocked(std::map<Key, Entry>::iterator it) {
+  bytes_ -= std::min(bytes_, EntryBytes(it->first, it->second));
+  entries_.erase(it);
+}
 
 void InMemoryIdempotencyStore::ExpireLocked(absl::Time now) {
   while (!expiry_.empty() && expiry_.begin()->first <= now) {
     auto it = entries_.find(expiry_.begin()->second);
     // Only finished entries are scheduled; a key reused after an Abandon has its own time.
     if (it != entries_.end() && it->second.done && it->second.expires_at <= now) {
-      entries_.erase(it);
+      EraseLocked(it);
     }
     expiry_.erase(expiry_.begin());
   }
@@ -24,10 +51,31 @@ IdempotencyStore::Decision InMemoryIdempotencyStore::Begin(
     IdempotentOutcome* replay, absl::AnyInvocable<void(const IdempotentOutcome&)> on_ready) {
   absl::MutexLock lock(&mu_);
   ExpireLocked(clock_());
-  auto [it, inserted] = entries_.try_emplace(Key(account, key));
+  Key id(account, key);
+  if (entries_.find(id) == entries_.end()) {
+    // A new key: make room by forgetting the oldest finished outcomes first.
+    const size_t needed = kEntryOverheadBytes + account.size() + key.size() + fingerprint.size();
+    while (bytes_ + needed > max_bytes_ && !expiry_.empty()) {
+      auto oldest = entries_.find(expiry_.begin()->second);
+      expiry_.erase(expiry_.begin());
+      if (oldest != entries_.end() && oldest->second.done) {
+        EraseLocked(oldest);
+        ++evictions_;
+      }
+    }
+    if (bytes_ + needed > max_bytes_) {
+      *replay = IdempotentOutcome{
+          grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                       "too many idempotency keys in flight on this replica; retry later"),
+          ""};
+      return Decision::kUnavailable;
+    }
+  }
+  auto [it, inserted] = entries_.try_emplace(std::move(id));
   Entry& entry = it->second;
   if (inserted) {
     entry.fingerprint = fingerprint;
+    bytes_ += EntryBytes(it->first, entry);
     return Decision::kLead;
   }
   if (entry.fingerprint != fingerprint) return Decision::kMismatch;
@@ -47,8 +95,10 @@ void InMemoryIdempotencyStore::Complete(const std::string& account, const std::s
     auto it = entries_.find(Key(account, key));
     if (it == entries_.end()) return;
     Entry& entry = it->second;
+    const size_t before = EntryBytes(it->first, entry);
     entry.done = true;
     entry.outcome = outcome;
+    bytes_ += EntryBytes(it->first, entry) - before;
     entry.expires_at = clock_() + ttl_;
     expiry_.emplace(entry.expires_at, it->first);
     waiters.swap(entry.waiters);
@@ -64,7 +114,7 @@ void InMemoryIdempotencyStore::Abandon(const std::string& account, const std::st
     auto it = entries_.find(Key(account, key));
     if (it == entries_.end()) return;
     waiters.swap(it->second.waiters);
-    entries_.erase(it);
+    EraseLocked(it);
   }
   for (auto& waiter : waiters) waiter(outcome);
 }
@@ -74,12 +124,26 @@ size_t InMemoryIdempotencyStore::size() const {
   return entries_.size();
 }
 
+size_t InMemoryIdempotencyStore::bytes() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_;
+}
+
+int64_t InMemoryIdempotencyStore::evictions() const {
+  absl::MutexLock lock(&mu_);
+  return evictions_;
+}
+
 absl::StatusOr<std::unique_ptr<IdempotencyStore>> OpenIdempotencyStore(const std::string& url,
-                                                                       absl::Duration ttl) {
+                                                                       absl::Duration ttl,
+                                                                       size_t memory_max_bytes) {
   if (ttl <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("idempotency store: the TTL must be positive");
   }
-  if (url == "memory") return std::make_unique<InMemoryIdempotencyStore>(ttl);
+  if (url == "memory") {
+    return std::make_unique<InMemoryIdempotencyStore>(
+        ttl, [] { return absl::Now(); }, memory_max_bytes);
+  }
   if (url.rfind("redis://", 0) == 0 || url.rfind("rediss://", 0) == 0) {
     RedisIdempotencyOptions options;
     options.ttl = ttl;

@@ -12,6 +12,7 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -58,12 +59,17 @@ class IdempotencyStore {
                        const IdempotentOutcome& outcome) = 0;
 };
 
-// The process-local store: a map with an expiry index.
+// The process-local store: a map with an expiry index, bounded in bytes (keys,
+// fingerprints, outcomes and a per-entry overhead). Past `max_bytes`, a new key first
+// evicts the oldest finished outcomes (they are forgotten before their TTL: counted in
+// evictions()); when only keys in flight remain, Begin() answers kUnavailable (an
+// UNAVAILABLE status in `replay`: nothing was claimed, the client may retry later).
 class InMemoryIdempotencyStore final : public IdempotencyStore {
  public:
   explicit InMemoryIdempotencyStore(
       absl::Duration ttl = absl::Hours(24),
-      std::function<absl::Time()> clock = [] { return absl::Now(); });
+      std::function<absl::Time()> clock = [] { return absl::Now(); },
+      size_t max_bytes = size_t{64} << 20);
 
   Decision Begin(const std::string& account, const std::string& key, const std::string& fingerprint,
                  IdempotentOutcome* replay,
@@ -74,6 +80,9 @@ class InMemoryIdempotencyStore final : public IdempotencyStore {
                const IdempotentOutcome& outcome) override;
 
   size_t size() const;
+  size_t bytes() const;
+  // Finished outcomes forgotten before their TTL to stay within max_bytes.
+  int64_t evictions() const;
 
  private:
   struct Entry {
@@ -86,12 +95,18 @@ class InMemoryIdempotencyStore final : public IdempotencyStore {
   using Key = std::pair<std::string, std::string>;
 
   void ExpireLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes an entry and its bytes.
+  void EraseLocked(std::map<Key, Entry>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static size_t EntryBytes(const Key& key, const Entry& entry);
 
   const absl::Duration ttl_;
   const std::function<absl::Time()> clock_;
+  const size_t max_bytes_;
   mutable absl::Mutex mu_;
   std::map<Key, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::multimap<absl::Time, Key> expiry_ ABSL_GUARDED_BY(mu_);
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t evictions_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // The store named by `url`: "memory" -> InMemoryIdempotencyStore, "redis://..." ->
@@ -100,8 +115,12 @@ class InMemoryIdempotencyStore final : public IdempotencyStore {
 // malformed URL or a ttl <= 0; PermissionDenied when Redis refuses the password. An
 // unreachable Redis is not an error (Begin() answers kUnavailable until it is back).
 // Messages never contain the URL (it may hold a password).
-absl::StatusOr<std::unique_ptr<IdempotencyStore>> OpenIdempotencyStore(const std::string& url,
-                                                                       absl::Duration ttl);
+absl::StatusOr<std::unique_ptr<IdempotencyStore>> OpenIdempotencyStore(
+    const std::string& url, absl::Duration ttl, size_t memory_max_bytes = size_t{64} << 20);
+
+// An idempotency key a client may use: 1 to 255 visible ASCII characters (0x21-0x7E).
+bool ValidIdempotencyKey(absl::string_view key);
+inline constexpr size_t kMaxIdempotencyKeyLength = 255;
 
 }  // namespace inspection::pipeline
 

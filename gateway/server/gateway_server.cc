@@ -339,7 +339,8 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   }
 
   auto idempotency =
-      pipeline::OpenIdempotencyStore(opts.idempotency_store_url, opts.idempotency_ttl);
+      pipeline::OpenIdempotencyStore(opts.idempotency_store_url, opts.idempotency_ttl,
+                                     opts.idempotency_memory_max_bytes);
   if (!idempotency.ok()) {
     return absl::Status(idempotency.status().code(),
                         absl::StrCat("idempotency_store: ", idempotency.status().message()));

@@ -103,6 +103,8 @@ struct GatewayServerOptions {
   token_watch::TokenStatusPollerOptions token_watch;
   // How long the first outcome of an idempotency key is kept.
   absl::Duration idempotency_ttl = absl::Hours(24);
+  // Bound of the in-memory idempotency store (idempotency.max_bytes).
+  size_t idempotency_memory_max_bytes = size_t{64} << 20;
   // "memory" or "redis://..." (config key idempotency_store).
   std::string idempotency_store_url = "memory";
   // Admin HTTP endpoint: /metrics, /healthz, /readyz. Port 0: any free port; -1: off.

@@ -178,6 +178,21 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
   std::string idempotency_key;
   if (endpoint.idempotency_key && deps.idempotency != nullptr) {
     idempotency_key = IdempotencyKeyFor(*context, endpoint.idempotency_key(*request));
+    if (!idempotency_key.empty() && !pipeline::ValidIdempotencyKey(idempotency_key)) {
+      errors::ApiError error = errors::ApiError::InvalidRequest(
+          {{"idempotency_key",
+            absl::StrCat("an idempotency key (field idempotency_key or metadata "
+                         "idempotency-key) is 1 to ",
+                         pipeline::kMaxIdempotencyKeyLength,
+                         " visible ASCII characters (no spaces or control characters); this "
+                         "one has ",
+                         idempotency_key.size(), " characters or others.")}});
+      record.code = static_cast<grpc::StatusCode>(error.code);
+      record.reason = error.reason;
+      NotifyFinished(deps, record, start);
+      reactor->Finish(error.ToGrpcStatus());
+      return reactor;
+    }
   }
   if (!idempotency_key.empty()) {
     // Runs for a replay and, possibly on another thread, for a waiter: the metadata is

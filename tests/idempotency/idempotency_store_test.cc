@@ -62,6 +62,51 @@ TEST_F(InMemoryIdempotencyStoreTest, AbandonForgetsTheEntry) {
   EXPECT_EQ(store_.size(), 0u);
 }
 
+TEST(InMemoryIdempotencyStoreBoundTest, TheOldestFinishedOutcomesGoFirstThenNewKeysWait) {
+  absl::Time now = absl::FromUnixSeconds(1700000000);
+  // Room for about four entries of ~1.3 KiB (256 bytes of overhead each).
+  InMemoryIdempotencyStore store(
+      absl::Hours(24), [&] { return now; }, 5200);
+  IdempotentOutcome replay;
+  auto ignore = [](const IdempotentOutcome&) {};
+  const std::string response(1000, 'r');
+  for (const char* key : {"a", "b", "c"}) {
+    ASSERT_EQ(store.Begin("acct", key, "fp", &replay, ignore), IdempotencyStore::Decision::kLead);
+    store.Complete("acct", key, {grpc::Status::OK, response});
+    now += absl::Seconds(1);
+  }
+  EXPECT_LE(store.bytes(), 5200u);
+  // A fourth and a fifth key: "a", then "b", the oldest finished outcomes, are forgotten.
+  ASSERT_EQ(store.Begin("acct", "d", "fp", &replay, ignore), IdempotencyStore::Decision::kLead);
+  store.Complete("acct", "d", {grpc::Status::OK, response});
+  ASSERT_EQ(store.Begin("acct", "e", "fp", &replay, ignore), IdempotencyStore::Decision::kLead);
+  EXPECT_GE(store.evictions(), 1);
+  EXPECT_LE(store.bytes(), 5200u);
+  EXPECT_EQ(store.Begin("acct", "a", "other", &replay, ignore), IdempotencyStore::Decision::kLead)
+      << "the oldest outcome was forgotten";
+  EXPECT_EQ(store.Begin("acct", "d", "fp", &replay, ignore), IdempotencyStore::Decision::kReplay);
+
+  // Nothing finished left to forget: a new key is UNAVAILABLE, nothing is claimed.
+  InMemoryIdempotencyStore tiny(
+      absl::Hours(24), [&] { return now; }, 600);
+  ASSERT_EQ(tiny.Begin("acct", "x", "fp", &replay, ignore), IdempotencyStore::Decision::kLead);
+  ASSERT_EQ(tiny.Begin("acct", "y", "fp", &replay, ignore), IdempotencyStore::Decision::kLead);
+  EXPECT_EQ(tiny.Begin("acct", "z", "fp", &replay, ignore),
+            IdempotencyStore::Decision::kUnavailable);
+  EXPECT_EQ(replay.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(tiny.size(), 2u);
+}
+
+TEST(ValidIdempotencyKeyTest, OneTo255VisibleAsciiCharacters) {
+  EXPECT_TRUE(ValidIdempotencyKey("order-1"));
+  EXPECT_TRUE(ValidIdempotencyKey(std::string(255, 'k')));
+  EXPECT_FALSE(ValidIdempotencyKey(""));
+  EXPECT_FALSE(ValidIdempotencyKey(std::string(256, 'k')));
+  EXPECT_FALSE(ValidIdempotencyKey("with space"));
+  EXPECT_FALSE(ValidIdempotencyKey("tab\t"));
+  EXPECT_FALSE(ValidIdempotencyKey("caf\xc3\xa9"));
+}
+
 TEST(OpenIdempotencyStoreTest, MemoryIsTheInMemoryStore) {
   auto store = OpenIdempotencyStore("memory", absl::Hours(1));
   ASSERT_TRUE(store.ok()) << store.status();

@@ -196,6 +196,19 @@ TEST_F(SandboxUpstreamTest, IdempotencyKeysReplayRejectMismatchesAndJoinConcurre
   EXPECT_EQ(third.token().uid(), first.token().uid());
 }
 
+TEST_F(SandboxUpstreamTest, AnIdempotencyKeyOver255CharactersIsRefusedBeforeTheVendor) {
+  for (const std::string& key : {std::string(256, 'k'), std::string("has space")}) {
+    auto request = ValidTokenRequest();
+    request.set_idempotency_key(key);
+    v1::CreateTokenResponse response;
+    const grpc::Status status =
+        token_->CreateToken(GatewayTest::Context().get(), request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << key;
+    EXPECT_EQ(GatewayTest::BadRequestOf(status).field_violations(0).field(), "idempotency_key");
+  }
+  EXPECT_EQ(SandboxState()["tokens"].size(), 0u);
+}
+
 TEST_F(SandboxUpstreamTest, A503TwiceThenSuccessIsOneSuccessfulRpcAfterThreeVendorCalls) {
   AddFault(R"({"route": "assess_quality", "kind": "error", "status": 503, "times": 2})");
   grpc::Status status = AssessQuality();
