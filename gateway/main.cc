@@ -55,6 +55,8 @@ inspection::server::GatewayServerOptions ServerOptions(const GatewayConfig& conf
   options.tls.key_file = config.grpc.tls.key_file;
   options.tls.client_ca_file = config.grpc.tls.client_ca_file;
   options.tls.refresh_interval = std::chrono::seconds(config.grpc.tls.refresh_interval_seconds);
+  options.authz_policy_file = config.grpc.authz_policy_file;
+  options.authz_refresh_interval = std::chrono::seconds(config.grpc.authz_refresh_interval_seconds);
   options.grpc_limits.max_receive_message_bytes = config.grpc.max_receive_message_bytes;
   options.grpc_limits.max_concurrent_streams = config.grpc.max_concurrent_streams;
   options.grpc_limits.keepalive_min_client_interval_ms =
@@ -237,6 +239,11 @@ int main(int argc, char** argv) {
         "grpc.tls.key_file (and grpc.tls.client_ca_file for mTLS), or terminate mTLS in a "
         "mesh sidecar in front of it",
         {{"grpc_addr", config->grpc_addr}});
+  }
+  if (config->grpc.authz_policy_file.empty() && !config->sandbox) {
+    logger.Warn(
+        "no authorization policy (grpc.authz_policy_file): every caller may call every RPC "
+        "with every vendor account, UpdateWebhookConfig and CreateToken included");
   }
   if ((*server)->webhook_port() == 0) {
     logger.Warn(

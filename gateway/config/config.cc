@@ -562,6 +562,17 @@ const std::vector<KeySpec>& Keys() {
           [](auto& c) -> auto& { return c.grpc.tls.refresh_interval_seconds; }, 1, 86400, "SECONDS",
           "How often the TLS files are read again (a rotated certificate is served from the next "
           "handshake on)."),
+      StringKey(
+          "grpc.authz_policy_file", [](auto& c) -> auto& { return c.grpc.authz_policy_file; },
+          OptionalPath, "PATH",
+          "Authorization policy in gRPC's authz policy JSON (allow/deny rules on principals "
+          "such as the spiffe:// ID of a client certificate, paths, and headers such as "
+          "x-vendor-account), read again without restart. Unset: every caller may call every "
+          "RPC (a start-up warning)."),
+      IntegerKey(
+          "grpc.authz_refresh_interval_seconds",
+          [](auto& c) -> auto& { return c.grpc.authz_refresh_interval_seconds; }, 1, 86400,
+          "SECONDS", "How often grpc.authz_policy_file is read again."),
       EnumKey<Toggle>(
           "grpc.reflection", [](auto& c) -> auto& { return c.grpc.reflection; },
           {{"auto", Toggle::kAuto}, {"on", Toggle::kOn}, {"off", Toggle::kOff}},

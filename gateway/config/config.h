@@ -109,6 +109,8 @@ struct GrpcTlsConfig {
 // grpc.*: the gRPC listener's limits, TLS, and reflection.
 struct GrpcOptions {
   GrpcTlsConfig tls;
+  std::string authz_policy_file;  // the authorization policy; empty: none
+  int authz_refresh_interval_seconds = 60;
   int max_receive_message_bytes = 512 * 1024;
   int max_concurrent_streams = 1000;
   absl::Duration keepalive_min_client_interval = absl::Milliseconds(10000);

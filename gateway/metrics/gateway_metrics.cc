@@ -465,6 +465,12 @@ void GatewayMetrics::BuildCacheAndEvents() {
   for (size_t r = 0; r < kNumWebhookRefusals; ++r) {
     webhook_refusals_[r] = &refusals.Add({{"reason", Str(kWebhookRefusalLabels[r])}});
   }
+  authz_denied_ = &prometheus::BuildCounter()
+                       .Name("inspection_authz_denied_total")
+                       .Help(
+                           "Calls the authorization policy (grpc.authz_policy_file) denied, "
+                           "by method.")
+                       .Register(registry);
   webhook_connections_ = &prometheus::BuildGauge()
                               .Name("inspection_webhook_connections")
                               .Help("Connections open to the webhook port.")
@@ -585,6 +591,22 @@ void GatewayMetrics::RecordWebhookDelivery(WebhookOutcome outcome, uint64_t coun
 
 void GatewayMetrics::RecordWebhookRefusal(WebhookRefusal reason, uint64_t count) {
   At(webhook_refusals_, static_cast<size_t>(reason))->Increment(static_cast<double>(count));
+}
+
+void GatewayMetrics::RecordAuthzDenied(std::string_view grpc_method) {
+  prometheus::Counter* counter = nullptr;
+  {
+    absl::MutexLock lock(&authz_mu_);
+    auto at = authz_denied_by_method_.find(grpc_method);
+    if (at == authz_denied_by_method_.end()) {
+      at = authz_denied_by_method_
+               .emplace(std::string(grpc_method),
+                        &authz_denied_->Add({{"grpc_method", std::string(grpc_method)}}))
+               .first;
+    }
+    counter = at->second;
+  }
+  counter->Increment();
 }
 
 void GatewayMetrics::SetWebhookConnections(int64_t open) {

@@ -46,7 +46,9 @@
 #include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "gateway/metrics/process_collector.h"
 
 namespace inspection::metrics {
@@ -308,6 +310,9 @@ class GatewayMetrics final : public prometheus::Collectable {
   // inspection_webhook_unknown_event_names_total: a delivery whose event name is not one we
   // know (it is still stored; the name itself is never a label).
   void RecordUnknownWebhookEventName(uint64_t count = 1);
+  // inspection_authz_denied_total{grpc_method}: calls the authorization policy denied.
+  // `grpc_method` is a full method name of this gateway (a bounded set).
+  void RecordAuthzDenied(std::string_view grpc_method);
   // inspection_webhook_http_refusals_total
   void RecordWebhookRefusal(WebhookRefusal reason, uint64_t count = 1);
   // inspection_webhook_connections: connections open to the webhook port now.
@@ -369,6 +374,10 @@ class GatewayMetrics final : public prometheus::Collectable {
   prometheus::Gauge* webhook_connections_ = nullptr;
   prometheus::Gauge* webhook_listener_accepting_ = nullptr;
   prometheus::Counter* webhook_accept_errors_ = nullptr;
+  prometheus::Family<prometheus::Counter>* authz_denied_ = nullptr;
+  absl::Mutex authz_mu_;
+  std::map<std::string, prometheus::Counter*, std::less<>> authz_denied_by_method_
+      ABSL_GUARDED_BY(authz_mu_);
   prometheus::Counter* event_log_appends_ = nullptr;
   prometheus::Counter* event_log_append_errors_ = nullptr;
   prometheus::Histogram* fanout_lag_ = nullptr;

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "adapters/http/curl_transport.h"
 #include "adapters/vendor/token_mapper.h"
+#include "gateway/logging/log.h"
 #include "gateway/metrics/grpc_server_metrics.h"
 #include "gateway/services/damage_service.h"
 #include "gateway/services/event_config_service.h"
@@ -338,9 +339,8 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
         server->scheduler_.get());
   }
 
-  auto idempotency =
-      pipeline::OpenIdempotencyStore(opts.idempotency_store_url, opts.idempotency_ttl,
-                                     opts.idempotency_memory_max_bytes);
+  auto idempotency = pipeline::OpenIdempotencyStore(
+      opts.idempotency_store_url, opts.idempotency_ttl, opts.idempotency_memory_max_bytes);
   if (!idempotency.ok()) {
     return absl::Status(idempotency.status().code(),
                         absl::StrCat("idempotency_store: ", idempotency.status().message()));
@@ -362,6 +362,23 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   server->metrics_observer_ =
       std::make_unique<MetricsObserver>(server->metrics_.get(), opts.observer);
   deps.observer = server->metrics_observer_.get();
+  if (!opts.authz_policy_file.empty()) {
+    auto authz = security::AuthzPolicyWatcher::Start(
+        opts.authz_policy_file, opts.authz_refresh_interval, [](const absl::Status& status) {
+          logging::DefaultLogger().Error(
+              "the authorization policy file no longer parses; the last good policy stays in "
+              "force",
+              {{"error", std::string(status.message())}});
+        });
+    if (!authz.ok()) {
+      return absl::Status(authz.status().code(),
+                          absl::StrCat("grpc.authz_policy_file: ", authz.status().message()));
+    }
+    server->authz_ = *std::move(authz);
+    deps.authz = server->authz_.get();
+    metrics::GatewayMetrics* metrics = server->metrics_.get();
+    deps.on_denied = [metrics](std::string_view method) { metrics->RecordAuthzDenied(method); };
+  }
 
   server->services_.push_back(std::make_unique<services::TokenServiceImpl>(deps));
   server->services_.push_back(std::make_unique<services::ImageServiceImpl>(deps));

@@ -69,6 +69,10 @@ struct GrpcTlsOptions {
 struct GatewayServerOptions {
   std::string grpc_addr = "0.0.0.0:50051";  // port 0: the OS picks one (see grpc_port())
   GrpcTlsOptions tls;
+  // The authorization policy (security/authz_policy.h: gRPC's authz policy JSON), read now
+  // and again every authz_refresh_interval. Empty: every caller may call everything.
+  std::string authz_policy_file;
+  std::chrono::seconds authz_refresh_interval{60};
   GrpcServerLimits grpc_limits;
   // gRPC server reflection (grpc.reflection.v1alpha). Note that gRPC registers the
   // reflection plugin for every server the process builds after the first that asks.
@@ -206,6 +210,7 @@ class GatewayServer {
   std::shared_ptr<metrics::GatewayMetrics> metrics_;
   std::unique_ptr<metrics::AdminServer> admin_;
   std::unique_ptr<services::RpcObserver> metrics_observer_;
+  std::unique_ptr<security::AuthzPolicyWatcher> authz_;
   services::ServiceDeps deps_;
   std::vector<std::unique_ptr<grpc::Service>> services_;
   // Calls in flight, so that Shutdown does not wait for idle client connections.

@@ -35,6 +35,11 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* EventServiceImpl::Subscribe(
   auto* reactor = new streaming::EventStreamReactor<v1::SubscribeResponse>(
       deps_.hub, deps_.stream_queue_size,
       [](const v1::Event& event, v1::SubscribeResponse* out) { *out->mutable_event() = event; });
+  if (auto denied = Authorize(*context, deps_, "/inspection.v1.EventService/Subscribe");
+      denied.has_value()) {
+    reactor->End(denied->ToGrpcStatus(), /*as_is=*/true);
+    return reactor;
+  }
   validation::Violations violations = ValidateSubscribe(*request);
   if (!violations.empty()) {
     reactor->End(errors::ApiError::InvalidRequest(std::move(violations)).ToGrpcStatus(),

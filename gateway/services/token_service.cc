@@ -42,6 +42,10 @@ grpc::ServerUnaryReactor* TokenServiceImpl::GetTokenStatus(grpc::CallbackServerC
 
 grpc::ServerWriteReactor<v1::WatchTokenStatusResponse>* TokenServiceImpl::WatchTokenStatus(
     grpc::CallbackServerContext* context, const v1::WatchTokenStatusRequest* request) {
+  if (auto denied = Authorize(*context, deps_, "/inspection.v1.TokenService/WatchTokenStatus");
+      denied.has_value()) {
+    return new FailedStream<v1::WatchTokenStatusResponse>(denied->ToGrpcStatus());
+  }
   upstream::CallOptions call;
   if (auto error = CallOptionsFor(*context, deps_, /*request_id=*/"", &call); error.has_value()) {
     return new FailedStream<v1::WatchTokenStatusResponse>(error->ToGrpcStatus());

@@ -71,6 +71,36 @@ std::string CallerIdentity(const grpc::ServerContextBase& context) {
   return "";
 }
 
+std::optional<errors::ApiError> Authorize(const grpc::CallbackServerContext& context,
+                                          const ServiceDeps& deps, std::string_view grpc_method) {
+  if (deps.authz == nullptr) return std::nullopt;
+  security::AuthzRequest request;
+  request.path = std::string(grpc_method);
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth != nullptr && auth->IsPeerAuthenticated()) {
+    for (const char* property : {GRPC_PEER_SPIFFE_ID_PROPERTY_NAME, GRPC_X509_SAN_PROPERTY_NAME,
+                                 GRPC_X509_CN_PROPERTY_NAME}) {
+      for (const grpc::string_ref& value : auth->FindPropertyValues(property)) {
+        request.principals.emplace_back(value.data(), value.size());
+      }
+    }
+  }
+  for (const auto& [key, value] : context.client_metadata()) {
+    request.headers.emplace_back(std::string(key.data(), key.size()),
+                                 std::string(value.data(), value.size()));
+  }
+  const security::AuthzDecision decision = deps.authz->Evaluate(request);
+  if (decision.allowed) return std::nullopt;
+  if (deps.on_denied) deps.on_denied(grpc_method);
+  errors::ApiError error;
+  error.code = absl::StatusCode::kPermissionDenied;
+  error.reason = "PERMISSION_DENIED_BY_POLICY";
+  error.message = absl::StrCat("the authorization policy does not let this caller make this call (",
+                               std::string(grpc_method), ", its metadata such as x-vendor-account)");
+  if (!decision.rule.empty()) error.metadata["deny_rule"] = decision.rule;
+  return error;
+}
+
 std::string AuditResource(const google::protobuf::Message& request) {
   const google::protobuf::Descriptor* descriptor = request.GetDescriptor();
   const google::protobuf::Reflection* reflection = request.GetReflection();

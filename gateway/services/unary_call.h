@@ -16,6 +16,7 @@
 #include "gateway/errors/api_error.h"
 #include "gateway/idempotency/idempotency_store.h"
 #include "gateway/routes/route_table.h"
+#include "gateway/security/authz_policy.h"
 #include "gateway/streaming/event_hub.h"
 #include "gateway/token_watch/token_status_poller.h"
 #include "gateway/upstream/vendor_client.h"
@@ -90,7 +91,19 @@ struct ServiceDeps {
   // Named vendor accounts a call may select with `x-vendor-account` (the default
   // account, "", needs no name).
   std::set<std::string> vendor_accounts;
+  // The authorization policy (grpc.authz_policy_file); null: every caller may call
+  // everything.
+  const security::AuthzPolicyWatcher* authz = nullptr;
+  // Told about every call the policy denies, with its full method name; may be null.
+  std::function<void(std::string_view grpc_method)> on_denied;
 };
+
+// The authorization policy's verdict on this call of `grpc_method` (principals from the
+// peer certificate, the call's metadata): nullopt when allowed (or no policy), else
+// PERMISSION_DENIED (reason PERMISSION_DENIED_BY_POLICY) to answer with. Every RPC asks
+// first, before validation or any vendor call.
+std::optional<errors::ApiError> Authorize(const grpc::CallbackServerContext& context,
+                                          const ServiceDeps& deps, std::string_view grpc_method);
 
 // How one unary RPC maps onto its vendor route. Built once per service.
 template <class Request, class Response>
@@ -154,6 +167,14 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
   }
   if (record.route->audited) record.resource = AuditResource(*request);
   context->AddInitialMetadata("x-request-id", record.request_id);
+
+  if (auto denied = Authorize(*context, deps, record.route->grpc_method); denied.has_value()) {
+    record.code = static_cast<grpc::StatusCode>(denied->code);
+    record.reason = denied->reason;
+    NotifyFinished(deps, record, start);
+    reactor->Finish(denied->ToGrpcStatus());
+    return reactor;
+  }
 
   validation::Violations violations = endpoint.validate(*request);
   if (!violations.empty()) {

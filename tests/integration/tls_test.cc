@@ -5,8 +5,12 @@
 #include <string>
 #include <vector>
 
+#include <cstdio>
+#include <fstream>
+
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -31,6 +35,7 @@ class TlsTest : public ::testing::Test {
     ASSERT_TRUE(pki_.ok()) << pki_.error();
     ASSERT_TRUE(pki_.Issue("server", "gateway-1", kServerSans)) << pki_.error();
     ASSERT_TRUE(pki_.Issue("client-a", "client-a", "URI:spiffe://test/client-a")) << pki_.error();
+    ASSERT_TRUE(pki_.Issue("client-b", "client-b", "URI:spiffe://test/client-b")) << pki_.error();
     ASSERT_TRUE(other_ca_.ok()) << other_ca_.error();
     ASSERT_TRUE(other_ca_.Issue("intruder", "intruder", "URI:spiffe://test/intruder"))
         << other_ca_.error();
@@ -40,14 +45,19 @@ class TlsTest : public ::testing::Test {
     vendor_.RespondWith(reply);
   }
 
-  void StartGateway(bool mtls, std::chrono::seconds refresh = std::chrono::seconds(60)) {
+  void StartGateway(bool mtls, std::chrono::seconds refresh = std::chrono::seconds(60),
+                    const std::string& policy_file = "") {
     server::GatewayServerOptions options;
     options.observer = &log_observer_;
+    options.authz_policy_file = policy_file;
+    options.authz_refresh_interval = std::chrono::seconds(1);
+    options.accounts.push_back({"preprod", vendor_.BaseUrl(), "tls-test-preprod-key"});
+    options.admin_host = "127.0.0.1";
     options.grpc_addr = "127.0.0.1:0";
     options.vendor.base_url = vendor_.BaseUrl();
     options.vendor.api_key = kApiKey;
     options.webapp_url = "https://webapp.example.test";
-    options.admin_port = -1;
+    options.admin_port = 0;
     options.event_log_url = "sqlite:" + temp_.File("events.db");
     options.tls.cert_file = pki_.Path("server.pem");
     options.tls.key_file = pki_.Path("server.key");
@@ -77,12 +87,14 @@ class TlsTest : public ::testing::Test {
   std::string Target() const { return absl::StrCat("127.0.0.1:", gateway_->grpc_port()); }
 
   // GetWebhookConfig on `channel`; the server certificate's CN through `peer_cn`.
-  grpc::Status Call(const std::shared_ptr<grpc::Channel>& channel, std::string* peer_cn = nullptr) {
+  grpc::Status Call(const std::shared_ptr<grpc::Channel>& channel, std::string* peer_cn = nullptr,
+                    const std::string& account = "") {
     auto stub = v1::EventConfigService::NewStub(channel);
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::GetWebhookConfigResponse response;
     context.AddMetadata("cache-control", "no-cache");
+    if (!account.empty()) context.AddMetadata("x-vendor-account", account);
     grpc::Status status = stub->GetWebhookConfig(&context, {}, &response);
     if (peer_cn != nullptr && context.auth_context() != nullptr) {
       for (const auto& value : context.auth_context()->FindPropertyValues("x509_common_name")) {
@@ -162,6 +174,61 @@ TEST_F(TlsTest, LogLinesNameTheCallerAndWritesLeaveAnAuditLine) {
   // One audit line: GetWebhookConfig is a read. The key is in no line.
   EXPECT_EQ(log.find(R"("msg":"audit")", audit + 1), std::string::npos) << log;
   EXPECT_EQ(log.find("whk-audit-secret"), std::string::npos);
+}
+
+// Two identities under one policy: A may use the preprod account only, B may call
+// everything but UpdateWebhookConfig. A denial is PERMISSION_DENIED, counted by method,
+// and a policy changed on disk takes effect without a restart.
+TEST_F(TlsTest, ThePolicyDecidesPerIdentityRpcAndAccountAndReloadsWithoutARestart) {
+  const std::string policy = temp_.File("policy.json");
+  auto write_policy = [&](const std::string& text) {
+    std::ofstream(policy + ".tmp") << text;
+    std::rename((policy + ".tmp").c_str(), policy.c_str());
+  };
+  write_policy(R"({"name": "gateway",
+    "deny_rules": [{"name": "b-no-webhook-writes",
+      "source": {"principals": ["spiffe://test/client-b"]},
+      "request": {"paths": ["/inspection.v1.EventConfigService/UpdateWebhookConfig"]}}],
+    "allow_rules": [{"name": "a-preprod-only",
+      "source": {"principals": ["spiffe://test/client-a"]},
+      "request": {"headers": [{"key": "x-vendor-account", "values": ["preprod"]}]}},
+      {"name": "b-everything", "source": {"principals": ["spiffe://test/client-b"]}}]})");
+  StartGateway(/*mtls=*/true, std::chrono::seconds(60), policy);
+  const auto a = TlsChannel(pki_, &pki_, "client-a");
+  const auto b = TlsChannel(pki_, &pki_, "client-b");
+  EXPECT_TRUE(Call(a, nullptr, "preprod").ok());
+  const grpc::Status a_default = Call(a);
+  EXPECT_EQ(a_default.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << a_default.error_message();
+  EXPECT_TRUE(Call(b).ok());
+  auto update_as_b = [&] {
+    auto stub = v1::EventConfigService::NewStub(b);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::UpdateWebhookConfigRequest update;
+    update.set_webhook_url_v2("https://attacker.example.test/steal");
+    v1::UpdateWebhookConfigResponse response;
+    return stub->UpdateWebhookConfig(&context, update, &response);
+  };
+  EXPECT_EQ(update_as_b().error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  // Denied calls never reached the vendor: the two allowed GetWebhookConfig calls did.
+  EXPECT_EQ(vendor_.RequestCount(), 2u);
+  httplib::Client admin("127.0.0.1", gateway_->admin_port());
+  auto metrics = admin.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  for (const char* method : {"/inspection.v1.EventConfigService/UpdateWebhookConfig",
+                             "/inspection.v1.EventConfigService/GetWebhookConfig"}) {
+    EXPECT_NE(metrics->body.find(
+                  absl::StrCat("inspection_authz_denied_total{grpc_method=\"", method, "\"} 1")),
+              std::string::npos)
+        << method;
+  }
+
+  // The policy changes on disk: A may now use the default account too, B nothing.
+  write_policy(R"({"name": "gateway-2", "allow_rules": [{"name": "a-any-account",
+      "source": {"principals": ["spiffe://test/client-a"]}}]})");
+  EXPECT_TRUE(WaitUntil([&] { return Call(a).ok(); }, std::chrono::seconds(20)));
+  EXPECT_EQ(Call(b).error_code(), grpc::StatusCode::PERMISSION_DENIED);
 }
 
 TEST_F(TlsTest, ARotatedServerCertificateIsServedWithoutARestart) {
