@@ -95,8 +95,9 @@ std::optional<errors::ApiError> Authorize(const grpc::CallbackServerContext& con
   errors::ApiError error;
   error.code = absl::StatusCode::kPermissionDenied;
   error.reason = "PERMISSION_DENIED_BY_POLICY";
-  error.message = absl::StrCat("the authorization policy does not let this caller make this call (",
-                               std::string(grpc_method), ", its metadata such as x-vendor-account)");
+  error.message =
+      absl::StrCat("the authorization policy does not let this caller make this call (",
+                   std::string(grpc_method), ", its metadata such as x-vendor-account)");
   if (!decision.rule.empty()) error.metadata["deny_rule"] = decision.rule;
   return error;
 }
