@@ -4,8 +4,9 @@
 #   - helm lint and helm lint --strict, with the default values and each ci/*.yaml;
 #   - helm template with the default values and each ci/*.yaml, every rendered manifest
 #     validated by kubernetes-validate --strict (offline schemas) for the oldest and newest
-#     Kubernetes version the chart targets; the two CRD kinds (ServiceMonitor,
-#     PrometheusRule), which have no schema there, get their required fields checked here;
+#     Kubernetes version the chart targets; the CRD kinds (ServiceMonitor, PrometheusRule,
+#     cert-manager's Certificate), which have no schema there, get their required fields
+#     checked here;
 #     plus chart invariants (config file is JSON, non-root, read-only root fs, grace period);
 #   - the rendered config files accepted by the real gateway (--print-config), when a built
 #     binary is found (INSPECTION_GATEWAY_BIN or build/inspection-gateway);
@@ -87,7 +88,7 @@ def need(doc, path):
         node = node[part]
     return node
 
-crd_kinds = {"ServiceMonitor", "PrometheusRule"}
+crd_kinds = {"ServiceMonitor", "PrometheusRule", "Certificate"}
 rest = []
 for doc in docs:
     for field in ("apiVersion", "kind", "metadata"):
@@ -111,6 +112,13 @@ for doc in docs:
                     errors.append(f"rule without expr: {rule}")
                 if ("alert" in rule) == ("record" in rule):
                     errors.append(f"rule must have exactly one of alert/record: {rule}")
+    elif doc.get("kind") == "Certificate":
+        if doc["apiVersion"] != "cert-manager.io/v1":
+            errors.append("Certificate apiVersion must be cert-manager.io/v1")
+        need(doc, "spec.secretName")
+        need(doc, "spec.issuerRef.name")
+        if not need(doc, "spec.dnsNames"):
+            errors.append("Certificate without dnsNames")
     else:
         rest.append(doc)
 crds = sorted({d["kind"] for d in docs if d.get("kind") in crd_kinds})
@@ -316,6 +324,14 @@ must_fail "a config key of the wrong value (config.log.level=verbose)" "/config/
   --set config.log.level=verbose
 must_fail "a chart-managed config key (config.grpc_addr)" "config.grpc_addr is set by the chart" \
   --set config.grpc_addr=0.0.0.0:1
+must_fail "an Ingress without TLS" "ingress.enabled without ingress.tls.enabled" \
+  --set ingress.enabled=true --set ingress.host=h.example.com --set secrets.webhookKey=k
+must_fail "grpcTls without a Secret or cert-manager" "grpcTls.enabled needs" \
+  --set grpcTls.enabled=true
+must_fail "native gRPC probes on a TLS listener" "probes.type=grpc cannot probe a TLS listener" \
+  --set grpcTls.enabled=true --set grpcTls.existingSecret=tls --set probes.type=grpc
+must_fail "the TLS files set in config instead of grpcTls" "config.grpc.tls is set by the chart" \
+  --set config.grpc.tls.cert_file=/x
 must_fail "a secret in the config file (config.api_key)" "secrets never go in the config file" \
   --set config.api_key=oops
 must_fail "accounts in config instead of vendorAccounts" "config.accounts is set by the chart" \
@@ -338,6 +354,6 @@ must_fail "terminationGracePeriodSeconds shorter than the drain" "must be larger
   --set terminationGracePeriodSeconds=12 --set config.shutdown.grace_ms=10000
 must_fail "an Ingress without a webhook key" "needs a webhook key" \
   --set sandbox.enabled=false --set secrets.apiKey=k --set config.upstream_url=https://v.example.com \
-  --set config.webapp_url=https://w.example.com --set ingress.enabled=true --set ingress.host=h.example.com
+  --set config.webapp_url=https://w.example.com --set ingress.enabled=true --set ingress.host=h.example.com --set ingress.tls.enabled=true
 
 ok "all checks passed in $((SECONDS - started)) s"

@@ -230,6 +230,21 @@ pod from your Secret's password).
 {{- if .Values.vendorAccounts }}
 {{- $_ := set $cfg "accounts" (include "inspection-gateway.accountsConfig" . | fromJson) }}
 {{- end }}
+{{- if or .Values.grpcTls.enabled (include "inspection-gateway.authzConfigMap" .) }}
+{{- $grpc := deepCopy (default dict (get $cfg "grpc")) }}
+{{- if .Values.grpcTls.enabled }}
+{{- $tls := dict "cert_file" "/etc/inspection-gateway/grpc-tls/tls.crt" "key_file" "/etc/inspection-gateway/grpc-tls/tls.key" "refresh_interval_seconds" (int .Values.grpcTls.refreshIntervalSeconds) }}
+{{- if .Values.grpcTls.clientAuth }}
+{{- $_ := set $tls "client_ca_file" "/etc/inspection-gateway/grpc-tls/ca.crt" }}
+{{- end }}
+{{- $_ := set $grpc "tls" $tls }}
+{{- end }}
+{{- if include "inspection-gateway.authzConfigMap" . }}
+{{- $_ := set $grpc "authz_policy_file" "/etc/inspection-gateway/authz/policy.json" }}
+{{- $_ := set $grpc "authz_refresh_interval_seconds" (int .Values.authzPolicy.refreshIntervalSeconds) }}
+{{- end }}
+{{- $_ := set $cfg "grpc" $grpc }}
+{{- end }}
 {{- if .Values.sandbox.enabled }}
 {{- $sandboxUrl := include "inspection-gateway.sandboxUrl" . }}
 {{- $_ := set $cfg "upstream_url" $sandboxUrl }}
@@ -259,9 +274,43 @@ pod from your Secret's password).
 {{- end }}
 
 {{/* Checks: every rule a schema cannot express. Renders nothing; fails with a message. */}}
+{{- /* The Secret of the gRPC listener's TLS files ("" when grpcTls is off). */}}
+{{- define "inspection-gateway.grpcTlsSecret" -}}
+{{- if .Values.grpcTls.enabled }}
+{{- default (printf "%s-grpc-tls" (include "inspection-gateway.fullname" .)) .Values.grpcTls.existingSecret }}
+{{- end }}
+{{- end }}
+
+{{- /* The ConfigMap holding the authorization policy ("" when there is none). */}}
+{{- define "inspection-gateway.authzConfigMap" -}}
+{{- if .Values.authzPolicy.existingConfigMap }}
+{{- .Values.authzPolicy.existingConfigMap }}
+{{- else if .Values.authzPolicy.policy }}
+{{- printf "%s-authz" (include "inspection-gateway.fullname" .) }}
+{{- end }}
+{{- end }}
+
 {{- define "inspection-gateway.validate" -}}
 {{- $v := .Values }}
 {{- $cfg := default dict $v.config }}
+{{- $grpcCfg := default dict (get $cfg "grpc") }}
+{{- range $key, $instead := dict "tls" "grpcTls.*" "authz_policy_file" "authzPolicy.*" "authz_refresh_interval_seconds" "authzPolicy.refreshIntervalSeconds" }}
+{{- if hasKey $grpcCfg $key }}
+{{- fail (printf "config.grpc.%s is set by the chart: use %s instead" $key $instead) }}
+{{- end }}
+{{- end }}
+{{- if and $v.grpcTls.enabled (not $v.grpcTls.existingSecret) (not $v.grpcTls.certManager.enabled) }}
+{{- fail "grpcTls.enabled needs grpcTls.existingSecret (a kubernetes.io/tls Secret) or grpcTls.certManager.enabled" }}
+{{- end }}
+{{- if and $v.grpcTls.certManager.enabled (not $v.grpcTls.certManager.issuerRef.name) }}
+{{- fail "grpcTls.certManager.enabled needs grpcTls.certManager.issuerRef.name" }}
+{{- end }}
+{{- if and $v.grpcTls.enabled (eq $v.probes.type "grpc") }}
+{{- fail "probes.type=grpc cannot probe a TLS listener (the kubelet's gRPC probe is plaintext): use probes.type=http with grpcTls.enabled" }}
+{{- end }}
+{{- if and $v.ingress.enabled (not $v.ingress.tls.enabled) (not $v.ingress.allowPlaintext) }}
+{{- fail "ingress.enabled without ingress.tls.enabled: the vendor's webhooks carry the webhook key and customer data; enable TLS, or set ingress.allowPlaintext when a load balancer in front terminates it" }}
+{{- end }}
 {{- $managed := dict "grpc_addr" "containerPorts.grpc" "webhook_addr" "containerPorts.webhook" "admin_addr" "containerPorts.admin" "accounts" "vendorAccounts (each account's keys come from its Secret)" "api_key_file" "secrets.apiKey or secrets.existingSecret" "webhook_key_file" "secrets.webhookKey or secrets.existingSecret.webhookKeyKey" "webhook_previous_key_file" "secrets.webhookPreviousKey or secrets.existingSecret.webhookPreviousKeyKey" "event_log" "eventLog.*" "sandbox" "sandbox.enabled (the chart runs the sandbox as its own Deployment)" }}
 {{- range $key, $instead := $managed }}
 {{- if hasKey $cfg $key }}
