@@ -4,7 +4,8 @@
 Every RPC is called through an independent Python grpcio client and through grpcurl; a
 token is walked through statuses 0..6 with the sandbox's admin API and observed with
 GetTokenStatus; a damage detection's webhooks reach an HTTP receiver with the right
-x-api-key header, in order, and are retried after injected failures.
+x-api-key header, in order, and are retried after injected failures; and both clients
+call the gateway over mTLS under an authorization policy (certificates made at test time).
 
 Run by ctest (see CMakeLists.txt) with the venv from scripts/install-deps.sh:
   sandbox_e2e_test.py --gateway BIN --sandbox BIN --grpcurl BIN --proto-dir DIR
@@ -270,6 +271,102 @@ class SandboxEndToEnd(unittest.TestCase):
         attempts = [r for r in records if r["event_name"] == "createReport" and
                     r["outcome"] == "injected_failure"]
         self.assertGreaterEqual(len(attempts), 2, records)
+
+
+def make_pki(directory):
+    """A throwaway CA, a server certificate for 127.0.0.1 and two client certificates
+    (SPIFFE IDs), made with the openssl CLI; returns the file paths."""
+    def run(*argv):
+        subprocess.run(["openssl", *argv], check=True, capture_output=True, timeout=60)
+
+    def path(name):
+        return os.path.join(directory, name)
+
+    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        "-keyout", path("ca.key"), "-out", path("ca.pem"), "-days", "2", "-subj", "/CN=e2e CA")
+    for name, san in (("server", "DNS:localhost,IP:127.0.0.1"),
+                      ("reader", "URI:spiffe://e2e/reader"),
+                      ("writer", "URI:spiffe://e2e/writer")):
+        with open(path(name + ".ext"), "w") as ext:
+            ext.write(f"subjectAltName={san}\nbasicConstraints=CA:FALSE\n")
+        run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", path(name + ".key"), "-out", path(name + ".csr"), "-subj", "/CN=" + name)
+        run("x509", "-req", "-in", path(name + ".csr"), "-CA", path("ca.pem"), "-CAkey",
+            path("ca.key"), "-CAcreateserial", "-out", path(name + ".pem"), "-days", "2",
+            "-extfile", path(name + ".ext"))
+    return path
+
+
+class MtlsEndToEnd(unittest.TestCase):
+    """The gateway over mTLS with an authorization policy, called from Python grpcio and
+    from grpcurl: who may call what is decided by the client certificate."""
+
+    def test_grpcio_and_grpcurl_over_mtls_with_a_policy(self):
+        import grpc
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        path = make_pki(tmp.name)
+        with open(path("policy.json"), "w") as policy:
+            json.dump({"name": "e2e",
+                       "deny_rules": [{"name": "reader-reads",
+                                       "source": {"principals": ["spiffe://e2e/reader"]},
+                                       "request": {"paths": ["/inspection.v1.EventConfigService/Update*"]}}],
+                       "allow_rules": [{"name": "known-callers",
+                                        "source": {"principals": ["spiffe://e2e/*"]}}]}, policy)
+        sandbox = Process([ARGS.sandbox, "--listen=127.0.0.1:0"])
+        self.addCleanup(sandbox.stop)
+        ready = sandbox.wait_json_line("inspection-sandbox serving")
+        gateway = Process([ARGS.gateway, f"--upstream-url={ready['base_url']}",
+                           f"--webapp-url={ready['webapp_url']}", "--grpc-addr=127.0.0.1:0",
+                           "--admin-addr=127.0.0.1:0", "--grpc-reflection=on",
+                           f"--grpc-tls-cert-file={path('server.pem')}",
+                           f"--grpc-tls-key-file={path('server.key')}",
+                           f"--grpc-tls-client-ca-file={path('ca.pem')}",
+                           f"--grpc-authz-policy-file={path('policy.json')}",
+                           f"--event-log=sqlite:{tmp.name}/events.db"],
+                          env={"INSPECTION_API_KEY": "sandbox-api-key"})
+        self.addCleanup(gateway.stop)
+        target = "127.0.0.1:%d" % gateway.wait_json_line("inspection-gateway serving")["grpc_port"]
+        pb = load_stubs(ARGS.proto_dir, tmp.name)
+
+        def read(name):
+            with open(path(name), "rb") as f:
+                return f.read()
+
+        def channel(client):
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=read("ca.pem"), private_key=read(client + ".key"),
+                certificate_chain=read(client + ".pem"))
+            return grpc.secure_channel(target, credentials,
+                                       options=[("grpc.ssl_target_name_override", "localhost")])
+
+        reader = pb["event_config_grpc"].EventConfigServiceStub(channel("reader"))
+        writer = pb["event_config_grpc"].EventConfigServiceStub(channel("writer"))
+        config = reader.GetWebhookConfig(pb["event_config"].GetWebhookConfigRequest(), timeout=10)
+        self.assertFalse(config.config.webhook_header_key_set)
+        update = pb["event_config"].UpdateWebhookConfigRequest(
+            webhook_url_v2="https://hooks.example.test/v2", webhook_header_key="e2e-key")
+        with self.assertRaises(grpc.RpcError) as denied:
+            reader.UpdateWebhookConfig(update, timeout=10)
+        self.assertEqual(denied.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
+        updated = writer.UpdateWebhookConfig(update, timeout=10)
+        self.assertTrue(updated.config.webhook_header_key_set)
+        self.assertEqual(len(updated.config.webhook_header_key_sha256_prefix), 12)
+        # Plaintext and certificate-less clients do not get in.
+        with self.assertRaises(grpc.RpcError) as plaintext:
+            pb["event_config_grpc"].EventConfigServiceStub(grpc.insecure_channel(target)) \
+                .GetWebhookConfig(pb["event_config"].GetWebhookConfigRequest(), timeout=5)
+        self.assertEqual(plaintext.exception.code(), grpc.StatusCode.UNAVAILABLE)
+        # grpcurl with the writer's certificate, through reflection.
+        result = subprocess.run(
+            [ARGS.grpcurl, "-cacert", path("ca.pem"), "-cert", path("writer.pem"), "-key",
+             path("writer.key"), "-authority", "localhost", "-d", "{}", target,
+             "inspection.v1.EventConfigService/GetWebhookConfig"],
+            capture_output=True, text=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertTrue(field(json.loads(result.stdout)["config"], "webhook_header_key_set"))
+        self.assertNotIn("e2e-key", result.stdout)
+        self.assertEqual(gateway.stop(), 0, "\n".join(gateway.lines[-20:]))
 
 
 class MakeRunCommands(unittest.TestCase):
