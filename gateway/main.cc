@@ -56,6 +56,9 @@ inspection::server::GatewayServerOptions ServerOptions(const GatewayConfig& conf
   options.tls.client_ca_file = config.grpc.tls.client_ca_file;
   options.tls.refresh_interval = std::chrono::seconds(config.grpc.tls.refresh_interval_seconds);
   options.authz_policy_file = config.grpc.authz_policy_file;
+  options.caller_limits.requests_per_second = config.grpc.per_caller_requests_per_second;
+  options.caller_limits.burst = config.grpc.per_caller_burst;
+  options.caller_limits.max_streams = config.grpc.per_caller_max_streams;
   options.authz_refresh_interval = std::chrono::seconds(config.grpc.authz_refresh_interval_seconds);
   options.grpc_limits.max_receive_message_bytes = config.grpc.max_receive_message_bytes;
   options.grpc_limits.max_concurrent_streams = config.grpc.max_concurrent_streams;

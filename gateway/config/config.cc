@@ -573,6 +573,20 @@ const std::vector<KeySpec>& Keys() {
           "grpc.authz_refresh_interval_seconds",
           [](auto& c) -> auto& { return c.grpc.authz_refresh_interval_seconds; }, 1, 86400,
           "SECONDS", "How often grpc.authz_policy_file is read again."),
+      IntegerKey(
+          "grpc.per_caller.requests_per_second",
+          [](auto& c) -> auto& { return c.grpc.per_caller_requests_per_second; }, 0, 1000000, "N",
+          "Calls one caller (its certificate identity, else its address) may start per second "
+          "on this replica; more: RESOURCE_EXHAUSTED with RetryInfo. 0: no limit."),
+      IntegerKey(
+          "grpc.per_caller.burst", [](auto& c) -> auto& { return c.grpc.per_caller_burst; }, 0,
+          10000000, "N",
+          "Calls a caller may start at once before its rate applies (0: one second's worth)."),
+      IntegerKey(
+          "grpc.per_caller.max_streams",
+          [](auto& c) -> auto& { return c.grpc.per_caller_max_streams; }, 0, 10000000, "N",
+          "Streams (Subscribe, StreamDamageResults, WatchTokenStatus) one caller may hold open "
+          "on this replica; more: RESOURCE_EXHAUSTED. 0: no limit."),
       EnumKey<Toggle>(
           "grpc.reflection", [](auto& c) -> auto& { return c.grpc.reflection; },
           {{"auto", Toggle::kAuto}, {"on", Toggle::kOn}, {"off", Toggle::kOff}},

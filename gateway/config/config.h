@@ -111,6 +111,10 @@ struct GrpcOptions {
   GrpcTlsConfig tls;
   std::string authz_policy_file;  // the authorization policy; empty: none
   int authz_refresh_interval_seconds = 60;
+  // grpc.per_caller.*: limits per caller identity (or address), local to the replica.
+  int per_caller_requests_per_second = 0;  // 0: off
+  int per_caller_burst = 0;                // 0: one second's worth
+  int per_caller_max_streams = 0;          // 0: off
   int max_receive_message_bytes = 512 * 1024;
   int max_concurrent_streams = 1000;
   absl::Duration keepalive_min_client_interval = absl::Milliseconds(10000);

@@ -362,6 +362,10 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   server->metrics_observer_ =
       std::make_unique<MetricsObserver>(server->metrics_.get(), opts.observer);
   deps.observer = server->metrics_observer_.get();
+  if (opts.caller_limits.requests_per_second > 0 || opts.caller_limits.max_streams > 0) {
+    server->limiter_ = std::make_shared<security::CallerLimiter>(opts.caller_limits);
+    deps.limiter = server->limiter_.get();
+  }
   if (!opts.authz_policy_file.empty()) {
     auto authz = security::AuthzPolicyWatcher::Start(
         opts.authz_policy_file, opts.authz_refresh_interval, [](const absl::Status& status) {

@@ -19,6 +19,7 @@
 #include "gateway/pipeline/account_router.h"
 #include "gateway/pipeline/caching_caller.h"
 #include "gateway/pipeline/retrying_caller.h"
+#include "gateway/security/caller_limits.h"
 #include "gateway/services/unary_call.h"
 #include "gateway/streaming/event_hub.h"
 #include "gateway/token_watch/scheduler.h"
@@ -73,6 +74,8 @@ struct GatewayServerOptions {
   // and again every authz_refresh_interval. Empty: every caller may call everything.
   std::string authz_policy_file;
   std::chrono::seconds authz_refresh_interval{60};
+  // Per-caller limits (grpc.per_caller.*): all 0 means none.
+  security::CallerLimitsOptions caller_limits;
   GrpcServerLimits grpc_limits;
   // gRPC server reflection (grpc.reflection.v1alpha). Note that gRPC registers the
   // reflection plugin for every server the process builds after the first that asks.
@@ -211,6 +214,7 @@ class GatewayServer {
   std::unique_ptr<metrics::AdminServer> admin_;
   std::unique_ptr<services::RpcObserver> metrics_observer_;
   std::unique_ptr<security::AuthzPolicyWatcher> authz_;
+  std::shared_ptr<security::CallerLimiter> limiter_;
   services::ServiceDeps deps_;
   std::vector<std::unique_ptr<grpc::Service>> services_;
   // Calls in flight, so that Shutdown does not wait for idle client connections.

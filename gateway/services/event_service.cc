@@ -35,11 +35,16 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* EventServiceImpl::Subscribe(
   auto* reactor = new streaming::EventStreamReactor<v1::SubscribeResponse>(
       deps_.hub, deps_.stream_queue_size,
       [](const v1::Event& event, v1::SubscribeResponse* out) { *out->mutable_event() = event; });
-  if (auto denied = Authorize(*context, deps_, "/inspection.v1.EventService/Subscribe");
-      denied.has_value()) {
+  std::optional<errors::ApiError> denied =
+      Authorize(*context, deps_, "/inspection.v1.EventService/Subscribe");
+  if (!denied.has_value()) denied = Throttle(*context, deps_);
+  std::shared_ptr<void> slot;
+  if (!denied.has_value()) denied = OpenStreamSlot(*context, deps_, &slot);
+  if (denied.has_value()) {
     reactor->End(denied->ToGrpcStatus(), /*as_is=*/true);
     return reactor;
   }
+  reactor->HoldUntilDone(std::move(slot));
   validation::Violations violations = ValidateSubscribe(*request);
   if (!violations.empty()) {
     reactor->End(errors::ApiError::InvalidRequest(std::move(violations)).ToGrpcStatus(),

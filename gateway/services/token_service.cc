@@ -42,8 +42,12 @@ grpc::ServerUnaryReactor* TokenServiceImpl::GetTokenStatus(grpc::CallbackServerC
 
 grpc::ServerWriteReactor<v1::WatchTokenStatusResponse>* TokenServiceImpl::WatchTokenStatus(
     grpc::CallbackServerContext* context, const v1::WatchTokenStatusRequest* request) {
-  if (auto denied = Authorize(*context, deps_, "/inspection.v1.TokenService/WatchTokenStatus");
-      denied.has_value()) {
+  std::optional<errors::ApiError> denied =
+      Authorize(*context, deps_, "/inspection.v1.TokenService/WatchTokenStatus");
+  if (!denied.has_value()) denied = Throttle(*context, deps_);
+  std::shared_ptr<void> slot;
+  if (!denied.has_value()) denied = OpenStreamSlot(*context, deps_, &slot);
+  if (denied.has_value()) {
     return new FailedStream<v1::WatchTokenStatusResponse>(denied->ToGrpcStatus());
   }
   upstream::CallOptions call;
@@ -55,7 +59,7 @@ grpc::ServerWriteReactor<v1::WatchTokenStatusResponse>* TokenServiceImpl::WatchT
     return new FailedStream<v1::WatchTokenStatusResponse>(
         grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "WatchTokenStatus is not available"));
   }
-  return token_watch::NewWatchTokenStatusReactor(poller->second, context, request);
+  return token_watch::NewWatchTokenStatusReactor(poller->second, context, request, std::move(slot));
 }
 
 }  // namespace inspection::services

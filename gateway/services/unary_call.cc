@@ -102,6 +102,44 @@ std::optional<errors::ApiError> Authorize(const grpc::CallbackServerContext& con
   return error;
 }
 
+std::string CallerKey(const grpc::CallbackServerContext& context) {
+  std::string identity = CallerIdentity(context);
+  if (!identity.empty()) return identity;
+  // "ipv4:127.0.0.1:54321", "ipv6:[::1]:54321": the address without the port.
+  const std::string peer = context.peer();
+  return absl::StrCat("peer:", peer.substr(0, peer.rfind(':')));
+}
+
+std::optional<errors::ApiError> Throttle(const grpc::CallbackServerContext& context,
+                                         const ServiceDeps& deps) {
+  if (deps.limiter == nullptr) return std::nullopt;
+  absl::Duration wait;
+  if (deps.limiter->TryCall(CallerKey(context), &wait)) return std::nullopt;
+  errors::ApiError error;
+  error.code = absl::StatusCode::kResourceExhausted;
+  error.reason = "CALLER_RATE_LIMITED";
+  error.message =
+      "this caller is over its rate of calls (grpc.per_caller.requests_per_second); retry later";
+  error.retry_delay =
+      std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(wait) + 1));
+  return error;
+}
+
+std::optional<errors::ApiError> OpenStreamSlot(const grpc::CallbackServerContext& context,
+                                               const ServiceDeps& deps,
+                                               std::shared_ptr<void>* slot) {
+  if (deps.limiter == nullptr) return std::nullopt;
+  *slot = deps.limiter->TryOpenStream(CallerKey(context));
+  if (*slot != nullptr) return std::nullopt;
+  errors::ApiError error;
+  error.code = absl::StatusCode::kResourceExhausted;
+  error.reason = "CALLER_STREAM_LIMIT";
+  error.message =
+      "this caller holds as many streams as it may (grpc.per_caller.max_streams); close one "
+      "first";
+  return error;
+}
+
 std::string AuditResource(const google::protobuf::Message& request) {
   const google::protobuf::Descriptor* descriptor = request.GetDescriptor();
   const google::protobuf::Reflection* reflection = request.GetReflection();

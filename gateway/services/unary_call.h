@@ -17,6 +17,7 @@
 #include "gateway/idempotency/idempotency_store.h"
 #include "gateway/routes/route_table.h"
 #include "gateway/security/authz_policy.h"
+#include "gateway/security/caller_limits.h"
 #include "gateway/streaming/event_hub.h"
 #include "gateway/token_watch/token_status_poller.h"
 #include "gateway/upstream/vendor_client.h"
@@ -96,7 +97,24 @@ struct ServiceDeps {
   const security::AuthzPolicyWatcher* authz = nullptr;
   // Told about every call the policy denies, with its full method name; may be null.
   std::function<void(std::string_view grpc_method)> on_denied;
+  // Per-caller limits (grpc.per_caller.*); null: none.
+  security::CallerLimiter* limiter = nullptr;
 };
+
+// What per-caller limits count a caller as: its certificate identity (CallerIdentity), or
+// "peer:<ip>" without a certificate.
+std::string CallerKey(const grpc::CallbackServerContext& context);
+
+// One call of this caller against its rate: nullopt when within it, else
+// RESOURCE_EXHAUSTED (reason CALLER_RATE_LIMITED) with RetryInfo.
+std::optional<errors::ApiError> Throttle(const grpc::CallbackServerContext& context,
+                                         const ServiceDeps& deps);
+
+// A stream of this caller: sets `slot` (hold it until the stream ends) or returns
+// RESOURCE_EXHAUSTED (reason CALLER_STREAM_LIMIT) when it holds its maximum already.
+std::optional<errors::ApiError> OpenStreamSlot(const grpc::CallbackServerContext& context,
+                                               const ServiceDeps& deps,
+                                               std::shared_ptr<void>* slot);
 
 // The authorization policy's verdict on this call of `grpc_method` (principals from the
 // peer certificate, the call's metadata): nullopt when allowed (or no policy), else
@@ -168,7 +186,9 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
   if (record.route->audited) record.resource = AuditResource(*request);
   context->AddInitialMetadata("x-request-id", record.request_id);
 
-  if (auto denied = Authorize(*context, deps, record.route->grpc_method); denied.has_value()) {
+  std::optional<errors::ApiError> denied = Authorize(*context, deps, record.route->grpc_method);
+  if (!denied.has_value()) denied = Throttle(*context, deps);
+  if (denied.has_value()) {
     record.code = static_cast<grpc::StatusCode>(denied->code);
     record.reason = denied->reason;
     NotifyFinished(deps, record, start);

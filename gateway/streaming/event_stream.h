@@ -118,6 +118,9 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
     hub_->Wake();  // room again: a catching-up subscription continues
   }
 
+  // Keeps `guard` (a per-caller stream slot) until the stream is done.
+  void HoldUntilDone(std::shared_ptr<void> guard) { guard_ = std::move(guard); }
+
   void OnCancel() override { End(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled")); }
 
   void OnDone() override {
@@ -130,6 +133,7 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
   }
 
  private:
+  std::shared_ptr<void> guard_;
   struct Item {
     Response message;
     std::string cursor;  // of the event it carries; empty for other messages

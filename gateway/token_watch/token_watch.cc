@@ -61,8 +61,9 @@ grpc::Status ValidateWatchUid(const std::string& uid) {
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, message, status.SerializeAsString());
 }
 
-WatchTokenStatusReactor::WatchTokenStatusReactor(TokenStatusPoller* poller,
-                                                 const std::string& uid) {
+WatchTokenStatusReactor::WatchTokenStatusReactor(TokenStatusPoller* poller, const std::string& uid,
+                                                 std::shared_ptr<void> guard)
+    : guard_(std::move(guard)) {
   if (grpc::Status invalid = ValidateWatchUid(uid); !invalid.ok()) {
     {
       absl::MutexLock lock(&mu_);
@@ -188,8 +189,8 @@ void WatchTokenStatusReactor::Perform(Next next) {
 
 grpc::ServerWriteReactor<v1::WatchTokenStatusResponse>* NewWatchTokenStatusReactor(
     TokenStatusPoller* poller, grpc::CallbackServerContext* context,
-    const v1::WatchTokenStatusRequest* request) {
-  return new WatchTokenStatusReactor(poller, request->uid());
+    const v1::WatchTokenStatusRequest* request, std::shared_ptr<void> guard) {
+  return new WatchTokenStatusReactor(poller, request->uid(), std::move(guard));
 }
 
 }  // namespace inspection::token_watch

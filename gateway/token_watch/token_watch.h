@@ -52,7 +52,8 @@ class WatchTokenStatusReactor final
     : public grpc::ServerWriteReactor<v1::WatchTokenStatusResponse> {
  public:
   // `poller` must outlive the call (it does if it is shut down before the server).
-  WatchTokenStatusReactor(TokenStatusPoller* poller, const std::string& uid);
+  WatchTokenStatusReactor(TokenStatusPoller* poller, const std::string& uid,
+                          std::shared_ptr<void> guard = nullptr);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -68,6 +69,7 @@ class WatchTokenStatusReactor final
   Next NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Perform(Next next) ABSL_LOCKS_EXCLUDED(mu_);
 
+  std::shared_ptr<void> guard_;  // released when the stream is done
   absl::Mutex mu_;
   std::shared_ptr<TokenWatch> watch_ ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
@@ -82,9 +84,10 @@ class WatchTokenStatusReactor final
 // What TokenServiceImpl::WatchTokenStatus returns:
 //   return token_watch::NewWatchTokenStatusReactor(poller_, context, request);
 // `context` is not used yet (kept for logging and metadata).
+// `guard` is held until the stream is done (a per-caller stream slot; may be null).
 grpc::ServerWriteReactor<v1::WatchTokenStatusResponse>* NewWatchTokenStatusReactor(
     TokenStatusPoller* poller, grpc::CallbackServerContext* context,
-    const v1::WatchTokenStatusRequest* request);
+    const v1::WatchTokenStatusRequest* request, std::shared_ptr<void> guard = nullptr);
 
 }  // namespace inspection::token_watch
 

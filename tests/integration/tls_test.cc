@@ -17,6 +17,9 @@
 #include "gateway/logging/log.h"
 #include "gateway/server/gateway_server.h"
 #include "gateway/server/rpc_log_observer.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+#include "inspection/v1/event.grpc.pb.h"
 #include "inspection/v1/event_config.grpc.pb.h"
 #include "tests/support/fake_vendor.h"
 #include "tests/support/temp_dir.h"
@@ -46,8 +49,10 @@ class TlsTest : public ::testing::Test {
   }
 
   void StartGateway(bool mtls, std::chrono::seconds refresh = std::chrono::seconds(60),
-                    const std::string& policy_file = "") {
+                    const std::string& policy_file = "",
+                    security::CallerLimitsOptions limits = {}) {
     server::GatewayServerOptions options;
+    options.caller_limits = limits;
     options.observer = &log_observer_;
     options.authz_policy_file = policy_file;
     options.authz_refresh_interval = std::chrono::seconds(1);
@@ -229,6 +234,55 @@ TEST_F(TlsTest, ThePolicyDecidesPerIdentityRpcAndAccountAndReloadsWithoutARestar
       "source": {"principals": ["spiffe://test/client-a"]}}]})");
   EXPECT_TRUE(WaitUntil([&] { return Call(a).ok(); }, std::chrono::seconds(20)));
   EXPECT_EQ(Call(b).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+// One caller over its limits does not move another's: A's calls past its rate and its
+// second stream are RESOURCE_EXHAUSTED (with RetryInfo for the rate), B is served.
+TEST_F(TlsTest, PerCallerLimitsStopOnlyTheCallerOverThem) {
+  security::CallerLimitsOptions limits;
+  limits.requests_per_second = 0.001;  // no refill within the test: the burst is the budget
+  limits.burst = 3;
+  limits.max_streams = 1;
+  StartGateway(/*mtls=*/true, std::chrono::seconds(60), "", limits);
+  const auto a = TlsChannel(pki_, &pki_, "client-a");
+  const auto b = TlsChannel(pki_, &pki_, "client-b");
+  // A's first stream takes one call and its one stream slot.
+  auto events = v1::EventService::NewStub(a);
+  grpc::ClientContext stream_context;
+  v1::SubscribeRequest subscribe;
+  auto stream = events->Subscribe(&stream_context, subscribe);
+  // The first stream holds its slot at the server before the second is tried.
+  httplib::Client admin("127.0.0.1", gateway_->admin_port());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto metrics = admin.Get("/metrics");
+        return metrics &&
+               metrics->body.find(R"(inspection_stream_subscribers{rpc="Subscribe"} 1)") !=
+                   std::string::npos;
+      },
+      std::chrono::seconds(20)));
+  EXPECT_TRUE(Call(a).ok());
+  grpc::ClientContext second_context;
+  second_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::SubscribeResponse ignored;
+  auto second = events->Subscribe(&second_context, subscribe);
+  EXPECT_FALSE(second->Read(&ignored));
+  const grpc::Status second_status = second->Finish();
+  EXPECT_EQ(second_status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << second_status.error_message();
+  // A's burst (3 calls: the first stream, one call, the refused stream) is spent.
+  const grpc::Status over = Call(a);
+  EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << over.error_message();
+  EXPECT_NE(over.error_message().find("rate"), std::string::npos);
+  google::rpc::Status rich;
+  ASSERT_TRUE(rich.ParseFromString(over.error_details()));
+  bool has_retry_info = false;
+  for (const auto& detail : rich.details()) has_retry_info |= detail.Is<google::rpc::RetryInfo>();
+  EXPECT_TRUE(has_retry_info);
+  // B is untouched by A.
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(Call(b).ok()) << i;
+  stream_context.TryCancel();
+  stream->Finish();
 }
 
 TEST_F(TlsTest, ARotatedServerCertificateIsServedWithoutARestart) {
