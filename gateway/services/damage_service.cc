@@ -36,12 +36,10 @@ grpc::ServerWriteReactor<v1::StreamDamageResultsResponse>* DamageServiceImpl::St
       // createReport is the last event of a damage detection: the report exists.
       [](const v1::Event& event) { return event.event_name() == v1::EVENT_NAME_CREATE_REPORT; });
 
-  std::optional<errors::ApiError> denied =
-      Authorize(*context, deps_, "/inspection.v1.DamageService/StreamDamageResults");
-  if (!denied.has_value()) denied = Throttle(*context, deps_);
   std::shared_ptr<void> slot;
-  if (!denied.has_value()) denied = OpenStreamSlot(*context, deps_, &slot);
-  if (denied.has_value()) {
+  if (auto denied =
+          AdmitStream(*context, deps_, "/inspection.v1.DamageService/StreamDamageResults", &slot);
+      denied.has_value()) {
     reactor->End(denied->ToGrpcStatus(), /*as_is=*/true);
     return reactor;
   }

@@ -35,12 +35,9 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* EventServiceImpl::Subscribe(
   auto* reactor = new streaming::EventStreamReactor<v1::SubscribeResponse>(
       deps_.hub, deps_.stream_queue_size,
       [](const v1::Event& event, v1::SubscribeResponse* out) { *out->mutable_event() = event; });
-  std::optional<errors::ApiError> denied =
-      Authorize(*context, deps_, "/inspection.v1.EventService/Subscribe");
-  if (!denied.has_value()) denied = Throttle(*context, deps_);
   std::shared_ptr<void> slot;
-  if (!denied.has_value()) denied = OpenStreamSlot(*context, deps_, &slot);
-  if (denied.has_value()) {
+  if (auto denied = AdmitStream(*context, deps_, "/inspection.v1.EventService/Subscribe", &slot);
+      denied.has_value()) {
     reactor->End(denied->ToGrpcStatus(), /*as_is=*/true);
     return reactor;
   }

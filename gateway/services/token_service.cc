@@ -42,12 +42,10 @@ grpc::ServerUnaryReactor* TokenServiceImpl::GetTokenStatus(grpc::CallbackServerC
 
 grpc::ServerWriteReactor<v1::WatchTokenStatusResponse>* TokenServiceImpl::WatchTokenStatus(
     grpc::CallbackServerContext* context, const v1::WatchTokenStatusRequest* request) {
-  std::optional<errors::ApiError> denied =
-      Authorize(*context, deps_, "/inspection.v1.TokenService/WatchTokenStatus");
-  if (!denied.has_value()) denied = Throttle(*context, deps_);
   std::shared_ptr<void> slot;
-  if (!denied.has_value()) denied = OpenStreamSlot(*context, deps_, &slot);
-  if (denied.has_value()) {
+  if (auto denied =
+          AdmitStream(*context, deps_, "/inspection.v1.TokenService/WatchTokenStatus", &slot);
+      denied.has_value()) {
     return new FailedStream<v1::WatchTokenStatusResponse>(denied->ToGrpcStatus());
   }
   upstream::CallOptions call;

@@ -71,6 +71,8 @@ std::string CallerIdentity(const grpc::ServerContextBase& context) {
   return "";
 }
 
+namespace {
+
 std::optional<errors::ApiError> Authorize(const grpc::CallbackServerContext& context,
                                           const ServiceDeps& deps, std::string_view grpc_method) {
   if (deps.authz == nullptr) return std::nullopt;
@@ -102,6 +104,8 @@ std::optional<errors::ApiError> Authorize(const grpc::CallbackServerContext& con
   return error;
 }
 
+}  // namespace
+
 std::string CallerKey(const grpc::CallbackServerContext& context) {
   std::string identity = CallerIdentity(context);
   if (!identity.empty()) return identity;
@@ -109,6 +113,8 @@ std::string CallerKey(const grpc::CallbackServerContext& context) {
   const std::string peer = context.peer();
   return absl::StrCat("peer:", peer.substr(0, peer.rfind(':')));
 }
+
+namespace {
 
 std::optional<errors::ApiError> Throttle(const grpc::CallbackServerContext& context,
                                          const ServiceDeps& deps) {
@@ -138,6 +144,21 @@ std::optional<errors::ApiError> OpenStreamSlot(const grpc::CallbackServerContext
       "this caller holds as many streams as it may (grpc.per_caller.max_streams); close one "
       "first";
   return error;
+}
+
+}  // namespace
+
+std::optional<errors::ApiError> AdmitCall(const grpc::CallbackServerContext& context,
+                                          const ServiceDeps& deps, std::string_view grpc_method) {
+  if (auto denied = Authorize(context, deps, grpc_method); denied.has_value()) return denied;
+  return Throttle(context, deps);
+}
+
+std::optional<errors::ApiError> AdmitStream(const grpc::CallbackServerContext& context,
+                                            const ServiceDeps& deps, std::string_view grpc_method,
+                                            std::shared_ptr<void>* slot) {
+  if (auto denied = AdmitCall(context, deps, grpc_method); denied.has_value()) return denied;
+  return OpenStreamSlot(context, deps, slot);
 }
 
 std::string AuditResource(const google::protobuf::Message& request) {

@@ -105,23 +105,19 @@ struct ServiceDeps {
 // "peer:<ip>" without a certificate.
 std::string CallerKey(const grpc::CallbackServerContext& context);
 
-// One call of this caller against its rate: nullopt when within it, else
-// RESOURCE_EXHAUSTED (reason CALLER_RATE_LIMITED) with RetryInfo.
-std::optional<errors::ApiError> Throttle(const grpc::CallbackServerContext& context,
-                                         const ServiceDeps& deps);
-
-// A stream of this caller: sets `slot` (hold it until the stream ends) or returns
-// RESOURCE_EXHAUSTED (reason CALLER_STREAM_LIMIT) when it holds its maximum already.
-std::optional<errors::ApiError> OpenStreamSlot(const grpc::CallbackServerContext& context,
-                                               const ServiceDeps& deps,
-                                               std::shared_ptr<void>* slot);
-
-// The authorization policy's verdict on this call of `grpc_method` (principals from the
-// peer certificate, the call's metadata): nullopt when allowed (or no policy), else
-// PERMISSION_DENIED (reason PERMISSION_DENIED_BY_POLICY) to answer with. Every RPC asks
-// first, before validation or any vendor call.
-std::optional<errors::ApiError> Authorize(const grpc::CallbackServerContext& context,
+// Whether this call of `grpc_method` may go on, asked first in every RPC (before validation
+// or any vendor call): the authorization policy (PERMISSION_DENIED, reason
+// PERMISSION_DENIED_BY_POLICY, counted through ServiceDeps::on_denied), then the caller's
+// rate (RESOURCE_EXHAUSTED, reason CALLER_RATE_LIMITED, with RetryInfo). nullopt: go on.
+std::optional<errors::ApiError> AdmitCall(const grpc::CallbackServerContext& context,
                                           const ServiceDeps& deps, std::string_view grpc_method);
+
+// AdmitCall for a stream, which also takes one of the caller's stream slots: `slot` is set
+// (hold it until the stream is done), or RESOURCE_EXHAUSTED (reason CALLER_STREAM_LIMIT)
+// when the caller holds grpc.per_caller.max_streams already.
+std::optional<errors::ApiError> AdmitStream(const grpc::CallbackServerContext& context,
+                                            const ServiceDeps& deps, std::string_view grpc_method,
+                                            std::shared_ptr<void>* slot);
 
 // How one unary RPC maps onto its vendor route. Built once per service.
 template <class Request, class Response>
@@ -186,9 +182,7 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
   if (record.route->audited) record.resource = AuditResource(*request);
   context->AddInitialMetadata("x-request-id", record.request_id);
 
-  std::optional<errors::ApiError> denied = Authorize(*context, deps, record.route->grpc_method);
-  if (!denied.has_value()) denied = Throttle(*context, deps);
-  if (denied.has_value()) {
+  if (auto denied = AdmitCall(*context, deps, record.route->grpc_method); denied.has_value()) {
     record.code = static_cast<grpc::StatusCode>(denied->code);
     record.reason = denied->reason;
     NotifyFinished(deps, record, start);
