@@ -4,6 +4,7 @@
 #include <set>
 
 #include "gateway/config/config.h"
+#include "gateway/security/authz_policy.h"
 #include "nlohmann/json.hpp"
 #include "tests/integration/gateway_fixture.h"
 #include "tests/support/subprocess.h"
@@ -165,6 +166,58 @@ TEST(ReadmeExamplesTest, TheConfigurationTableDocumentsEveryKeyWithItsDefault) {
           << "`" << key << "` defaults to " << value.dump() << " but its README row says: " << *row;
     }
   }
+}
+
+// The authorization policies we ship or show: the README's example (section "Access
+// control") and the production overlay's, read by the gateway's own parser, and meaning
+// what their rule names say.
+TEST(ReadmeExamplesTest, TheShippedAuthorizationPoliciesParseAndMeanWhatTheySay) {
+  std::ifstream readme(std::string(SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(readme.good());
+  std::string policy_text;
+  bool in_section = false;
+  bool in_block = false;
+  for (std::string line; std::getline(readme, line);) {
+    if (line.rfind("## ", 0) == 0) in_section = line == "## Access control";
+    if (!in_section) continue;
+    if (line == "```json") {
+      in_block = true;
+      continue;
+    }
+    if (in_block && line == "```") break;
+    if (in_block) absl::StrAppend(&policy_text, line, "\n");
+  }
+  ASSERT_FALSE(policy_text.empty()) << "no ```json block in README \"Access control\"";
+  auto readme_policy = security::AuthzPolicy::Parse(policy_text);
+  ASSERT_TRUE(readme_policy.ok()) << readme_policy.status();
+  const std::string claims = "spiffe://corp.example/ns/claims/sa/claims-api";
+  const std::string update = "/inspection.v1.EventConfigService/UpdateWebhookConfig";
+  EXPECT_FALSE((*readme_policy)->Evaluate({{claims}, update, {}}).allowed);
+  EXPECT_TRUE((*readme_policy)
+                  ->Evaluate({{claims}, "/inspection.v1.TokenService/CreateToken", {}})
+                  .allowed);
+  EXPECT_TRUE((*readme_policy)
+                  ->Evaluate({{"spiffe://corp.example/ns/qa/sa/tests"},
+                              "/inspection.v1.TokenService/CreateToken",
+                              {{"x-vendor-account", "preprod"}}})
+                  .allowed);
+  EXPECT_FALSE((*readme_policy)
+                   ->Evaluate({{"spiffe://corp.example/ns/qa/sa/tests"},
+                               "/inspection.v1.TokenService/CreateToken",
+                               {}})
+                   .allowed);
+
+  std::string text;
+  auto overlay = security::ReadAuthzPolicyFile(
+      std::string(SOURCE_DIR) + "/deploy/kustomize/overlays/production/authz-policy.json", &text);
+  ASSERT_TRUE(overlay.ok()) << overlay.status();
+  const std::string reporting = "spiffe://corp.example/ns/reporting/sa/dashboards";
+  EXPECT_FALSE((*overlay)->Evaluate({{reporting}, update, {}}).allowed);
+  EXPECT_TRUE(
+      (*overlay)
+          ->Evaluate({{reporting}, "/inspection.v1.InspectionService/SearchInspections", {}})
+          .allowed);
+  EXPECT_TRUE((*overlay)->Evaluate({{}, "/grpc.health.v1.Health/Check", {}}).allowed);
 }
 
 }  // namespace
