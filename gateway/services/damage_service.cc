@@ -59,18 +59,85 @@ grpc::ServerWriteReactor<v1::StreamDamageResultsResponse>* DamageServiceImpl::St
     reactor->End(error->ToGrpcStatus(), /*as_is=*/true);
     return reactor;
   }
+  Reactor::Handle handle = reactor->handle();
+  // Idempotency, shared with DetectDamage (same operation, same fingerprint): a repeat
+  // replays the first submission and follows that inspection's retained events.
+  std::string key;
+  if (deps_.idempotency != nullptr) {
+    key = IdempotencyKeyFor(*context, request->idempotency_key());
+  }
+  if (!key.empty()) {
+    if (!pipeline::ValidIdempotencyKey(key)) {
+      reactor->End(
+          errors::ApiError::InvalidRequest(
+              {{"idempotency_key", "an idempotency key is 1 to 255 visible ASCII characters"}})
+              .ToGrpcStatus(),
+          /*as_is=*/true);
+      return reactor;
+    }
+    auto follow = [handle, context,
+                   account = call.account](const pipeline::IdempotentOutcome& outcome) {
+      if (!outcome.status.ok()) {
+        handle.End(outcome.status, /*as_is=*/true);
+        return;
+      }
+      v1::StreamDamageResultsResponse first;
+      first.mutable_submitted()->ParseFromString(outcome.response);
+      const std::string inspection_id = first.submitted().inspection_id();
+      context->AddInitialMetadata("idempotency-replayed", "true");
+      handle.Send(std::move(first));
+      streaming::EventFilter filter;
+      filter.inspection_id = inspection_id;
+      filter.account = account;
+      handle.Attach(std::move(filter), /*after_cursor=*/"", /*from_start=*/true);
+    };
+    pipeline::IdempotentOutcome replay;
+    switch (
+        deps_.idempotency->Begin(call.account, key, RequestFingerprint(submit), &replay, follow)) {
+      case pipeline::IdempotencyStore::Decision::kReplay:
+        follow(replay);
+        return reactor;
+      case pipeline::IdempotencyStore::Decision::kWait:
+        return reactor;
+      case pipeline::IdempotencyStore::Decision::kMismatch:
+        reactor->End(
+            errors::ApiError::InvalidRequest({{"idempotency_key",
+                                               "was already used with different parameters; use a "
+                                               "new key for a new operation"}})
+                .ToGrpcStatus(),
+            /*as_is=*/true);
+        return reactor;
+      case pipeline::IdempotencyStore::Decision::kUnavailable:
+        reactor->End(replay.status, /*as_is=*/true);
+        return reactor;
+      case pipeline::IdempotencyStore::Decision::kLead:
+        break;
+    }
+  }
   // Events that arrive while the submission is in flight are already after this point,
   // so none about the new inspection can be missed.
   const std::string start = deps_.hub->TailCursor();
-  Reactor::Handle handle = reactor->handle();
   // Encoded before the call: the callback below takes `submit` by move.
   vendor::VendorRequest vendor_request = detect_damage_.encode(submit);
   deps_.vendor->Call(
       routes::RouteId::kDetectDamage, vendor_request, context->deadline(), call,
-      [this, handle, start, account = call.account,
+      [this, handle, start, account = call.account, key,
        submit = std::move(submit)](upstream::VendorResult result) {
+        // The first outcome of an idempotency key, for repeats (see above).
+        auto remember = [this, &account, &key](const grpc::Status& status,
+                                               const std::string& response, bool reached) {
+          if (key.empty()) return;
+          pipeline::IdempotentOutcome outcome{status, response};
+          if (reached) {
+            deps_.idempotency->Complete(account, key, std::move(outcome));
+          } else {
+            deps_.idempotency->Abandon(account, key, outcome);
+          }
+        };
         if (!result.ok()) {
-          handle.End(result.error->ToGrpcStatus(), /*as_is=*/true);
+          const grpc::Status status = result.error->ToGrpcStatus();
+          remember(status, "", !VendorNotReached(*result.error));
+          handle.End(status, /*as_is=*/true);
           return;
         }
         v1::StreamDamageResultsResponse first;
@@ -78,13 +145,16 @@ grpc::ServerWriteReactor<v1::StreamDamageResultsResponse>* DamageServiceImpl::St
         vendor::DecodeReport drift;
         if (absl::Status decoded = detect_damage_.decode(result.body, submit, submitted, &drift);
             !decoded.ok()) {
-          handle.End(errors::ApiError::FromBadVendorBody(
-                         routes::GetRoute(routes::RouteId::kDetectDamage), result.response,
-                         errors::kReasonVendorUnexpectedResponse, std::string(decoded.message()))
-                         .ToGrpcStatus(),
-                     /*as_is=*/true);
+          const grpc::Status status =
+              errors::ApiError::FromBadVendorBody(
+                  routes::GetRoute(routes::RouteId::kDetectDamage), result.response,
+                  errors::kReasonVendorUnexpectedResponse, std::string(decoded.message()))
+                  .ToGrpcStatus();
+          remember(status, "", /*reached=*/true);
+          handle.End(status, /*as_is=*/true);
           return;
         }
+        remember(grpc::Status::OK, submitted->SerializeAsString(), /*reached=*/true);
         const std::string inspection_id = submitted->inspection_id();
         handle.Send(std::move(first));
         if (inspection_id.empty()) {

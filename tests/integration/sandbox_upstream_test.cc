@@ -483,6 +483,57 @@ TEST_F(SandboxUpstreamTest, StreamDamageResultsEndsAfterTheReport) {
   EXPECT_FALSE(messages[3].event().create_report().data_api().data().damages().empty());
 }
 
+// An idempotency key on StreamDamageResults (shared with DetectDamage): the repeat
+// submits nothing, and gets the first submission and that inspection's events to the end.
+TEST_F(SandboxUpstreamTest, StreamDamageResultsWithAKeySubmitsOnceAndReplaysTheInspection) {
+  auto stream = [&](const std::string& key, grpc::ClientContext* context,
+                    std::vector<v1::StreamDamageResultsResponse>* messages) {
+    context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::StreamDamageResultsRequest request;
+    request.add_urls("https://images.example.com/keyed/front.jpg");
+    request.set_idempotency_key(key);
+    auto reader = damage_->StreamDamageResults(context, request);
+    v1::StreamDamageResultsResponse message;
+    while (reader->Read(&message)) messages->push_back(message);
+    return reader->Finish();
+  };
+  grpc::ClientContext first_context;
+  std::vector<v1::StreamDamageResultsResponse> first;
+  ASSERT_TRUE(stream("claim-7", &first_context, &first).ok());
+  ASSERT_EQ(first.size(), 4u);
+  grpc::ClientContext again_context;
+  std::vector<v1::StreamDamageResultsResponse> again;
+  ASSERT_TRUE(stream("claim-7", &again_context, &again).ok());
+  ASSERT_EQ(again.size(), 4u);
+  EXPECT_EQ(again[0].submitted().inspection_id(), first[0].submitted().inspection_id());
+  for (size_t i = 1; i < again.size(); ++i) {
+    EXPECT_EQ(again[i].event().cursor(), first[i].event().cursor()) << i;
+  }
+  auto replayed = again_context.GetServerInitialMetadata().find("idempotency-replayed");
+  ASSERT_NE(replayed, again_context.GetServerInitialMetadata().end());
+  EXPECT_EQ(SandboxState()["inspections"].size(), 1u) << "submitted once";
+
+  // DetectDamage with the same key and URLs is the same operation: replayed too.
+  v1::DetectDamageRequest detect;
+  detect.add_urls("https://images.example.com/keyed/front.jpg");
+  detect.set_idempotency_key("claim-7");
+  v1::DetectDamageResponse detected;
+  ASSERT_TRUE(damage_->DetectDamage(GatewayTest::Context().get(), detect, &detected).ok());
+  EXPECT_EQ(detected.inspection_id(), first[0].submitted().inspection_id());
+  EXPECT_EQ(SandboxState()["inspections"].size(), 1u);
+
+  // The same key with other URLs is refused.
+  grpc::ClientContext other_context;
+  other_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::StreamDamageResultsRequest other;
+  other.add_urls("https://images.example.com/keyed/other.jpg");
+  other.set_idempotency_key("claim-7");
+  auto reader = damage_->StreamDamageResults(&other_context, other);
+  v1::StreamDamageResultsResponse ignored;
+  EXPECT_FALSE(reader->Read(&ignored));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 TEST_F(SandboxUpstreamTest, DuplicatedAndReorderedWebhookDeliveriesAreStoredOnce) {
   sandbox_->faults().AddRules(*sandbox::ParseFaultRules(nlohmann::json::parse(
       R"([{"webhook": true, "event": "createReport", "kind": "duplicate"},
