@@ -140,6 +140,8 @@ std::optional<errors::ApiError> OpenStreamSlot(const grpc::CallbackServerContext
   errors::ApiError error;
   error.code = absl::StatusCode::kResourceExhausted;
   error.reason = "CALLER_STREAM_LIMIT";
+  // A hint, not a promise: a slot frees when one of the caller's streams ends.
+  error.retry_delay = std::chrono::milliseconds(1000);
   error.message =
       "this caller holds as many streams as it may (grpc.per_caller.max_streams); close one "
       "first";

@@ -270,6 +270,7 @@ TEST_F(TlsTest, PerCallerLimitsStopOnlyTheCallerOverThem) {
   const grpc::Status second_status = second->Finish();
   EXPECT_EQ(second_status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
       << second_status.error_message();
+  EXPECT_NE(second_status.error_message().find("streams"), std::string::npos);
   // A's burst (3 calls: the first stream, one call, the refused stream) is spent.
   const grpc::Status over = Call(a);
   EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << over.error_message();
