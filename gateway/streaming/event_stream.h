@@ -96,8 +96,14 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
     writing_ = false;
-    if (!ok) {  // the client is gone; OnCancel/OnDone follow
-      EndLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+    if (!ok) {
+      // The client is gone. Finish is still owed: gRPC runs OnDone (and frees the call)
+      // only after it. A finish already pending behind this write is the one to send; going
+      // through EndLocked would see it pending and return without finishing.
+      grpc::Status status = pending_finish_.value_or(
+          grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+      pending_finish_.reset();
+      if (!finished_) FinishLocked(status);
       return;
     }
     const Item& written = queue_.front();
