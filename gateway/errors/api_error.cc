@@ -237,4 +237,27 @@ ApiError ApiError::FromBadVendorBody(const routes::Route& route, const http::Htt
   return error;
 }
 
+ApiError OutcomeOf(const routes::Route& route, ApiError error) {
+  if (route.idempotency != routes::Idempotency::kNonIdempotent) return error;
+  const auto sent = error.metadata.find("request_sent");
+  const bool may_have_arrived = sent == error.metadata.end() || sent->second != "false";
+  const bool lost_after_sending =
+      (error.reason == kReasonVendorTimeout || error.reason == kReasonVendorConnectionLost) &&
+      may_have_arrived;
+  const bool unreadable_success = error.reason == kReasonVendorMalformedResponse ||
+                                  error.reason == kReasonVendorUnexpectedResponse;
+  if (!lost_after_sending && !unreadable_success) return error;
+  error.metadata["cause"] = error.reason;
+  error.code = absl::StatusCode::kUnknown;
+  error.reason = std::string(kReasonOutcomeUnknown);
+  error.retry_delay.reset();
+  error.message = absl::StrCat(
+      "the outcome is unknown: the request may have reached the vendor, and no answer was "
+      "read (",
+      error.message,
+      "). Do not simply retry: retry only with the same idempotency key, which returns the "
+      "first outcome (or this one) and never does the operation twice");
+  return error;
+}
+
 }  // namespace inspection::errors

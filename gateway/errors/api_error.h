@@ -29,6 +29,9 @@ inline constexpr std::string_view kReasonVendorTimeout = "VENDOR_TIMEOUT";
 inline constexpr std::string_view kReasonVendorConnectionLost = "VENDOR_CONNECTION_LOST";
 inline constexpr std::string_view kReasonVendorMalformedResponse = "VENDOR_MALFORMED_RESPONSE";
 inline constexpr std::string_view kReasonVendorUnexpectedResponse = "VENDOR_UNEXPECTED_RESPONSE";
+// A non-idempotent call (token creation, damage submission) may have been done by the
+// vendor, but no answer was read: see OutcomeOf.
+inline constexpr std::string_view kReasonOutcomeUnknown = "OUTCOME_UNKNOWN";
 inline constexpr std::string_view kReasonDeadlineTooShort = "DEADLINE_TOO_SHORT";
 inline constexpr std::string_view kReasonInternal = "INTERNAL";
 
@@ -75,6 +78,15 @@ struct ApiError {
   static ApiError FromBadVendorBody(const routes::Route& route, const http::HttpResponse& response,
                                     std::string_view reason, std::string_view detail);
 };
+
+// The error a caller of `route` gets for `error`, decided once at the gRPC edge. For a
+// non-idempotent route (creates something at the vendor), an error that leaves open
+// whether the vendor did it (the request may have reached it and no answer was read: a
+// timeout or lost connection after sending, or a 2xx we could not read) becomes UNKNOWN
+// with reason OUTCOME_UNKNOWN: UNAVAILABLE would make gRPC retry policies and clients send
+// it again and create a second token or a second billed inspection. The original reason
+// stays in metadata["cause"]. Every other error is returned as it is.
+ApiError OutcomeOf(const routes::Route& route, ApiError error);
 
 }  // namespace inspection::errors
 

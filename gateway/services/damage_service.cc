@@ -134,8 +134,9 @@ grpc::ServerWriteReactor<v1::StreamDamageResultsResponse>* DamageServiceImpl::St
             deps_.idempotency->Abandon(account, key, outcome);
           }
         };
+        const routes::Route& route = routes::GetRoute(routes::RouteId::kDetectDamage);
         if (!result.ok()) {
-          const grpc::Status status = result.error->ToGrpcStatus();
+          const grpc::Status status = errors::OutcomeOf(route, *result.error).ToGrpcStatus();
           remember(status, "", !VendorNotReached(*result.error));
           handle.End(status, /*as_is=*/true);
           return;
@@ -146,9 +147,10 @@ grpc::ServerWriteReactor<v1::StreamDamageResultsResponse>* DamageServiceImpl::St
         if (absl::Status decoded = detect_damage_.decode(result.body, submit, submitted, &drift);
             !decoded.ok()) {
           const grpc::Status status =
-              errors::ApiError::FromBadVendorBody(
-                  routes::GetRoute(routes::RouteId::kDetectDamage), result.response,
-                  errors::kReasonVendorUnexpectedResponse, std::string(decoded.message()))
+              errors::OutcomeOf(route,
+                                errors::ApiError::FromBadVendorBody(
+                                    route, result.response, errors::kReasonVendorUnexpectedResponse,
+                                    std::string(decoded.message())))
                   .ToGrpcStatus();
           remember(status, "", /*reached=*/true);
           handle.End(status, /*as_is=*/true);

@@ -280,20 +280,23 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
         AddCacheMetadata(context, result);
         grpc::Status status;
         if (!result.ok()) {
-          record.reason = result.error->reason;
-          status = result.error->ToGrpcStatus();
-          if (result.error->retry_delay.has_value()) {
+          const errors::ApiError error = errors::OutcomeOf(*record.route, *result.error);
+          record.reason = error.reason;
+          status = error.ToGrpcStatus();
+          if (error.retry_delay.has_value()) {
             // gRPC clients with retry policies read this to back off too.
             context->AddTrailingMetadata("grpc-retry-pushback-ms",
-                                         std::to_string(result.error->retry_delay->count()));
+                                         std::to_string(error.retry_delay->count()));
           }
         } else if (absl::Status decoded =
                        endpoint.decode(result.body, *request, response, &record.decode_report);
                    !decoded.ok()) {
           response->Clear();  // never a half-filled message
-          errors::ApiError error = errors::ApiError::FromBadVendorBody(
-              *record.route, result.response, errors::kReasonVendorUnexpectedResponse,
-              std::string(decoded.message()));
+          const errors::ApiError error = errors::OutcomeOf(
+              *record.route,
+              errors::ApiError::FromBadVendorBody(*record.route, result.response,
+                                                  errors::kReasonVendorUnexpectedResponse,
+                                                  std::string(decoded.message())));
           record.reason = error.reason;
           status = error.ToGrpcStatus();
         }

@@ -8,6 +8,48 @@
 namespace inspection::errors {
 namespace {
 
+// A non-idempotent call that may have been done at the vendor, with no answer read, is
+// UNKNOWN / OUTCOME_UNKNOWN at the edge (not UNAVAILABLE, which retry policies re-send).
+TEST(OutcomeOfTest, OnlyNonIdempotentCallsThatMayHaveArrivedBecomeUnknown) {
+  const routes::Route& create = routes::GetRoute(routes::RouteId::kCreateToken);
+  const routes::Route& get = routes::GetRoute(routes::RouteId::kGetTokenStatus);
+  auto transport = [](http::TransportError kind, bool sent) {
+    http::HttpResult result;
+    result.error = kind;
+    result.request_sent = sent;
+    result.error_detail = "detail";
+    return result;
+  };
+  const ApiError lost =
+      ApiError::FromTransport(create, transport(http::TransportError::kReceive, true));
+  const ApiError unknown = OutcomeOf(create, lost);
+  EXPECT_EQ(unknown.code, absl::StatusCode::kUnknown);
+  EXPECT_EQ(unknown.reason, kReasonOutcomeUnknown);
+  EXPECT_EQ(unknown.metadata.at("cause"), kReasonVendorConnectionLost);
+  EXPECT_NE(unknown.message.find("same idempotency key"), std::string::npos);
+  EXPECT_EQ(OutcomeOf(create, ApiError::FromTransport(
+                                  create, transport(http::TransportError::kTimeout, true)))
+                .reason,
+            kReasonOutcomeUnknown);
+  // Nothing reached the vendor: safe to retry, UNAVAILABLE stays.
+  EXPECT_EQ(OutcomeOf(create, ApiError::FromTransport(
+                                  create, transport(http::TransportError::kConnect, false)))
+                .code,
+            absl::StatusCode::kUnavailable);
+  // An unreadable 2xx: the vendor did it, we cannot say what came of it.
+  http::HttpResponse ok;
+  ok.status = 200;
+  EXPECT_EQ(OutcomeOf(create,
+                      ApiError::FromBadVendorBody(create, ok, kReasonVendorMalformedResponse, "x"))
+                .code,
+            absl::StatusCode::kUnknown);
+  // An idempotent route keeps its error: a retry is harmless there.
+  EXPECT_EQ(
+      OutcomeOf(get, ApiError::FromTransport(get, transport(http::TransportError::kReceive, true)))
+          .code,
+      absl::StatusCode::kUnavailable);
+}
+
 TEST(MapHttpStatusToCodeTest, FollowsTheDesignTable) {
   EXPECT_EQ(MapHttpStatusToCode(400), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(MapHttpStatusToCode(422), absl::StatusCode::kInvalidArgument);

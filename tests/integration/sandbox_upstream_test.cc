@@ -112,13 +112,24 @@ TEST_F(SandboxUpstreamTest, ResetOnAWarmConnectionNeverCreatesATokenBehindTheCal
   sandbox_->faults().AddRules(*sandbox::ParseFaultRules(
       nlohmann::json::parse(R"({"route": "create_token", "kind": "reset", "times": 1})")));
   v1::CreateTokenResponse response;
-  grpc::Status status =
-      token_->CreateToken(GatewayTest::Context().get(), ValidTokenRequest(), &response);
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(GatewayTest::ErrorInfoOf(status).reason(), "VENDOR_CONNECTION_LOST");
+  auto keyed = ValidTokenRequest();
+  keyed.set_idempotency_key("order-reset-1");
+  grpc::Status status = token_->CreateToken(GatewayTest::Context().get(), keyed, &response);
+  // The request may have reached the vendor and no answer came back: not UNAVAILABLE,
+  // which retry policies would send again, but UNKNOWN with the guidance.
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNKNOWN) << status.error_message();
+  EXPECT_EQ(GatewayTest::ErrorInfoOf(status).reason(), "OUTCOME_UNKNOWN");
+  EXPECT_EQ(GatewayTest::ErrorInfoOf(status).metadata().at("cause"), "VENDOR_CONNECTION_LOST");
+  EXPECT_NE(status.error_message().find("same idempotency key"), std::string::npos);
   nlohmann::json state = SandboxState();
   ASSERT_TRUE(state.contains("tokens")) << state.dump();
   EXPECT_EQ(state["tokens"].size(), 0u) << "the failed creation reached the vendor twice";
+  // Repeated with the same key: the same answer, and no second call (the reset fires once,
+  // so a call that reached the vendor again would have created a token).
+  grpc::Status repeated = token_->CreateToken(GatewayTest::Context().get(), keyed, &response);
+  EXPECT_EQ(repeated.error_code(), grpc::StatusCode::UNKNOWN);
+  EXPECT_EQ(GatewayTest::ErrorInfoOf(repeated).reason(), "OUTCOME_UNKNOWN");
+  EXPECT_EQ(SandboxState()["tokens"].size(), 0u) << "a repeat with the key created a token";
 
   // The next creation goes through: exactly one token exists.
   ASSERT_TRUE(
