@@ -83,6 +83,9 @@ struct RetryingCaller::CallState {
   bool retry_in_flight = false;
   int attempts = 0;
   std::chrono::steady_clock::time_point attempt_start;
+  // The attempt's time was cut to the caller's deadline (shorter than the route's
+  // timeout): its timeout says nothing about the vendor's health.
+  bool cut_by_caller = false;
 };
 
 RetryingCaller::RetryingCaller(upstream::VendorCaller* next, RetryOptions options,
@@ -125,6 +128,8 @@ void RetryingCaller::Attempt(std::shared_ptr<CallState> state) {
   }
   ++state->attempts;
   state->attempt_start = std::chrono::steady_clock::now();
+  state->cut_by_caller =
+      state->deadline - std::chrono::system_clock::now() < routes::GetRoute(state->route).timeout;
   next_->Call(state->route, state->request, state->deadline, state->options,
               [this, state, permit](upstream::VendorResult result) mutable {
                 OnResult(std::move(state), permit, std::move(result));
@@ -134,7 +139,14 @@ void RetryingCaller::Attempt(std::shared_ptr<CallState> state) {
 void RetryingCaller::OnResult(std::shared_ptr<CallState> state,
                               resilience::CircuitBreaker::Permit permit,
                               upstream::VendorResult result) {
-  breaker_->Record(permit, !UnhealthyOutcome(result));
+  if (!result.ok() && state->cut_by_caller &&
+      result.error->reason == errors::kReasonVendorTimeout) {
+    // An impatient caller's own deadline ran out, not the vendor's time: the permit goes
+    // back unrecorded, so such callers cannot open the breaker for everyone else.
+    breaker_->Release(permit);
+  } else {
+    breaker_->Record(permit, !UnhealthyOutcome(result));
+  }
   metrics::RouteMetrics* route_metrics =
       options_.metrics == nullptr ? nullptr
                                   : &options_.metrics->ForRoute(static_cast<size_t>(state->route));

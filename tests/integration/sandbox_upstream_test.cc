@@ -220,6 +220,32 @@ TEST_F(SandboxUpstreamTest, AnIdempotencyKeyOver255CharactersIsRefusedBeforeTheV
   EXPECT_EQ(SandboxState()["tokens"].size(), 0u);
 }
 
+// Impatient callers do not open the breaker for everyone (issue 14): twelve calls with a
+// 50 ms deadline against a vendor answering in 300 ms time out on their own deadline, and
+// a patient caller is served, not refused with CIRCUIT_OPEN.
+TEST_F(SandboxUpstreamTest, ImpatientCallersDoNotOpenTheBreakerForThePatientOnes) {
+  AddFault(R"({"route": "assess_quality", "kind": "latency", "latency_ms": 300})");
+  auto images = v1::ImageService::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", gateway_->grpc_port()), grpc::InsecureChannelCredentials()));
+  for (int i = 0; i < 12; ++i) {
+    grpc::ClientContext impatient;
+    impatient.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(50));
+    v1::AssessQualityRequest request;
+    request.set_url(absl::StrCat("https://images.example.com/impatient/", i, ".jpg"));
+    v1::AssessQualityResponse response;
+    EXPECT_EQ(images->AssessQuality(&impatient, request, &response).error_code(),
+              grpc::StatusCode::DEADLINE_EXCEEDED)
+        << i;
+  }
+  grpc::ClientContext patient;
+  patient.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::AssessQualityRequest request;
+  request.set_url("https://images.example.com/patient.jpg");
+  v1::AssessQualityResponse response;
+  const grpc::Status status = images->AssessQuality(&patient, request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
 TEST_F(SandboxUpstreamTest, A503TwiceThenSuccessIsOneSuccessfulRpcAfterThreeVendorCalls) {
   AddFault(R"({"route": "assess_quality", "kind": "error", "status": 503, "times": 2})");
   grpc::Status status = AssessQuality();
