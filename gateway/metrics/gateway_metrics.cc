@@ -215,6 +215,8 @@ void RouteMetrics::RecordRetry(RetryReason reason) {
 
 void RouteMetrics::RecordRetryBudgetExhausted() { budget_exhausted_->Increment(); }
 
+void RouteMetrics::RecordCallerDeadlineTimeout() { caller_deadline_timeouts_->Increment(); }
+
 void RouteMetrics::RecordAttemptsPerCall(int attempts) {
   attempts_per_call_->Observe(static_cast<double>(attempts));
 }
@@ -343,6 +345,13 @@ void GatewayMetrics::BuildRoutes(const std::vector<std::string>& routes) {
                      .Name("inspection_upstream_retry_budget_exhausted_total")
                      .Help("Retries not made because the retry budget was exhausted.")
                      .Register(registry);
+  auto& caller_deadline = prometheus::BuildCounter()
+                              .Name("inspection_upstream_caller_deadline_timeouts_total")
+                              .Help(
+                                  "Upstream attempts that timed out on the caller's own deadline "
+                                  "(shorter than the route's timeout); not counted against the "
+                                  "circuit breaker.")
+                              .Register(registry);
   auto& attempts = prometheus::BuildHistogram()
                        .Name("inspection_upstream_attempts_per_call")
                        .Help("Upstream attempts made per logical call.")
@@ -385,6 +394,7 @@ void GatewayMetrics::BuildRoutes(const std::vector<std::string>& routes) {
       m.retries_[r] = &retries.Add({{"route", Str(route)}, {"reason", Str(kRetryReasonLabels[r])}});
     }
     m.budget_exhausted_ = &budget.Add(labels);
+    m.caller_deadline_timeouts_ = &caller_deadline.Add(labels);
     m.attempts_per_call_ = &attempts.Add(labels, AttemptBuckets());
     m.cache_hits_ = &hits.Add(labels);
     m.cache_misses_ = &misses.Add(labels);

@@ -203,6 +203,9 @@ class RouteMetrics {
   void RecordRetry(RetryReason reason);
   // A retry was wanted but the retry budget refused it.
   void RecordRetryBudgetExhausted();
+  // An attempt timed out on the caller's own deadline (shorter than the route's timeout):
+  // not counted against the breaker (inspection_upstream_caller_deadline_timeouts_total).
+  void RecordCallerDeadlineTimeout();
   // One logical call finished after `attempts` attempts (>= 1):
   // inspection_upstream_attempts_per_call.
   void RecordAttemptsPerCall(int attempts);
@@ -222,6 +225,7 @@ class RouteMetrics {
   prometheus::Histogram* duration_ = nullptr;
   std::array<prometheus::Counter*, kNumRetryReasons> retries_{};
   prometheus::Counter* budget_exhausted_ = nullptr;
+  prometheus::Counter* caller_deadline_timeouts_ = nullptr;
   prometheus::Histogram* attempts_per_call_ = nullptr;
   prometheus::Counter* cache_hits_ = nullptr;
   prometheus::Counter* cache_misses_ = nullptr;

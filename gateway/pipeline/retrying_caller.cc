@@ -144,6 +144,9 @@ void RetryingCaller::OnResult(std::shared_ptr<CallState> state,
     // An impatient caller's own deadline ran out, not the vendor's time: the permit goes
     // back unrecorded, so such callers cannot open the breaker for everyone else.
     breaker_->Release(permit);
+    if (options_.metrics != nullptr) {
+      options_.metrics->ForRoute(static_cast<size_t>(state->route)).RecordCallerDeadlineTimeout();
+    }
   } else {
     breaker_->Record(permit, !UnhealthyOutcome(result));
   }

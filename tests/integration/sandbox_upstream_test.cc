@@ -244,6 +244,13 @@ TEST_F(SandboxUpstreamTest, ImpatientCallersDoNotOpenTheBreakerForThePatientOnes
   v1::AssessQualityResponse response;
   const grpc::Status status = images->AssessQuality(&patient, request, &response);
   EXPECT_TRUE(status.ok()) << status.error_message();
+  // Counted apart: every impatient attempt, none against the breaker.
+  httplib::Client admin("127.0.0.1", gateway_->admin_port());
+  auto metrics = admin.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find(
+                R"(inspection_upstream_caller_deadline_timeouts_total{route="assess_quality"} 12)"),
+            std::string::npos);
 }
 
 TEST_F(SandboxUpstreamTest, A503TwiceThenSuccessIsOneSuccessfulRpcAfterThreeVendorCalls) {

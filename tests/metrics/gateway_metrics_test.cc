@@ -200,6 +200,7 @@ TEST(GatewayMetricsTest, RegistersEveryFamilyAndSeriesAtConstruction) {
       {"inspection_upstream_circuit_state", {MetricType::Gauge, 2}},
       {"inspection_upstream_circuit_transitions_total", {MetricType::Counter, 2 * 3}},
       {"inspection_upstream_attempts_per_call", {MetricType::Histogram, 4}},
+      {"inspection_upstream_caller_deadline_timeouts_total", {MetricType::Counter, 4}},
       {"inspection_cache_hits_total", {MetricType::Counter, 4}},
       {"inspection_cache_misses_total", {MetricType::Counter, 4}},
       {"inspection_cache_coalesced_total", {MetricType::Counter, 4}},
