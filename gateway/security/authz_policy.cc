@@ -225,14 +225,19 @@ void AuthzPolicyWatcher::Loop() {
     }
     std::string text;
     absl::StatusOr<std::shared_ptr<const AuthzPolicy>> policy = ReadAuthzPolicyFile(path_, &text);
-    absl::MutexLock lock(&mu_);
-    if (policy.ok()) {
-      policy_ = *std::move(policy);
-      last_text_ = std::move(text);
-    } else if (text != last_text_ && on_reload_error_) {
-      last_text_ = text;  // reported once per broken version
-      on_reload_error_(policy.status());
+    bool report = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (policy.ok()) {
+        policy_ = *std::move(policy);
+        last_text_ = std::move(text);
+      } else if (text != last_text_) {
+        last_text_ = std::move(text);  // reported once per broken version
+        report = true;
+      }
     }
+    // Outside the lock: the callback logs, and Evaluate() on the RPC path must not wait on it.
+    if (report && on_reload_error_) on_reload_error_(policy.status());
   }
 }
 
