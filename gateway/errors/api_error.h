@@ -33,6 +33,9 @@ inline constexpr std::string_view kReasonVendorUnexpectedResponse = "VENDOR_UNEX
 // vendor, but no answer was read: see OutcomeOf.
 inline constexpr std::string_view kReasonOutcomeUnknown = "OUTCOME_UNKNOWN";
 inline constexpr std::string_view kReasonDeadlineTooShort = "DEADLINE_TOO_SHORT";
+// The caller's deadline passed while it waited for a vendor call it shared with other
+// callers (a coalesced cache fetch); that call went on without it.
+inline constexpr std::string_view kReasonCallerDeadlineExceeded = "CALLER_DEADLINE_EXCEEDED";
 inline constexpr std::string_view kReasonInternal = "INTERNAL";
 
 // The vendor's body is kept in ErrorInfo.metadata["vendor_body"], cut to this many

@@ -224,6 +224,7 @@ void RouteMetrics::RecordAttemptsPerCall(int attempts) {
 void RouteMetrics::RecordCacheHit() { cache_hits_->Increment(); }
 void RouteMetrics::RecordCacheMiss() { cache_misses_->Increment(); }
 void RouteMetrics::RecordCacheCoalesced() { cache_coalesced_->Increment(); }
+void RouteMetrics::RecordCacheWaiterDeadline() { cache_waiter_deadlines_->Increment(); }
 void RouteMetrics::RecordCacheStaleServed() { cache_stale_served_->Increment(); }
 void RouteMetrics::RecordIdempotencyReplay() { idempotency_replays_->Increment(); }
 
@@ -372,6 +373,13 @@ void GatewayMetrics::BuildRoutes(const std::vector<std::string>& routes) {
                     .Name("inspection_cache_stale_served_total")
                     .Help("Stale cache entries served because the upstream failed.")
                     .Register(registry);
+  auto& waiter_deadlines = prometheus::BuildCounter()
+                               .Name("inspection_cache_waiter_deadlines_total")
+                               .Help(
+                                   "Callers whose deadline passed while they waited for a shared "
+                                   "cache fetch (answered CALLER_DEADLINE_EXCEEDED; the fetch "
+                                   "went on and its answer was cached).")
+                               .Register(registry);
   auto& replays = prometheus::BuildCounter()
                       .Name("inspection_idempotency_replays_total")
                       .Help("Stored outcomes replayed for a repeated idempotency key.")
@@ -400,6 +408,7 @@ void GatewayMetrics::BuildRoutes(const std::vector<std::string>& routes) {
     m.cache_misses_ = &misses.Add(labels);
     m.cache_coalesced_ = &coalesced.Add(labels);
     m.cache_stale_served_ = &stale.Add(labels);
+    m.cache_waiter_deadlines_ = &waiter_deadlines.Add(labels);
     m.idempotency_replays_ = &replays.Add(labels);
     m.unknown_fields_ = &unknown_fields.Add(labels);
     return m;

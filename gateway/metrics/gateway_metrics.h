@@ -214,6 +214,9 @@ class RouteMetrics {
   void RecordCacheMiss();
   void RecordCacheCoalesced();    // a request that waited for an identical in-flight one
   void RecordCacheStaleServed();  // stale-if-error answer
+  // A caller's deadline passed while it waited for a shared cache fetch; it was answered
+  // CALLER_DEADLINE_EXCEEDED and the fetch went on (inspection_cache_waiter_deadlines_total).
+  void RecordCacheWaiterDeadline();
   // inspection_idempotency_replays_total: a stored outcome was replayed for a repeated key.
   void RecordIdempotencyReplay();
   // inspection_vendor_unknown_fields_total: `count` JSON fields we do not model arrived.
@@ -231,6 +234,7 @@ class RouteMetrics {
   prometheus::Counter* cache_misses_ = nullptr;
   prometheus::Counter* cache_coalesced_ = nullptr;
   prometheus::Counter* cache_stale_served_ = nullptr;
+  prometheus::Counter* cache_waiter_deadlines_ = nullptr;
   prometheus::Counter* idempotency_replays_ = nullptr;
   prometheus::Counter* unknown_fields_ = nullptr;
 };

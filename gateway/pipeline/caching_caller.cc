@@ -1,5 +1,6 @@
 #include "gateway/pipeline/caching_caller.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -123,6 +124,15 @@ bool AllowsStale(absl::StatusCode code) {
 
 }  // namespace
 
+// One caller of Call on a cacheable route: answered once, by the fetch or by its deadline.
+struct CachingCaller::Waiter {
+  explicit Waiter(upstream::VendorCallback done_in) : done(std::move(done_in)) {}
+  absl::Mutex mu;
+  upstream::VendorCallback done ABSL_GUARDED_BY(mu);
+  bool answered ABSL_GUARDED_BY(mu) = false;
+  token_watch::Scheduler::TaskId timer ABSL_GUARDED_BY(mu) = 0;
+};
+
 CachingCaller::CachingCaller(upstream::VendorCaller* next, CachingOptions options)
     : next_(next),
       options_(std::move(options)),
@@ -178,10 +188,13 @@ void CachingCaller::Call(routes::RouteId route_id, const vendor::VendorRequest& 
     get.tags.push_back(kSearchResultsTag);
   }
 
-  // Only the leader's fetch runs; it goes down the pipeline with the leader's deadline.
-  auto fetch = [this, route_id, request, deadline, options,
+  // Only the leader's fetch runs. It is shared, so it runs with the later of the leader's
+  // deadline and the route's timeout: an impatient leader must not fail its followers.
+  const std::chrono::system_clock::time_point fetch_deadline =
+      std::max(deadline, std::chrono::system_clock::now() + route.timeout);
+  auto fetch = [this, route_id, request, fetch_deadline, options,
                 ttl](cache::CachedFetcher::Complete complete) mutable {
-    next_->Call(route_id, request, deadline, options,
+    next_->Call(route_id, request, fetch_deadline, options,
                 [complete = std::move(complete), ttl](upstream::VendorResult result) mutable {
                   if (result.ok()) {
                     std::move(complete)(cache::FetchResult::Success(EncodeValue(result), ttl));
@@ -195,38 +208,77 @@ void CachingCaller::Call(routes::RouteId route_id, const vendor::VendorRequest& 
       options_.metrics == nullptr ? nullptr
                                   : &options_.metrics->ForRoute(static_cast<size_t>(route_id));
   const bool bypass = options.bypass_cache;
-  fetcher_.GetOrFetch(
-      key, get, std::move(fetch),
-      [this, done = std::move(done), route_metrics, bypass](cache::GetResult got) mutable {
-        upstream::VendorResult result;
-        if (got.ok()) {
-          result = DecodeValue(*got.value);
-        } else {
-          result = FromStatus(got.status);
-        }
-        switch (got.source) {
-          case cache::Source::kFreshHit:
-            result.cache = upstream::CacheStatus::kHit;
-            if (route_metrics != nullptr) route_metrics->RecordCacheHit();
-            break;
-          case cache::Source::kStaleAfterError:
-            result.cache = upstream::CacheStatus::kStale;
-            result.stale_cause = FromStatus(got.stale_cause).error->reason;
-            if (route_metrics != nullptr) route_metrics->RecordCacheStaleServed();
-            break;
-          case cache::Source::kFetched:
-            if (got.coalesced) {
-              result.cache = upstream::CacheStatus::kCoalesced;
-              if (route_metrics != nullptr) route_metrics->RecordCacheCoalesced();
-            } else {
-              result.cache = bypass ? upstream::CacheStatus::kBypass : upstream::CacheStatus::kMiss;
-              if (route_metrics != nullptr) route_metrics->RecordCacheMiss();
-            }
-            break;
-        }
-        PublishGauges();
-        std::move(done)(std::move(result));
-      });
+  auto waiter = std::make_shared<Waiter>(std::move(done));
+  fetcher_.GetOrFetch(key, get, std::move(fetch),
+                      [this, waiter, route_metrics, bypass](cache::GetResult got) mutable {
+                        upstream::VendorResult result;
+                        if (got.ok()) {
+                          result = DecodeValue(*got.value);
+                        } else {
+                          result = FromStatus(got.status);
+                        }
+                        switch (got.source) {
+                          case cache::Source::kFreshHit:
+                            result.cache = upstream::CacheStatus::kHit;
+                            if (route_metrics != nullptr) route_metrics->RecordCacheHit();
+                            break;
+                          case cache::Source::kStaleAfterError:
+                            result.cache = upstream::CacheStatus::kStale;
+                            result.stale_cause = FromStatus(got.stale_cause).error->reason;
+                            if (route_metrics != nullptr) route_metrics->RecordCacheStaleServed();
+                            break;
+                          case cache::Source::kFetched:
+                            if (got.coalesced) {
+                              result.cache = upstream::CacheStatus::kCoalesced;
+                              if (route_metrics != nullptr) route_metrics->RecordCacheCoalesced();
+                            } else {
+                              result.cache = bypass ? upstream::CacheStatus::kBypass
+                                                    : upstream::CacheStatus::kMiss;
+                              if (route_metrics != nullptr) route_metrics->RecordCacheMiss();
+                            }
+                            break;
+                        }
+                        PublishGauges();
+                        Deliver(waiter, std::move(result));
+                      });
+
+  // Still waiting (not a fresh hit): stop waiting at the caller's own deadline.
+  if (options_.timers == nullptr || deadline == std::chrono::system_clock::time_point::max()) {
+    return;
+  }
+  absl::MutexLock lock(&waiter->mu);
+  if (waiter->answered) return;
+  const absl::Duration left = absl::FromChrono(deadline - std::chrono::system_clock::now());
+  // RunAfter never runs the task before it returns, so holding the waiter's lock is safe.
+  waiter->timer = options_.timers->RunAfter(left, [this, waiter, route_id, route_metrics] {
+    errors::ApiError error;
+    error.code = absl::StatusCode::kDeadlineExceeded;
+    error.reason = std::string(errors::kReasonCallerDeadlineExceeded);
+    const std::string label(routes::GetRoute(route_id).metric_label);
+    error.metadata["route"] = label;
+    error.message = absl::StrCat(
+        "the call's deadline passed while it waited for the vendor's answer to a call shared "
+        "with identical requests (",
+        label, "); that call goes on, and its answer will be cached for the next request");
+    upstream::VendorResult result;
+    result.error = std::move(error);
+    if (route_metrics != nullptr) route_metrics->RecordCacheWaiterDeadline();
+    Deliver(waiter, std::move(result));
+  });
+}
+
+void CachingCaller::Deliver(const std::shared_ptr<Waiter>& waiter, upstream::VendorResult result) {
+  upstream::VendorCallback done;
+  token_watch::Scheduler::TaskId timer = 0;
+  {
+    absl::MutexLock lock(&waiter->mu);
+    if (waiter->answered) return;  // the other of result and deadline came first
+    waiter->answered = true;
+    done = std::move(waiter->done);
+    timer = waiter->timer;
+  }
+  if (timer != 0) options_.timers->Cancel(timer);
+  std::move(done)(std::move(result));
 }
 
 void CachingCaller::CallAndInvalidate(routes::RouteId route, const vendor::VendorRequest& request,

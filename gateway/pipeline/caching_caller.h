@@ -9,6 +9,7 @@
 #include "gateway/cache/cached_fetcher.h"
 #include "gateway/cache/response_cache.h"
 #include "gateway/metrics/gateway_metrics.h"
+#include "gateway/token_watch/scheduler.h"
 #include "gateway/upstream/vendor_caller.h"
 
 namespace inspection::pipeline {
@@ -31,6 +32,10 @@ struct CachingOptions {
   std::function<absl::Time()> clock = [] { return absl::Now(); };
   // Cache metrics (hits, misses, coalesced, stale, evictions, bytes); null: none.
   metrics::GatewayMetrics* metrics = nullptr;
+  // Timers that answer a caller whose own deadline passes while it waits for a shared
+  // fetch (CALLER_DEADLINE_EXCEEDED) without cancelling the fetch. Null: a caller waits
+  // until the fetch ends (at most the route's timeout, plus retries, after it started).
+  token_watch::Scheduler* timers = nullptr;
 };
 
 // The response cache of the request pipeline (DESIGN §4), a decorator above the retry
@@ -42,7 +47,13 @@ struct CachingOptions {
 // Invalidation: UpdateWebhookConfig drops GetWebhookConfig, UpdateEventConfig drops
 // ListEventConfigs (after the write, whatever its outcome: it may have been applied),
 // and OnInspectionEvent drops that inspection's damages report and every search page.
-// Only 2xx answers are stored. Thread-safe.
+// Only 2xx answers are stored.
+//
+// Deadlines: a fetch is shared, so no one caller's deadline governs it. It runs until
+// the later of its first caller's deadline and the route's timeout from now, so an
+// impatient first caller cannot fail every caller that joined it. Each caller waits
+// until its own deadline at most (CALLER_DEADLINE_EXCEEDED, DEADLINE_EXCEEDED); the fetch
+// goes on and its answer is cached for the next one. Thread-safe.
 class CachingCaller final : public upstream::VendorCaller {
  public:
   CachingCaller(upstream::VendorCaller* next, CachingOptions options);
@@ -67,6 +78,9 @@ class CachingCaller final : public upstream::VendorCaller {
                          const upstream::CallOptions& options, upstream::VendorCallback done,
                          std::string tag);
   void PublishGauges();
+  struct Waiter;
+  // Answers `waiter` once: the first of the fetch's result and its deadline timer.
+  void Deliver(const std::shared_ptr<Waiter>& waiter, upstream::VendorResult result);
 
   upstream::VendorCaller* const next_;
   const CachingOptions options_;

@@ -280,6 +280,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   pipeline::CachingOptions cache_options = opts.cache;
   cache_options.metrics = server->metrics_.get();
   cache_options.clock = opts.retry.clock;
+  cache_options.timers = server->scheduler_.get();
   cache_options.account_scope = [scopes = std::move(scopes)](const std::string& account) {
     auto it = scopes.find(account);
     // The router refuses unknown accounts; their (failed) calls are never stored.

@@ -2,6 +2,7 @@
 // vendor with fault injection.
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <iostream>
@@ -222,35 +223,103 @@ TEST_F(SandboxUpstreamTest, AnIdempotencyKeyOver255CharactersIsRefusedBeforeTheV
 
 // Impatient callers do not open the breaker for everyone (issue 14): twelve calls with a
 // 50 ms deadline against a vendor answering in 300 ms time out on their own deadline, and
-// a patient caller is served, not refused with CIRCUIT_OPEN.
+// a patient caller is served, not refused with CIRCUIT_OPEN. (GetTokenStatus: not cached,
+// so every call is its own vendor attempt.)
 TEST_F(SandboxUpstreamTest, ImpatientCallersDoNotOpenTheBreakerForThePatientOnes) {
-  AddFault(R"({"route": "assess_quality", "kind": "latency", "latency_ms": 300})");
-  auto images = v1::ImageService::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", gateway_->grpc_port()), grpc::InsecureChannelCredentials()));
+  v1::CreateTokenResponse created;
+  ASSERT_TRUE(
+      token_->CreateToken(GatewayTest::Context().get(), ValidTokenRequest(), &created).ok());
+  AddFault(R"({"route": "get_token_status", "kind": "latency", "latency_ms": 300})");
   for (int i = 0; i < 12; ++i) {
     grpc::ClientContext impatient;
     impatient.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(50));
-    v1::AssessQualityRequest request;
-    request.set_url(absl::StrCat("https://images.example.com/impatient/", i, ".jpg"));
-    v1::AssessQualityResponse response;
-    EXPECT_EQ(images->AssessQuality(&impatient, request, &response).error_code(),
+    v1::GetTokenStatusRequest request;
+    request.set_uid(created.token().uid());
+    v1::GetTokenStatusResponse response;
+    EXPECT_EQ(token_->GetTokenStatus(&impatient, request, &response).error_code(),
               grpc::StatusCode::DEADLINE_EXCEEDED)
         << i;
   }
   grpc::ClientContext patient;
   patient.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  v1::AssessQualityRequest request;
-  request.set_url("https://images.example.com/patient.jpg");
-  v1::AssessQualityResponse response;
-  const grpc::Status status = images->AssessQuality(&patient, request, &response);
+  v1::GetTokenStatusRequest request;
+  request.set_uid(created.token().uid());
+  v1::GetTokenStatusResponse response;
+  const grpc::Status status = token_->GetTokenStatus(&patient, request, &response);
   EXPECT_TRUE(status.ok()) << status.error_message();
   // Counted apart: every impatient attempt, none against the breaker.
   httplib::Client admin("127.0.0.1", gateway_->admin_port());
   auto metrics = admin.Get("/metrics");
   ASSERT_TRUE(metrics);
+  EXPECT_NE(
+      metrics->body.find(
+          R"(inspection_upstream_caller_deadline_timeouts_total{route="get_token_status"} 12)"),
+      std::string::npos);
+}
+
+// A cached route: impatient callers that arrive together share one fetch, which runs with
+// the route's timeout, not the first caller's 50 ms. Each stops waiting at its own deadline
+// (CALLER_DEADLINE_EXCEEDED); the fetch completes and is cached, so the vendor is called
+// once and the patient caller after them is answered from the cache.
+TEST_F(SandboxUpstreamTest, ImpatientCallersOfOneCachedFetchDoNotFailIt) {
+  AddFault(R"({"route": "assess_quality", "kind": "latency", "latency_ms": 300, "times": 100})");
+  constexpr int kImpatient = 12;
+  std::vector<grpc::Status> statuses(kImpatient);
+  std::vector<std::string> cache(kImpatient);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kImpatient; ++i) {
+    threads.emplace_back([&, i] {
+      grpc::ClientContext impatient;
+      impatient.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(50));
+      v1::AssessQualityRequest request;
+      request.set_url("https://images.example.com/shared.jpg");
+      v1::AssessQualityResponse response;
+      statuses[i] = image_->AssessQuality(&impatient, request, &response);
+      if (auto it = impatient.GetServerInitialMetadata().find("x-cache");
+          it != impatient.GetServerInitialMetadata().end()) {
+        cache[i] = std::string(it->second.data(), it->second.size());
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int i = 0; i < kImpatient; ++i) {
+    // A thread that started after the fetch ended (a loaded machine) is answered from the
+    // cache; everyone else runs out of its own time.
+    if (statuses[i].ok()) {
+      EXPECT_EQ(cache[i], "hit") << i;
+    } else {
+      EXPECT_EQ(statuses[i].error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << i;
+    }
+  }
+  grpc::ClientContext patient;
+  patient.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::AssessQualityRequest request;
+  request.set_url("https://images.example.com/shared.jpg");
+  v1::AssessQualityResponse response;
+  const grpc::Status status = image_->AssessQuality(&patient, request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  auto rules = sandbox_->faults().Rules();
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_EQ(rules[0].times, 99) << "one vendor call for all thirteen callers";
+
+  httplib::Client admin("127.0.0.1", gateway_->admin_port());
+  auto metrics = admin.Get("/metrics");
+  ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find(
-                R"(inspection_upstream_caller_deadline_timeouts_total{route="assess_quality"} 12)"),
-            std::string::npos);
+                R"(inspection_upstream_caller_deadline_timeouts_total{route="assess_quality"} 0)"),
+            std::string::npos)
+      << "the shared fetch was never cut by a caller's deadline";
+  const int timed_out = static_cast<int>(std::count_if(
+      statuses.begin(), statuses.end(), [](const grpc::Status& s) { return !s.ok(); }));
+  const std::string waited = absl::StrCat(
+      R"(inspection_cache_waiter_deadlines_total{route="assess_quality"} )", timed_out);
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        auto now = admin.Get("/metrics");
+        return now && now->body.find(waited) != std::string::npos;
+      },
+      std::chrono::seconds(5)))
+      << waited;
 }
 
 TEST_F(SandboxUpstreamTest, A503TwiceThenSuccessIsOneSuccessfulRpcAfterThreeVendorCalls) {

@@ -205,6 +205,7 @@ TEST(GatewayMetricsTest, RegistersEveryFamilyAndSeriesAtConstruction) {
       {"inspection_cache_misses_total", {MetricType::Counter, 4}},
       {"inspection_cache_coalesced_total", {MetricType::Counter, 4}},
       {"inspection_cache_stale_served_total", {MetricType::Counter, 4}},
+      {"inspection_cache_waiter_deadlines_total", {MetricType::Counter, 4}},
       {"inspection_cache_evictions_total", {MetricType::Counter, 1}},
       {"inspection_cache_bytes", {MetricType::Gauge, 1}},
       {"inspection_idempotency_replays_total", {MetricType::Counter, 4}},
