@@ -85,7 +85,13 @@ inspection::server::GatewayServerOptions ServerOptions(const GatewayConfig& conf
   options.retention.max_age = std::chrono::hours(config.event_log_retention.max_age_hours);
   options.retention.max_events = config.event_log_retention.max_events;
   options.retention.dedupe_window = std::chrono::hours(config.webhook.dedupe_window_hours);
-  options.stream_queue_size = static_cast<size_t>(config.streams.queue_size);
+  options.stream_queue.max_events = static_cast<size_t>(config.streams.queue_size);
+  options.stream_queue.max_bytes = static_cast<size_t>(config.streams.queue_max_bytes);
+  options.hub.catchup_events_per_turn = static_cast<size_t>(config.streams.catchup_events_per_turn);
+  options.hub.catchup_idle_timeout =
+      absl::ToChronoMilliseconds(config.streams.catchup_idle_timeout);
+  options.stream_slots.max_per_connection = config.streams.max_per_connection;
+  options.stream_slots.max_total = config.streams.max_total;
   options.idempotency_ttl = absl::Hours(config.idempotency_ttl_hours);
   options.idempotency_memory_max_bytes = static_cast<size_t>(config.idempotency_max_bytes);
   options.idempotency_store_url = config.idempotency_store;

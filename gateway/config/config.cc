@@ -711,8 +711,35 @@ const std::vector<KeySpec>& Keys() {
       IntegerKey(
           "streams.queue_size", [](auto& c) -> auto& { return c.streams.queue_size; }, 1, 1000000,
           "N",
-          "Events buffered per Subscribe stream; a subscriber further behind is ended with "
-          "RESOURCE_EXHAUSTED and its last cursor."),
+          "Events buffered per Subscribe or StreamDamageResults stream; a live subscriber "
+          "further behind is ended with RESOURCE_EXHAUSTED and its last cursor."),
+      IntegerKey(
+          "streams.queue_max_bytes", [](auto& c) -> auto& { return c.streams.queue_max_bytes; },
+          1024, int64_t{1} << 40, "BYTES",
+          "Memory the events buffered for one stream may hold (one larger event is still "
+          "sent); past it, as past queue_size. Worst case for all streams: max_total times "
+          "this."),
+      IntegerKey(
+          "streams.catchup_events_per_turn",
+          [](auto& c) -> auto& { return c.streams.catchup_events_per_turn; }, 1, 100000, "N",
+          "Stored events one catching-up subscriber (after_cursor, from_start) may scan before "
+          "live events are dispatched again: a long catch-up never holds up live streams."),
+      IntegerKey(
+          "streams.catchup_idle_timeout_ms",
+          [](auto& c) -> auto& { return c.streams.catchup_idle_timeout; }, 1, kDayMs, "MS",
+          "A catching-up subscriber whose buffer stays full this long (it does not read) is "
+          "ended with RESOURCE_EXHAUSTED and its last cursor."),
+      IntegerKey(
+          "streams.max_per_connection",
+          [](auto& c) -> auto& { return c.streams.max_per_connection; }, 0, 1000000, "N",
+          "Server streams one client connection may hold open; more: RESOURCE_EXHAUSTED "
+          "(CONNECTION_STREAM_LIMIT). Keep it below grpc.max_concurrent_streams so unary "
+          "calls on that connection still go through. 0: no limit."),
+      IntegerKey(
+          "streams.max_total", [](auto& c) -> auto& { return c.streams.max_total; }, 0, 10000000,
+          "N",
+          "Server streams this replica holds open; more: RESOURCE_EXHAUSTED (STREAM_LIMIT). 0: "
+          "no limit."),
       IntegerKey(
           "token_watch.interval_ms", [](auto& c) -> auto& { return c.token_watch.interval; }, 100,
           kDayMs, "MS", "How often WatchTokenStatus polls each watched token at the vendor."),

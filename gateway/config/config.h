@@ -169,6 +169,11 @@ struct EventLogRetention {
 // streams.*: server-streaming RPCs.
 struct StreamOptions {
   int queue_size = 1000;  // events buffered per subscriber before it is dropped
+  int64_t queue_max_bytes = int64_t{4} << 20;  // memory of those events, per stream
+  int catchup_events_per_turn = 256;
+  absl::Duration catchup_idle_timeout = absl::Milliseconds(30000);
+  int max_per_connection = 500;  // 0: no limit
+  int max_total = 10000;         // 0: no limit
 };
 
 // token_watch.*: WatchTokenStatus polling.

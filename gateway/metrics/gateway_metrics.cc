@@ -48,7 +48,7 @@ constexpr std::array<std::string_view, kNumWebhookRefusals> kWebhookRefusalLabel
     "malformed",
     "not_implemented"};
 constexpr std::array<std::string_view, kNumStreamDropReasons> kStreamDropReasonLabels = {
-    "slow_consumer", "cursor_expired", "shutdown", "error"};
+    "slow_consumer", "cursor_expired", "shutdown", "error", "idle_catch_up"};
 
 // Latency buckets (seconds): Prometheus' default buckets, which go-grpc-prometheus uses,
 // plus 30 s and 60 s because vendor image analysis can legitimately take that long.

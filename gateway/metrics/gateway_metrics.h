@@ -137,8 +137,9 @@ enum class StreamDropReason {
   kCursorExpired,  // resume cursor older than retention (OUT_OF_RANGE)
   kShutdown,       // graceful shutdown (UNAVAILABLE + resumable cursor)
   kError,          // event log read failure or anything else
+  kIdleCatchUp,    // catching up, its queue stayed full for streams.catchup_idle_timeout_ms
 };
-inline constexpr size_t kNumStreamDropReasons = 4;
+inline constexpr size_t kNumStreamDropReasons = 5;
 std::string_view StreamDropReasonLabel(StreamDropReason reason);
 
 // ---------------------------------------------------------------------------------------------

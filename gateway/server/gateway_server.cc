@@ -355,7 +355,9 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
     if (!account->name.empty()) deps.vendor_accounts.insert(account->name);
   }
   deps.hub = server->hub_.get();
-  deps.stream_queue_size = opts.stream_queue_size;
+  deps.stream_queue = opts.stream_queue;
+  server->stream_slots_ = std::make_shared<streaming::StreamSlots>(opts.stream_slots);
+  deps.stream_slots = server->stream_slots_.get();
   deps.vendor = server->pipeline_;
   deps.mapper_options = opts.mapper;
   deps.limits = opts.limits;

@@ -22,6 +22,7 @@
 #include "gateway/security/caller_limits.h"
 #include "gateway/services/unary_call.h"
 #include "gateway/streaming/event_hub.h"
+#include "gateway/streaming/stream_slots.h"
 #include "gateway/token_watch/scheduler.h"
 #include "gateway/token_watch/token_status_poller.h"
 #include "gateway/upstream/vendor_client.h"
@@ -103,7 +104,10 @@ struct GatewayServerOptions {
   std::string event_log_url = "sqlite:inspection-events.db";
   eventlog::RetentionPolicy retention;
   streaming::EventHub::Options hub;
-  size_t stream_queue_size = 1000;
+  // streams.queue_size, streams.queue_max_bytes.
+  streaming::StreamQueueLimits stream_queue;
+  // streams.max_per_connection, streams.max_total.
+  streaming::StreamSlotOptions stream_slots;
   // The webhook receiver, started when webhook.current_key is set.
   webhooks::WebhookReceiverOptions webhook;
   // WatchTokenStatus polling.
@@ -148,6 +152,8 @@ class GatewayServer {
   int webhook_port() const { return receiver_ == nullptr ? 0 : receiver_->port(); }
   const webhooks::WebhookReceiver* receiver() const { return receiver_.get(); }
   streaming::EventHub& hub() { return *hub_; }
+  // Server streams open now (each holds a slot of streams.max_total until it is done).
+  size_t open_streams() const { return stream_slots_ == nullptr ? 0 : stream_slots_->open(); }
   // The request pipeline every RPC goes through.
   upstream::VendorCaller& vendor() { return *pipeline_; }
   // The WatchTokenStatus poller, circuit breaker and retry budget of a vendor account
@@ -215,6 +221,7 @@ class GatewayServer {
   std::unique_ptr<services::RpcObserver> metrics_observer_;
   std::unique_ptr<security::AuthzPolicyWatcher> authz_;
   std::shared_ptr<security::CallerLimiter> limiter_;
+  std::shared_ptr<streaming::StreamSlots> stream_slots_;
   services::ServiceDeps deps_;
   std::vector<std::unique_ptr<grpc::Service>> services_;
   // Calls in flight, so that Shutdown does not wait for idle client connections.

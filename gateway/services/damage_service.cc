@@ -29,7 +29,7 @@ grpc::ServerWriteReactor<v1::StreamDamageResultsResponse>* DamageServiceImpl::St
     grpc::CallbackServerContext* context, const v1::StreamDamageResultsRequest* request) {
   using Reactor = streaming::EventStreamReactor<v1::StreamDamageResultsResponse>;
   auto* reactor = new Reactor(
-      deps_.hub, deps_.stream_queue_size,
+      deps_.hub, deps_.stream_queue,
       [](const v1::Event& event, v1::StreamDamageResultsResponse* out) {
         *out->mutable_event() = event;
       },

@@ -33,7 +33,7 @@ validation::Violations ValidateSubscribe(const v1::SubscribeRequest& request) {
 grpc::ServerWriteReactor<v1::SubscribeResponse>* EventServiceImpl::Subscribe(
     grpc::CallbackServerContext* context, const v1::SubscribeRequest* request) {
   auto* reactor = new streaming::EventStreamReactor<v1::SubscribeResponse>(
-      deps_.hub, deps_.stream_queue_size,
+      deps_.hub, deps_.stream_queue,
       [](const v1::Event& event, v1::SubscribeResponse* out) { *out->mutable_event() = event; });
   std::shared_ptr<void> slot;
   if (auto denied = AdmitStream(*context, deps_, "/inspection.v1.EventService/Subscribe", &slot);

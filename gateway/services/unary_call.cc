@@ -1,6 +1,7 @@
 #include "gateway/services/unary_call.h"
 
 #include <random>
+#include <utility>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
@@ -134,9 +135,40 @@ std::optional<errors::ApiError> Throttle(const grpc::CallbackServerContext& cont
 std::optional<errors::ApiError> OpenStreamSlot(const grpc::CallbackServerContext& context,
                                                const ServiceDeps& deps,
                                                std::shared_ptr<void>* slot) {
-  if (deps.limiter == nullptr) return std::nullopt;
-  *slot = deps.limiter->TryOpenStream(CallerKey(context));
-  if (*slot != nullptr) return std::nullopt;
+  std::shared_ptr<void> capped;
+  if (deps.stream_slots != nullptr) {
+    streaming::StreamSlots::Refusal refusal = streaming::StreamSlots::Refusal::kNone;
+    capped = deps.stream_slots->TryOpen(context.peer(), &refusal);
+    if (capped == nullptr) {
+      errors::ApiError error;
+      error.code = absl::StatusCode::kResourceExhausted;
+      error.retry_delay = std::chrono::milliseconds(1000);
+      if (refusal == streaming::StreamSlots::Refusal::kTotal) {
+        error.reason = "STREAM_LIMIT";
+        error.message = absl::StrCat(
+            "this gateway replica holds as many streams as it may (streams.max_total = ",
+            deps.stream_slots->options().max_total, "); retry later or on another replica");
+      } else {
+        error.reason = "CONNECTION_STREAM_LIMIT";
+        error.message = absl::StrCat(
+            "this connection holds as many streams as it may (streams.max_per_connection = ",
+            deps.stream_slots->options().max_per_connection,
+            "); close one, or open streams on another channel");
+      }
+      return error;
+    }
+  }
+  if (deps.limiter == nullptr) {
+    *slot = std::move(capped);
+    return std::nullopt;
+  }
+  std::shared_ptr<void> caller_slot = deps.limiter->TryOpenStream(CallerKey(context));
+  if (caller_slot != nullptr) {
+    // One guard for both: the stream holds them until it is done.
+    *slot = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(
+        std::move(capped), std::move(caller_slot));
+    return std::nullopt;
+  }
   errors::ApiError error;
   error.code = absl::StatusCode::kResourceExhausted;
   error.reason = "CALLER_STREAM_LIMIT";

@@ -19,6 +19,7 @@
 #include "gateway/security/authz_policy.h"
 #include "gateway/security/caller_limits.h"
 #include "gateway/streaming/event_hub.h"
+#include "gateway/streaming/stream_slots.h"
 #include "gateway/token_watch/token_status_poller.h"
 #include "gateway/upstream/vendor_client.h"
 #include "gateway/validation/request_validation.h"
@@ -81,9 +82,10 @@ struct ServiceDeps {
   validation::ValidationLimits limits;
   std::string webapp_url;           // no trailing slash
   RpcObserver* observer = nullptr;  // may be null
-  // Streaming: the event fan-out and the per-stream queue bound (streams.queue_size).
+  // Streaming: the event fan-out and the per-stream queue bounds (streams.queue_size,
+  // streams.queue_max_bytes).
   streaming::EventHub* hub = nullptr;
-  size_t stream_queue_size = 1000;
+  streaming::StreamQueueLimits stream_queue;
   // Idempotency keys of CreateToken and DetectDamage; null disables them.
   pipeline::IdempotencyStore* idempotency = nullptr;
   // WatchTokenStatus: one shared upstream poll per watched token, one poller per vendor
@@ -99,6 +101,9 @@ struct ServiceDeps {
   std::function<void(std::string_view grpc_method)> on_denied;
   // Per-caller limits (grpc.per_caller.*); null: none.
   security::CallerLimiter* limiter = nullptr;
+  // Server streams per connection and in total (streams.max_per_connection,
+  // streams.max_total); null: no caps.
+  streaming::StreamSlots* stream_slots = nullptr;
 };
 
 // What per-caller limits count a caller as: its certificate identity (CallerIdentity), or
@@ -112,9 +117,11 @@ std::string CallerKey(const grpc::CallbackServerContext& context);
 std::optional<errors::ApiError> AdmitCall(const grpc::CallbackServerContext& context,
                                           const ServiceDeps& deps, std::string_view grpc_method);
 
-// AdmitCall for a stream, which also takes one of the caller's stream slots: `slot` is set
-// (hold it until the stream is done), or RESOURCE_EXHAUSTED (reason CALLER_STREAM_LIMIT)
-// when the caller holds grpc.per_caller.max_streams already.
+// AdmitCall for a stream, which also takes a stream slot: `slot` is set (hold it until the
+// stream is done), or RESOURCE_EXHAUSTED with RetryInfo when the replica holds
+// streams.max_total streams (reason STREAM_LIMIT), the connection holds
+// streams.max_per_connection (CONNECTION_STREAM_LIMIT), or the caller holds
+// grpc.per_caller.max_streams (CALLER_STREAM_LIMIT).
 std::optional<errors::ApiError> AdmitStream(const grpc::CallbackServerContext& context,
                                             const ServiceDeps& deps, std::string_view grpc_method,
                                             std::shared_ptr<void>* slot);

@@ -1,5 +1,7 @@
 #include "gateway/streaming/event_hub.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "adapters/vendor/event_mapper.h"
@@ -16,6 +18,31 @@ bool EventFilter::Matches(const v1::Event& event) const {
   if (!token_uid.empty() && event.token_id() != token_uid) return false;
   return true;
 }
+
+bool EventFilter::Matches(const eventlog::NewEvent& event) const {
+  if (event.account != account) return false;
+  if (!names.empty() && names.count(event.event_name) == 0) return false;
+  if (!inspection_id.empty() && event.inspection_id != inspection_id) return false;
+  if (!token_uid.empty() && event.token_id != token_uid) return false;
+  return true;
+}
+
+namespace {
+
+// An event converted for the subscribers that want it: done at most once per event, and
+// only when one does.
+struct ConvertedEvent {
+  std::shared_ptr<const v1::Event> event;
+  size_t bytes = 0;
+};
+
+ConvertedEvent Convert(const eventlog::StoredEvent& stored) {
+  auto event = std::make_shared<const v1::Event>(ToApiEvent(stored));
+  const size_t bytes = event->SpaceUsedLong();
+  return {std::move(event), bytes};
+}
+
+}  // namespace
 
 v1::Event ToApiEvent(const eventlog::StoredEvent& stored) {
   v1::Event out;
@@ -108,8 +135,8 @@ size_t EventHub::SubscriberCount() const {
   return subscriptions_.size() - std::min(subscriptions_.size(), removed_.size());
 }
 
-bool EventHub::Offer(Subscription& subscription, const std::shared_ptr<const v1::Event>& event) {
-  if (!subscription.filter.Matches(*event)) return true;
+bool EventHub::Offer(Subscription& subscription, const std::shared_ptr<const v1::Event>& event,
+                     size_t bytes) {
   if (subscription.sink->Room() == 0) {
     if (options_.metrics != nullptr) {
       options_.metrics->RecordDroppedSubscriber(metrics::StreamDropReason::kSlowConsumer);
@@ -119,7 +146,7 @@ bool EventHub::Offer(Subscription& subscription, const std::shared_ptr<const v1:
         "the subscriber fell behind: its queue of events is full; resume from the last cursor"));
     return false;
   }
-  return subscription.sink->Deliver(event);
+  return subscription.sink->Deliver(event, bytes);
 }
 
 void EventHub::DispatchTail() {
@@ -161,12 +188,14 @@ void EventHub::DispatchTail() {
     if (page->empty()) return;
     for (const eventlog::StoredEvent& stored : *page) {
       if (options_.on_event) options_.on_event(stored);
-      auto event = std::make_shared<const v1::Event>(ToApiEvent(stored));
+      ConvertedEvent converted;  // on the first subscriber that wants it
       for (auto& [id, subscription] : live) {
         absl::StatusOr<int> order = eventlog::CompareCursors(stored.cursor, subscription->position);
         if (order.ok() && *order <= 0) continue;  // it already has this one (caught up past it)
         subscription->position = stored.cursor;
-        if (!Offer(*subscription, event)) Unsubscribe(id);
+        if (!subscription->filter.Matches(stored.event)) continue;
+        if (converted.event == nullptr) converted = Convert(stored);
+        if (!Offer(*subscription, converted.event, converted.bytes)) Unsubscribe(id);
       }
       if (options_.metrics != nullptr && stored.event.received_at_ms > 0) {
         // Receipt (= append) to hand-off to every live subscriber of this replica.
@@ -186,46 +215,61 @@ void EventHub::DispatchTail() {
 }
 
 void EventHub::CatchUp(Subscription& subscription) {
-  for (;;) {
-    const size_t room = subscription.sink->Room();
-    if (room == 0) return;
-    absl::StatusOr<std::vector<eventlog::StoredEvent>> page =
-        log_->ReadAfter(subscription.position, options_.read_batch);
-    if (!page.ok()) {
-      const bool expired = page.status().code() == absl::StatusCode::kOutOfRange;
+  if (subscription.sink->Room() == 0) {
+    // A subscriber that reads makes room again; one whose queue stays full is not reading
+    // and only holds its queue's memory: end it, it can resume from its last cursor.
+    const auto now = std::chrono::steady_clock::now();
+    if (!subscription.stalled_since.has_value()) {
+      subscription.stalled_since = now;
+    } else if (now - *subscription.stalled_since >= options_.catchup_idle_timeout) {
       if (options_.metrics != nullptr) {
-        options_.metrics->RecordDroppedSubscriber(expired
-                                                      ? metrics::StreamDropReason::kCursorExpired
-                                                      : metrics::StreamDropReason::kError);
+        options_.metrics->RecordDroppedSubscriber(metrics::StreamDropReason::kIdleCatchUp);
       }
       subscription.sink->End(grpc::Status(
-          expired ? grpc::StatusCode::OUT_OF_RANGE : grpc::StatusCode::INVALID_ARGUMENT,
-          expired ? "the cursor is older than the event log's retention: resync, then "
-                    "subscribe without after_cursor"
-                  : absl::StrCat("cannot resume from that cursor: ", page.status().message())));
-      subscription.live = false;
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("the subscriber read nothing for ", options_.catchup_idle_timeout.count(),
+                       " ms while catching up (streams.catchup_idle_timeout_ms); resume from the "
+                       "last cursor")));
       subscription.sink.reset();
-      return;
     }
-    size_t delivered = 0;
-    for (const eventlog::StoredEvent& stored : *page) {
-      auto event = std::make_shared<const v1::Event>(ToApiEvent(stored));
-      if (subscription.filter.Matches(*event)) {
-        if (delivered == room) return;  // no room: continue from `position` later
-        if (!subscription.sink->Deliver(event)) {
-          subscription.sink.reset();
-          return;
-        }
-        ++delivered;
+    return;
+  }
+  subscription.stalled_since.reset();
+  const size_t batch =
+      std::max<size_t>(1, std::min(options_.read_batch, options_.catchup_events_per_turn));
+  absl::StatusOr<std::vector<eventlog::StoredEvent>> page =
+      log_->ReadAfter(subscription.position, batch);
+  if (!page.ok()) {
+    const bool expired = page.status().code() == absl::StatusCode::kOutOfRange;
+    if (options_.metrics != nullptr) {
+      options_.metrics->RecordDroppedSubscriber(expired ? metrics::StreamDropReason::kCursorExpired
+                                                        : metrics::StreamDropReason::kError);
+    }
+    subscription.sink->End(grpc::Status(
+        expired ? grpc::StatusCode::OUT_OF_RANGE : grpc::StatusCode::INVALID_ARGUMENT,
+        expired ? "the cursor is older than the event log's retention: resync, then "
+                  "subscribe without after_cursor"
+                : absl::StrCat("cannot resume from that cursor: ", page.status().message())));
+    subscription.live = false;
+    subscription.sink.reset();
+    return;
+  }
+  for (const eventlog::StoredEvent& stored : *page) {
+    // Matched on the stored columns: a filter that wants nothing converts nothing.
+    if (subscription.filter.Matches(stored.event)) {
+      if (subscription.sink->Room() == 0) return;  // full: continue from `position` later
+      ConvertedEvent converted = Convert(stored);
+      if (!subscription.sink->Deliver(std::move(converted.event), converted.bytes)) {
+        subscription.sink.reset();
+        return;
       }
-      subscription.position = stored.cursor;
     }
-    if (page->size() < options_.read_batch) {
-      // The end of the log: from now on the tail dispatch feeds it (events after its
-      // position only, so nothing twice and nothing skipped).
-      subscription.live = true;
-      return;
-    }
+    subscription.position = stored.cursor;
+  }
+  if (page->size() < batch) {
+    // The end of the log: from now on the tail dispatch feeds it (events after its
+    // position only, so nothing twice and nothing skipped).
+    subscription.live = true;
   }
 }
 
@@ -249,14 +293,22 @@ void EventHub::Run() {
         if (!subscription.live) catching_up.emplace_back(id, &subscription);
       }
     }
+    // One slice per catching-up subscriber, with the live tail dispatched between slices:
+    // a long catch-up delays live events by one slice at most.
     bool waiting_for_room = false;
+    bool more_to_catch_up = false;
     for (auto& [id, subscription] : catching_up) {
       CatchUp(*subscription);
       if (subscription->sink == nullptr) {
         Unsubscribe(id);
       } else if (!subscription->live) {
-        waiting_for_room = true;
+        if (subscription->stalled_since.has_value()) {
+          waiting_for_room = true;
+        } else {
+          more_to_catch_up = true;
+        }
       }
+      DispatchTail();
     }
 
     if (std::chrono::steady_clock::now() >= next_retention) {
@@ -267,7 +319,7 @@ void EventHub::Run() {
       }
       next_retention = std::chrono::steady_clock::now() + options_.retention_every;
     }
-    if (wake_.load()) continue;
+    if (more_to_catch_up || wake_.load()) continue;
     // Catching-up subscribers continue as soon as they have room; otherwise wait for
     // the next append (the log wakes us at once for appends in this process).
     std::string tail = TailCursor();

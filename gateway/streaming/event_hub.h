@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -21,6 +22,15 @@
 
 namespace inspection::streaming {
 
+// How much one stream may buffer for its client (streams.queue_size,
+// streams.queue_max_bytes).
+struct StreamQueueLimits {
+  size_t max_events = 1000;
+  // Memory of the queued events (protobuf SpaceUsedLong); an event larger than this is
+  // still queued when the queue is empty, so a stream never stalls on one big event.
+  size_t max_bytes = size_t{4} << 20;
+};
+
 // Which events a subscriber wants.
 struct EventFilter {
   std::set<std::string> names;  // vendor event names; empty = all
@@ -30,16 +40,21 @@ struct EventFilter {
   // never carries another account's events.
   std::string account;
   bool Matches(const v1::Event& event) const;
+  // The same test on the stored columns, before any conversion to protobuf.
+  bool Matches(const eventlog::NewEvent& event) const;
 };
 
 // The receiving end of a subscription (a gRPC stream). Called on the hub's thread only.
 class EventSink {
  public:
   virtual ~EventSink() = default;
-  // Room left in the sink's bounded queue.
+  // Room left in the sink's bounded queue, in events; 0 also when its byte bound is
+  // reached. Asked before every Deliver.
   virtual size_t Room() const = 0;
-  // Queues `event` for the client. Returns false when the sink is already closed.
-  virtual bool Deliver(std::shared_ptr<const v1::Event> event) = 0;
+  // Queues `event` for the client; `bytes` is the memory a copy of it holds
+  // (SpaceUsedLong, computed once per event by the hub). Returns false when the sink is
+  // already closed.
+  virtual bool Deliver(std::shared_ptr<const v1::Event> event, size_t bytes) = 0;
   // Ends the stream with `status` (OUT_OF_RANGE for an expired cursor, RESOURCE_EXHAUSTED
   // when it fell behind, UNAVAILABLE on shutdown). The sink adds its last cursor.
   virtual void End(const grpc::Status& status) = 0;
@@ -55,7 +70,13 @@ v1::Event ToApiEvent(const eventlog::StoredEvent& stored);
 // paced by the room in its queue, then joins the live dispatch with no gap and no
 // duplicate (per-subscriber positions, compared with eventlog::CompareCursors). A live
 // subscriber whose queue is full is ended with RESOURCE_EXHAUSTED: memory stays bounded.
-// Thread-safe.
+//
+// Catch-up never holds up live dispatch: filters are matched on the stored columns
+// (an event is converted to protobuf only for a subscriber that wants it, once per
+// event), each catching-up subscriber scans at most `catchup_events_per_turn` events per
+// turn, and the live tail is dispatched between any two such slices. A catching-up
+// subscriber whose queue stays full for `catchup_idle_timeout` (it does not read) is
+// ended with RESOURCE_EXHAUSTED and its last cursor. Thread-safe.
 class EventHub {
  public:
   struct Options {
@@ -67,6 +88,12 @@ class EventHub {
     std::function<void(const eventlog::StoredEvent&)> on_event;
     // Fan-out lag and dropped subscribers; null records nothing.
     metrics::GatewayMetrics* metrics = nullptr;
+    // streams.catchup_events_per_turn: events one catching-up subscriber may scan
+    // before the live tail is dispatched again (>= 1).
+    size_t catchup_events_per_turn = 256;
+    // streams.catchup_idle_timeout_ms: how long a catching-up subscriber's queue may stay
+    // full before the subscriber is ended.
+    std::chrono::milliseconds catchup_idle_timeout{std::chrono::seconds(30)};
   };
 
   EventHub(eventlog::EventLog* log, Options options);
@@ -97,12 +124,16 @@ class EventHub {
     EventFilter filter;
     std::string position;  // last event considered for this subscriber
     bool live = false;
+    // Catching up with a full queue since then; nullopt while it has room.
+    std::optional<std::chrono::steady_clock::time_point> stalled_since;
   };
 
   void Run();
   void DispatchTail();
+  // One slice of a subscriber's catch-up (at most catchup_events_per_turn events).
   void CatchUp(Subscription& subscription);
-  bool Offer(Subscription& subscription, const std::shared_ptr<const v1::Event>& event);
+  bool Offer(Subscription& subscription, const std::shared_ptr<const v1::Event>& event,
+             size_t bytes);
 
   eventlog::EventLog* const log_;
   const Options options_;

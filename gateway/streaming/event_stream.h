@@ -16,8 +16,9 @@
 namespace inspection::streaming {
 
 // A server stream of events from the hub, for any response type: keeps one write in
-// flight, buffers at most `capacity` messages (the hub ends it with RESOURCE_EXHAUSTED
-// beyond that), never calls Finish while a write is outstanding, and ends every error
+// flight, buffers at most `limits` (events and bytes; the hub ends a live stream with
+// RESOURCE_EXHAUSTED beyond that, and pauses a catching-up one), never calls Finish while
+// a write is outstanding, and ends every error
 // with ErrorInfo.metadata["last_cursor"]: the cursor of the last event written, from
 // which the client resumes with no gap and no duplicate. Deletes itself in OnDone.
 template <class Response>
@@ -28,9 +29,9 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
   // True for the event after which the stream is complete (then Finish(OK)).
   using IsFinal = std::function<bool(const v1::Event&)>;
 
-  EventStreamReactor(EventHub* hub, size_t capacity, Wrap wrap, IsFinal is_final = nullptr)
+  EventStreamReactor(EventHub* hub, StreamQueueLimits limits, Wrap wrap, IsFinal is_final = nullptr)
       : hub_(hub),
-        capacity_(capacity),
+        limits_(limits),
         wrap_(std::move(wrap)),
         is_final_(std::move(is_final)),
         link_(std::make_shared<Link>(this)) {}
@@ -53,7 +54,7 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
   void Send(Response response) {
     absl::MutexLock lock(&mu_);
     if (finished_) return;
-    queue_.push_back({std::move(response), std::string(), false});
+    queue_.push_back({std::move(response), std::string(), false, 0});
     MaybeWriteLocked();
   }
 
@@ -109,7 +110,7 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
     const Item& written = queue_.front();
     if (!written.cursor.empty()) last_cursor_ = written.cursor;
     const bool was_final = written.final;
-    queue_.pop_front();
+    PopFrontLocked();
     if (was_final) {
       EndLocked(grpc::Status::OK);
       return;
@@ -144,6 +145,7 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
     Response message;
     std::string cursor;  // of the event it carries; empty for other messages
     bool final = false;
+    size_t bytes = 0;  // counted against limits_.max_bytes
   };
 
  public:
@@ -160,9 +162,9 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
       absl::MutexLock lock(&mu_);
       return reactor_ == nullptr ? 0 : reactor_->Room();
     }
-    bool Deliver(std::shared_ptr<const v1::Event> event) override {
+    bool Deliver(std::shared_ptr<const v1::Event> event, size_t bytes) override {
       absl::MutexLock lock(&mu_);
-      return reactor_ != nullptr && reactor_->DeliverEvent(*event);
+      return reactor_ != nullptr && reactor_->DeliverEvent(*event, bytes);
     }
     void End(const grpc::Status& status) override {
       absl::MutexLock lock(&mu_);
@@ -177,17 +179,28 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
   size_t Room() const {
     absl::MutexLock lock(&mu_);
     if (finished_ || pending_finish_.has_value()) return 0;
-    return queue_.size() >= capacity_ ? 0 : capacity_ - queue_.size();
+    if (!queue_.empty() && queued_bytes_ >= limits_.max_bytes) return 0;
+    return queue_.size() >= limits_.max_events ? 0 : limits_.max_events - queue_.size();
   }
 
-  bool DeliverEvent(const v1::Event& event) {
+  bool DeliverEvent(const v1::Event& event, size_t bytes) {
     absl::MutexLock lock(&mu_);
     if (finished_ || pending_finish_.has_value()) return false;
-    Item item{Response(), event.cursor(), is_final_ && is_final_(event)};
+    Item item{Response(), event.cursor(), is_final_ && is_final_(event), bytes};
     wrap_(event, &item.message);
+    queued_bytes_ += bytes;
     queue_.push_back(std::move(item));
     MaybeWriteLocked();
     return true;
+  }
+
+  void PopFrontLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    queued_bytes_ -= queue_.front().bytes;
+    queue_.pop_front();
+  }
+  void PopBackLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    queued_bytes_ -= queue_.back().bytes;
+    queue_.pop_back();
   }
 
   void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -202,7 +215,7 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
     as_is_ = as_is;
     if (!status.ok()) {
       // Drop what was not written: the client resumes after last_cursor_.
-      while (queue_.size() > (writing_ ? 1u : 0u)) queue_.pop_back();
+      while (queue_.size() > (writing_ ? 1u : 0u)) PopBackLocked();
     }
     if (writing_) {
       pending_finish_ = status;  // Finish once the write in flight completes
@@ -245,13 +258,14 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
   }
 
   EventHub* const hub_;
-  const size_t capacity_;
+  const StreamQueueLimits limits_;
   const Wrap wrap_;
   const IsFinal is_final_;
   const std::shared_ptr<Link> link_;
 
   mutable absl::Mutex mu_;
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);

@@ -43,7 +43,7 @@ class StallingService final : public v1::EventService::CallbackService {
   grpc::ServerWriteReactor<v1::SubscribeResponse>* Subscribe(grpc::CallbackServerContext*,
                                                              const v1::SubscribeRequest*) override {
     auto* reactor = new CountingReactor(
-        hub_, 10,
+        hub_, StreamQueueLimits{10},
         [](const v1::Event& event, v1::SubscribeResponse* out) { *out->mutable_event() = event; });
     v1::SubscribeResponse big;
     big.mutable_event()->mutable_payload()->set_string_value(std::string(8 * 1024 * 1024, 'x'));

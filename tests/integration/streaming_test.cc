@@ -4,11 +4,13 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 
 #include "inspection/v1/event.grpc.pb.h"
 #include "sandbox/emulator/sandbox_server.h"
 #include "tests/integration/gateway_fixture.h"
+#include "tests/support/wait.h"
 
 namespace inspection::testing {
 namespace {
@@ -22,13 +24,17 @@ class StreamingTest : public GatewayTest {
     StartStreamingGateway();
   }
 
-  void StartStreamingGateway(size_t queue_size = 1000, int max_events = 1000000) {
+  void StartStreamingGateway(size_t queue_size = 1000, int max_events = 1000000,
+                             std::function<void(server::GatewayServerOptions&)> tweak = nullptr) {
     StartGateway(vendor_.BaseUrl(), [&](server::GatewayServerOptions& options) {
       options.webhook.host = "127.0.0.1";
       options.webhook.port = 0;
       options.webhook.current_key = kWebhookKey;
-      options.stream_queue_size = queue_size;
+      options.stream_queue.max_events = queue_size;
       options.retention.max_events = max_events;
+      // The tests share one channel; the caps have tests of their own.
+      options.stream_slots.max_per_connection = 0;
+      if (tweak) tweak(options);
     });
     events_ = v1::EventService::NewStub(channel_);
   }
@@ -285,6 +291,142 @@ TEST_F(StreamingTest, ASubscriberThatDoesNotReadIsEndedWithItsLastCursor) {
   auto info = ErrorInfoOf(status);
   EXPECT_EQ(info.reason(), "SUBSCRIBER_TOO_SLOW");
   EXPECT_EQ(info.metadata().at("last_cursor"), last);
+}
+
+// Issue 14: the queue is bounded in bytes too. With 1 MiB events and queue_max_bytes of
+// 2 MiB, a subscriber that does not read is ended after a few events, not after
+// queue_size (1,000) of them, a GiB later.
+TEST_F(StreamingTest, ASubscriberThatDoesNotReadIsEndedAtItsByteBound) {
+  StartStreamingGateway(/*queue_size=*/1000, 1000000, [](server::GatewayServerOptions& options) {
+    options.stream_queue.max_bytes = 2 << 20;
+  });
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto reader = events_->Subscribe(&context, v1::SubscribeRequest());
+  WaitSubscribers(1);
+  const std::string padding(1 << 20, 'x');
+  int posted = 0;
+  while (gateway_->hub().SubscriberCount() > 0 && posted < 200) {
+    nlohmann::json body = Event("newInspection", "i", posted++);
+    body["padding"] = padding;
+    ASSERT_EQ(PostWebhook(body), 200);
+  }
+  EXPECT_EQ(gateway_->hub().SubscriberCount(), 0u);
+  // gRPC's flow-control windows take some; the gateway's queue at most 2 MiB more.
+  EXPECT_LT(posted, 64);
+  context.TryCancel();
+}
+
+// Issue 14: a catching-up subscriber that does not read is ended after
+// streams.catchup_idle_timeout_ms with RESOURCE_EXHAUSTED and its last cursor.
+TEST_F(StreamingTest, ACatchingUpSubscriberThatDoesNotReadIsEndedWithItsLastCursor) {
+  StartStreamingGateway(/*queue_size=*/4, 1000000, [](server::GatewayServerOptions& options) {
+    options.hub.catchup_idle_timeout = std::chrono::milliseconds(300);
+  });
+  const std::string padding(256 * 1024, 'x');
+  for (int i = 0; i < 60; ++i) {  // 15 MiB: more than gRPC's windows and the queue hold
+    nlohmann::json body = Event("newInspection", "i", i);
+    body["padding"] = padding;
+    ASSERT_EQ(PostWebhook(body), 200);
+  }
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  v1::SubscribeRequest request;
+  request.set_from_start(true);
+  auto reader = events_->Subscribe(&context, request);
+  WaitSubscribers(1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (gateway_->hub().SubscriberCount() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(gateway_->hub().SubscriberCount(), 0u) << "a non-reading catch-up is never ended";
+  v1::SubscribeResponse response;
+  std::string last;
+  int read = 0;
+  while (reader->Read(&response)) {
+    last = response.event().cursor();
+    ++read;
+  }
+  grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(status.error_message().find("catchup_idle_timeout_ms"), std::string::npos);
+  auto info = ErrorInfoOf(status);
+  EXPECT_EQ(info.reason(), "SUBSCRIBER_TOO_SLOW");
+  EXPECT_EQ(info.metadata().at("last_cursor"), last);
+  EXPECT_LT(read, 60);
+  // Resuming from that cursor gives the rest, with no gap.
+  v1::SubscribeRequest resume;
+  resume.set_after_cursor(last);
+  auto rest = Subscribe(resume);
+  ASSERT_TRUE(rest->WaitFor(60 - read));
+}
+
+// Issue 14: streams are capped per connection and per replica; past a cap a new stream is
+// refused with RESOURCE_EXHAUSTED and a reason, while unary calls on the same connection,
+// and streams on other connections within the total, still go through.
+TEST_F(StreamingTest, StreamsAreCappedPerConnectionAndInTotal) {
+  StartStreamingGateway(1000, 1000000, [](server::GatewayServerOptions& options) {
+    options.stream_slots.max_per_connection = 2;
+    options.stream_slots.max_total = 3;
+  });
+  auto connection = [this] {
+    // A channel of its own: its own TCP connection (no shared subchannel).
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return v1::EventService::NewStub(
+        grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", gateway_->grpc_port()),
+                                  grpc::InsecureChannelCredentials(), args));
+  };
+  auto a = connection();
+  auto b = connection();
+  auto c = connection();
+  struct Open {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::SubscribeResponse>> reader;
+  };
+  auto open = [](v1::EventService::Stub& stub) {
+    auto stream = std::make_unique<Open>();
+    stream->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    stream->reader = stub.Subscribe(&stream->context, v1::SubscribeRequest());
+    return stream;
+  };
+  auto refused = [](Open& stream) {
+    v1::SubscribeResponse response;
+    EXPECT_FALSE(stream.reader->Read(&response));
+    return stream.reader->Finish();
+  };
+  auto a1 = open(*a);
+  auto a2 = open(*a);
+  WaitSubscribers(2);
+  auto a3 = open(*a);
+  grpc::Status status = refused(*a3);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(ErrorInfoOf(status).reason(), "CONNECTION_STREAM_LIMIT");
+  EXPECT_NE(status.error_message().find("streams.max_per_connection"), std::string::npos);
+
+  auto b1 = open(*b);  // another connection: within the total of 3
+  WaitSubscribers(3);
+  auto c1 = open(*c);
+  status = refused(*c1);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(ErrorInfoOf(status).reason(), "STREAM_LIMIT");
+
+  // Events still reach the open streams.
+  ASSERT_EQ(PostWebhook(Event("newInspection", "capped", 1)), 200);
+  for (Open* stream : {a1.get(), a2.get(), b1.get()}) {
+    v1::SubscribeResponse response;
+    ASSERT_TRUE(stream->reader->Read(&response));
+    EXPECT_EQ(response.event().inspection_id(), "capped");
+  }
+
+  // A slot frees when a stream ends.
+  a1->context.TryCancel();
+  a1->reader->Finish();
+  ASSERT_TRUE(WaitUntil([&] { return gateway_->open_streams() == 2; }, std::chrono::seconds(5)));
+  auto a4 = open(*a);
+  WaitSubscribers(3);
+  for (Open* stream : {a2.get(), b1.get(), a4.get()}) stream->context.TryCancel();
+  for (Open* stream : {a2.get(), b1.get(), a4.get()}) stream->reader->Finish();
 }
 
 TEST_F(StreamingTest, ShutdownEndsStreamsWithAResumableCursor) {
