@@ -4,12 +4,16 @@
 // gateway's fan-out and not the client's per-message cost.
 //
 //   bench_fanout_client --target=HOST:PORT --streams=N [--webhook=URL --key-file=PATH]
+//                       [--from-start --inspection-id=ID]
 //
+// --from-start and --inspection-id make each stream a filtered catch-up over the whole
+// retained log (the `catchup_isolation` scenario's "Subscribe{from_start, inspection_id:
+// nope}" streams).
 // Opens the streams (over ceil(N / 500) channels), prints "started N", then waits for a
 // line on stdin: "post" POSTs one webhook to URL (x-api-key from the file) and waits for
-// the event on every stream; "quit" ends the streams. Prints one JSON line with the
-// delays from just before the POST to each stream's receipt: {"received", "p50_us",
-// "p99_us", "max_us", "min_us"}, and "post_us", the POST's own round trip (the durable
+// the event on every stream (repeatable); "quit" or the end of stdin ends the streams. Prints one
+// JSON line with the delays from just before the POST to each stream's receipt: {"received",
+// "p50_us", "p99_us", "max_us", "min_us"}, and "post_us", the POST's own round trip (the durable
 // append: the receiver answers once the event is stored). Exits 1 when not every stream got the
 // event within 60 s.
 #include <httplib.h>
@@ -41,7 +45,9 @@ struct Shared {
 
 class Stream final : public grpc::ClientReadReactor<inspection::v1::SubscribeResponse> {
  public:
-  Stream(inspection::v1::EventService::Stub* stub, Shared* shared) : shared_(shared) {
+  Stream(inspection::v1::EventService::Stub* stub, Shared* shared,
+         const inspection::v1::SubscribeRequest& request)
+      : shared_(shared), request_(request) {
     stub->async()->Subscribe(&context_, &request_, this);
     StartRead(&response_);
     StartCall();
@@ -49,9 +55,12 @@ class Stream final : public grpc::ClientReadReactor<inspection::v1::SubscribeRes
   void OnReadDone(bool ok) override {
     if (!ok) return;  // the stream ends; OnDone follows
     const auto now = Clock::now();
-    std::lock_guard<std::mutex> lock(shared_->mu);
-    shared_->received.push_back(now);
-    shared_->cv.notify_all();
+    {
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      shared_->received.push_back(now);
+      shared_->cv.notify_all();
+    }
+    StartRead(&response_);  // the next event
   }
   void OnDone(const grpc::Status&) override {
     std::lock_guard<std::mutex> lock(shared_->mu);
@@ -66,6 +75,13 @@ class Stream final : public grpc::ClientReadReactor<inspection::v1::SubscribeRes
   inspection::v1::SubscribeRequest request_;
   inspection::v1::SubscribeResponse response_;
 };
+
+bool HasFlag(int argc, char** argv, const std::string& name) {
+  for (int i = 1; i < argc; ++i) {
+    if (argv[i] == "--" + name) return true;
+  }
+  return false;
+}
 
 std::string Flag(int argc, char** argv, const std::string& name) {
   const std::string prefix = "--" + name + "=";
@@ -83,7 +99,7 @@ int main(int argc, char** argv) {
   const int streams = std::atoi(Flag(argc, argv, "streams").c_str());
   if (target.empty() || streams <= 0) {
     std::cerr << "usage: bench_fanout_client --target=HOST:PORT --streams=N "
-                 "[--webhook=URL --key-file=PATH]\n";
+                 "[--webhook=URL --key-file=PATH] [--from-start --inspection-id=ID]\n";
     return 2;
   }
   Shared shared;
@@ -95,14 +111,18 @@ int main(int argc, char** argv) {
     stubs.push_back(inspection::v1::EventService::NewStub(
         grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args)));
   }
+  inspection::v1::SubscribeRequest request;
+  request.set_from_start(HasFlag(argc, argv, "from-start"));
+  request.set_inspection_id(Flag(argc, argv, "inspection-id"));
   std::vector<std::unique_ptr<Stream>> open;
   open.reserve(streams);
   for (int i = 0; i < streams; ++i) {
-    open.push_back(std::make_unique<Stream>(stubs[i % stubs.size()].get(), &shared));
+    open.push_back(std::make_unique<Stream>(stubs[i % stubs.size()].get(), &shared, request));
   }
   std::cout << "started " << streams << std::endl;
 
   int exit_code = 0;
+  int posts = 0;
   for (std::string line; std::getline(std::cin, line);) {
     if (line == "quit") break;
     if (line != "post") continue;
@@ -112,9 +132,15 @@ int main(int argc, char** argv) {
     const std::string webhook = Flag(argc, argv, "webhook");
     const size_t path_start = webhook.find('/', webhook.find("//") + 2);
     httplib::Client client(webhook.substr(0, path_start));
+    {
+      std::lock_guard<std::mutex> lock(shared.mu);
+      shared.received.clear();
+    }
+    // A body of its own each time: the same body twice would be one (deduplicated) event.
+    const std::string body = R"({"event": "createReport", "inspectionId": "bench-fanout", "n": )" +
+                             std::to_string(++posts) + "}";
     const auto sent = Clock::now();
-    auto response = client.Post(webhook.substr(path_start).c_str(), {{"x-api-key", key}},
-                                R"({"event": "createReport", "inspectionId": "bench-fanout"})",
+    auto response = client.Post(webhook.substr(path_start).c_str(), {{"x-api-key", key}}, body,
                                 "application/json");
     const auto acknowledged = Clock::now();
     if (!response || response->status != 200) {
@@ -145,8 +171,10 @@ int main(int argc, char** argv) {
               << (delays.empty() ? 0 : delays.front()) << R"(, "post_us": )"
               << std::chrono::duration_cast<std::chrono::microseconds>(acknowledged - sent).count()
               << "}" << std::endl;
-    if (static_cast<int>(delays.size()) < streams) exit_code = 1;
-    break;
+    if (static_cast<int>(delays.size()) < streams) {
+      exit_code = 1;
+      break;
+    }
   }
   for (auto& stream : open) stream->Cancel();
   std::unique_lock<std::mutex> lock(shared.mu);

@@ -446,9 +446,94 @@ def streams(build, tmp, args):
            p99_ms <= 20 and result["received"] == 1000)
 
 
+def catchup_isolation(build, tmp, args):
+    """One webhook fanned out to 1,000 live subscribers, before and while ten
+    Subscribe{from_start, inspection_id: "nope"} streams scan a 100,000-event log."""
+    client_binary = build / "bench_fanout_client"
+    if not os.access(client_binary, os.X_OK):
+        raise RuntimeError(f"{client_binary} missing: cmake --build {build} "
+                           "--target bench_fanout_client")
+    stack = Stack(build, tmp)
+    webhook = f"http://127.0.0.1:{stack.webhook_port}/webhooks/v2"
+    key_file = stack.workdir / "webhook-key"
+    clients = []
+
+    def post(client):
+        client.stdin.write("post\n")
+        client.stdin.flush()
+        return json.loads(client.stdout.readline())
+
+    try:
+        stored = 0
+        while stored < 100000:
+            _, more = deliver_with_wrk(stack, 5)
+            stored += more
+        live = subprocess.Popen(
+            [str(client_binary), f"--target={stack.grpc}", "--streams=1000",
+             f"--webhook={webhook}", f"--key-file={key_file}"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        clients.append(live)
+        live.stdout.readline()  # "started N"
+        wait_for(lambda: stack.metric("inspection_stream_subscribers",
+                                      'rpc="Subscribe"') >= 1000,
+                 120, "1,000 live Subscribe streams")
+        post(live)  # warm-up: the first event on fresh streams is not a figure
+        before = [post(live) for _ in range(5)]
+        rss_before = proc_status(stack.pid, "VmRSS")
+        peak = [rss_before]
+        stop = threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                peak[0] = max(peak[0], proc_status(stack.pid, "VmRSS"))
+                stop.wait(0.01)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        started = time.monotonic()
+        catchups = subprocess.Popen(
+            [str(client_binary), f"--target={stack.grpc}", "--streams=10", "--from-start",
+             "--inspection-id=nope"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        clients.append(catchups)
+        catchups.stdout.readline()  # "started 10"
+        wait_for(lambda: stack.metric("inspection_stream_catching_up_subscribers") >= 10,
+                 60, "ten catching-up streams")
+        during = [post(live) for _ in range(5)]
+        posted_within = time.monotonic() - started
+        # The posts overlapped the catch-ups only if these are still scanning now.
+        still_catching_up = stack.metric("inspection_stream_catching_up_subscribers")
+        stop.set()
+        sampler.join()
+    finally:
+        for client in clients:
+            try:
+                client.communicate("quit\n", timeout=60)
+            except Exception:  # noqa: BLE001 - a client that hangs is killed
+                client.kill()
+        stack.stop()
+    def p99(results):  # the median of the posts' p99s
+        return sorted(r["p99_us"] for r in results)[len(results) // 2] / 1e3
+    growth_mib = (peak[0] - rss_before) / 1024
+    print(f"  {stored:.0f} events stored; 1,000 live subscribers; median p99 of five posts: "
+          f"{p99(before):.1f} ms alone, {p99(during):.1f} ms during ten empty catch-ups "
+          f"(posted within {posted_within:.1f} s of their start; {still_catching_up:.0f} still "
+          f"catching up after the posts); gateway RSS "
+          f"{rss_before / 1024:.0f} MiB, peak +{growth_mib:.1f} MiB")
+    received = all(r["received"] == 1000 for r in before + during)
+    record("catchup_isolation", "fan-out p99 to 1,000 subscribers during ten empty catch-ups "
+           "over 100,000 events", p99(during), "ms", "<= 20 ms", p99(during) <= 20 and received)
+    ratio = p99(during) / max(p99(before), 0.001)
+    record("catchup_isolation", "that p99 over the same without the catch-ups", ratio, "x",
+           "<= 1.5, catch-ups still running", ratio <= 1.5 and received and still_catching_up >= 10)
+    record("catchup_isolation", "gateway RSS growth during the catch-ups", growth_mib, "MiB",
+           "<= 64 MiB", growth_mib <= 64)
+
+
 SCENARIOS = {"hop_latency": hop_latency, "cached_throughput": cached_throughput,
              "inflight_2000": inflight_2000, "webhook_throughput": webhook_throughput,
-             "webhook_slowloris": webhook_slowloris, "streams": streams}
+             "webhook_slowloris": webhook_slowloris, "streams": streams,
+             "catchup_isolation": catchup_isolation}
 
 
 def main():

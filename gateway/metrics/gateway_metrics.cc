@@ -534,6 +534,13 @@ void GatewayMetrics::BuildStreams(const std::vector<std::string>& rpcs) {
   StreamRpcMetrics other_rpc;
   other_rpc.subscribers_ = &subscribers.Add({{"rpc", Str(kOtherLabel)}});
   stream_rpcs_.push_back(other_rpc);
+  catching_up_ = &prometheus::BuildGauge()
+                      .Name("inspection_stream_catching_up_subscribers")
+                      .Help(
+                          "Streams still reading the event log from a cursor (after_cursor, "
+                          "from_start) before joining the live dispatch.")
+                      .Register(registry)
+                      .Add({});
   fanout_lag_ = &prometheus::BuildHistogram()
                      .Name("inspection_stream_fanout_lag_seconds")
                      .Help(
@@ -648,6 +655,10 @@ void GatewayMetrics::RecordEventLogAppend(uint64_t count) {
 }
 void GatewayMetrics::RecordEventLogAppendError(uint64_t count) {
   event_log_append_errors_->Increment(static_cast<double>(count));
+}
+
+void GatewayMetrics::SetCatchingUpSubscribers(size_t count) {
+  catching_up_->Set(static_cast<double>(count));
 }
 
 void GatewayMetrics::RecordFanoutLag(std::chrono::nanoseconds lag) {

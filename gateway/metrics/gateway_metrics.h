@@ -345,6 +345,9 @@ class GatewayMetrics final : public prometheus::Collectable {
   // inspection_stream_fanout_lag_seconds: from an event's append to the log to its hand-off
   // to a subscriber's queue.
   void RecordFanoutLag(std::chrono::nanoseconds lag);
+  // inspection_stream_catching_up_subscribers: streams still reading the log from a cursor
+  // (after_cursor, from_start) before they join the live dispatch.
+  void SetCatchingUpSubscribers(size_t count);
   // inspection_stream_dropped_subscribers_total{reason}.
   void RecordDroppedSubscriber(StreamDropReason reason);
 
@@ -390,6 +393,7 @@ class GatewayMetrics final : public prometheus::Collectable {
   prometheus::Counter* event_log_appends_ = nullptr;
   prometheus::Counter* event_log_append_errors_ = nullptr;
   prometheus::Histogram* fanout_lag_ = nullptr;
+  prometheus::Gauge* catching_up_ = nullptr;
   std::array<prometheus::Counter*, kNumStreamDropReasons> dropped_subscribers_{};
 };
 

@@ -293,6 +293,7 @@ void EventHub::Run() {
         if (!subscription.live) catching_up.emplace_back(id, &subscription);
       }
     }
+    if (options_.metrics != nullptr) options_.metrics->SetCatchingUpSubscribers(catching_up.size());
     // One slice per catching-up subscriber, with the live tail dispatched between slices:
     // a long catch-up delays live events by one slice at most.
     bool waiting_for_room = false;

@@ -220,6 +220,7 @@ TEST(GatewayMetricsTest, RegistersEveryFamilyAndSeriesAtConstruction) {
       {"inspection_stream_subscribers", {MetricType::Gauge, 3}},
       {"inspection_stream_fanout_lag_seconds", {MetricType::Histogram, 1}},
       {"inspection_stream_dropped_subscribers_total", {MetricType::Counter, 5}},
+      {"inspection_stream_catching_up_subscribers", {MetricType::Gauge, 1}},
       {"inspection_vendor_unknown_fields_total", {MetricType::Counter, 4}},
       {"process_start_time_seconds", {MetricType::Gauge, 1}},
       {"process_cpu_seconds_total", {MetricType::Counter, 1}},
