@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 namespace inspection::pipeline {
 namespace {
@@ -102,17 +103,14 @@ std::string CanonicalRequest(const vendor::VendorRequest& request) {
   return out;
 }
 
-bool IsImageAnalysis(routes::RouteId route) {
-  switch (route) {
-    case routes::RouteId::kRemoveBackground:
-    case routes::RouteId::kAssessQuality:
-    case routes::RouteId::kAssessQualityBatch:
-    case routes::RouteId::kSegmentVehicle:
-    case routes::RouteId::kSegmentParts:
-      return true;
-    default:
-      return false;
+// A route's cache tag template with `{name}` replaced by the request's path parameter
+// `name` ("inspection:{inspectionId}" -> "inspection:<id>", i.e. cache::InspectionTag).
+std::string ExpandTag(const std::string& tag, const vendor::VendorRequest& request) {
+  std::string out = tag;
+  for (const auto& [name, value] : request.path_params) {
+    out = absl::StrReplaceAll(out, {{absl::StrCat("{", name, "}"), value}});
   }
+  return out;
 }
 
 // What a failure may be replaced by a stale answer for: the vendor could not answer
@@ -145,7 +143,7 @@ std::string CachingCaller::ScopeOf(const std::string& account) const {
 
 absl::Duration CachingCaller::TtlOf(const routes::Route& route) const {
   if (!options_.enabled || !route.cacheable) return absl::ZeroDuration();
-  if (IsImageAnalysis(route.id)) {
+  if (route.image_analysis) {
     if (!options_.image_analysis) return absl::ZeroDuration();
     if (options_.image_analysis_ttl.has_value()) return *options_.image_analysis_ttl;
   }
@@ -156,18 +154,13 @@ void CachingCaller::Call(routes::RouteId route_id, const vendor::VendorRequest& 
                          std::chrono::system_clock::time_point deadline,
                          const upstream::CallOptions& options, upstream::VendorCallback done) {
   const routes::Route& route = routes::GetRoute(route_id);
-  if (route_id == routes::RouteId::kUpdateWebhookConfig) {
-    CallAndInvalidate(
-        route_id, request, deadline, options, std::move(done),
-        cache::RouteTag(ScopeOf(options.account),
-                        routes::GetRoute(routes::RouteId::kGetWebhookConfig).metric_label));
-    return;
-  }
-  if (route_id == routes::RouteId::kUpdateEventConfig) {
-    CallAndInvalidate(
-        route_id, request, deadline, options, std::move(done),
-        cache::RouteTag(ScopeOf(options.account),
-                        routes::GetRoute(routes::RouteId::kListEventConfigs).metric_label));
+  if (!route.invalidates.empty()) {
+    std::vector<std::string> tags;
+    for (routes::RouteId other : route.invalidates) {
+      tags.push_back(
+          cache::RouteTag(ScopeOf(options.account), routes::GetRoute(other).metric_label));
+    }
+    CallAndInvalidate(route_id, request, deadline, options, std::move(done), std::move(tags));
     return;
   }
   const absl::Duration ttl = TtlOf(route);
@@ -180,13 +173,7 @@ void CachingCaller::Call(routes::RouteId route_id, const vendor::VendorRequest& 
                       CanonicalRequest(request)};
   cache::GetOptions get;
   get.bypass = options.bypass_cache;
-  if (route_id == routes::RouteId::kGetDamagesReport) {
-    for (const auto& [name, value] : request.path_params) {
-      if (name == "inspectionId") get.tags.push_back(cache::InspectionTag(value));
-    }
-  } else if (route_id == routes::RouteId::kSearchInspections) {
-    get.tags.push_back(kSearchResultsTag);
-  }
+  for (const std::string& tag : route.cache_tags) get.tags.push_back(ExpandTag(tag, request));
 
   // Only the leader's fetch runs. It is shared, so it runs with the later of the leader's
   // deadline and the route's timeout: an impatient leader must not fail its followers.
@@ -284,18 +271,19 @@ void CachingCaller::Deliver(const std::shared_ptr<Waiter>& waiter, upstream::Ven
 void CachingCaller::CallAndInvalidate(routes::RouteId route, const vendor::VendorRequest& request,
                                       std::chrono::system_clock::time_point deadline,
                                       const upstream::CallOptions& options,
-                                      upstream::VendorCallback done, std::string tag) {
+                                      upstream::VendorCallback done,
+                                      std::vector<std::string> tags) {
   // Also when the write failed: a timeout or 5xx may still have changed the vendor's
   // configuration, and one extra read is cheaper than a wrong answer.
-  next_->Call(
-      route, request, deadline, options,
-      [this, tag = std::move(tag), done = std::move(done)](upstream::VendorResult result) mutable {
-        if (options_.enabled) {
-          cache_.InvalidateTag(tag);
-          PublishGauges();
-        }
-        std::move(done)(std::move(result));
-      });
+  next_->Call(route, request, deadline, options,
+              [this, tags = std::move(tags),
+               done = std::move(done)](upstream::VendorResult result) mutable {
+                if (options_.enabled) {
+                  for (const std::string& tag : tags) cache_.InvalidateTag(tag);
+                  PublishGauges();
+                }
+                std::move(done)(std::move(result));
+              });
 }
 
 void CachingCaller::OnInspectionEvent(const std::string& inspection_id) {

@@ -44,9 +44,10 @@ struct CachingOptions {
 // and serves an expired entry within the stale window when the vendor fails (the
 // result says kStale so the service can flag it). Keys: the account's scope, the route
 // and the canonical request (path parameters, query, body with sorted keys).
-// Invalidation: UpdateWebhookConfig drops GetWebhookConfig, UpdateEventConfig drops
-// ListEventConfigs (after the write, whatever its outcome: it may have been applied),
-// and OnInspectionEvent drops that inspection's damages report and every search page.
+// Invalidation, from the routes' annotations: a call drops the routes its
+// `vendor_route.invalidates` names (UpdateWebhookConfig drops GetWebhookConfig, after the
+// write, whatever its outcome: it may have been applied); answers carry their route's
+// `cache_tags`, and OnInspectionEvent drops that inspection's tag and every search page.
 // Only 2xx answers are stored.
 //
 // Deadlines: a fetch is shared, so no one caller's deadline governs it. It runs until
@@ -76,7 +77,7 @@ class CachingCaller final : public upstream::VendorCaller {
   void CallAndInvalidate(routes::RouteId route, const vendor::VendorRequest& request,
                          std::chrono::system_clock::time_point deadline,
                          const upstream::CallOptions& options, upstream::VendorCallback done,
-                         std::string tag);
+                         std::vector<std::string> tags);
   void PublishGauges();
   struct Waiter;
   // Answers `waiter` once: the first of the fetch's result and its deadline timer.

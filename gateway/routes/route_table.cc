@@ -1,82 +1,118 @@
 #include "gateway/routes/route_table.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <iterator>
+#include <optional>
+
+#include "adapters/vendor/vendor_routes.h"
 
 namespace inspection::routes {
 namespace {
 
-using std::chrono::milliseconds;
-using std::chrono::minutes;
-using std::chrono::seconds;
+// The RPC of each RouteId (RouteId order). Everything else about a route is read from
+// that RPC's vendor_route annotation.
+constexpr std::string_view kRpcOfRoute[] = {
+    "inspection.v1.TokenService.CreateToken",
+    "inspection.v1.TokenService.GetTokenStatus",
+    "inspection.v1.ImageService.RemoveBackground",
+    "inspection.v1.ImageService.AssessQuality",
+    "inspection.v1.ImageService.AssessQualityBatch",
+    "inspection.v1.ImageService.SegmentVehicle",
+    "inspection.v1.ImageService.SegmentParts",
+    "inspection.v1.DamageService.DetectDamage",
+    "inspection.v1.InspectionService.SearchInspections",
+    "inspection.v1.InspectionService.GetDamagesReport",
+    "inspection.v1.EventConfigService.GetWebhookConfig",
+    "inspection.v1.EventConfigService.UpdateWebhookConfig",
+    "inspection.v1.EventConfigService.ListEventConfigs",
+    "inspection.v1.EventConfigService.UpdateEventConfig",
+    "inspection.v1.EventConfigService.TestWebhook",
+};
 
-constexpr milliseconds kNoCache{0};
+[[noreturn]] void Broken(std::string_view rpc, std::string_view what) {
+  // A programming error in the protos, caught by route_table_test before it ships.
+  std::fprintf(stderr, "route table: %.*s: %.*s\n", static_cast<int>(rpc.size()), rpc.data(),
+               static_cast<int>(what.size()), what.data());
+  std::abort();
+}
 
-// Timeouts: token and config calls are small JSON exchanges; image analysis runs
-// models on remote images and gets more time. The caller's deadline always wins.
-// Cache TTLs are used by the cache layer; image analysis is deterministic for a URL,
-// search results change as inspections progress, so they get a short TTL. Token status
-// is not cached: a caller that just moved the customer on expects to see it at once
-// (WatchTokenStatus already shares one poll per token among its watchers).
-std::vector<Route> BuildRoutes() {
-  return {
-      {RouteId::kCreateToken, "/inspection.v1.TokenService/CreateToken", HttpMethod::kPost,
-       "/apiV1/tokenmanager/token", Idempotency::kNonIdempotent, false, kNoCache, seconds(10),
-       "create_token", /*seals_webhook_key=*/false, /*audited=*/true},
-      {RouteId::kGetTokenStatus, "/inspection.v1.TokenService/GetTokenStatus", HttpMethod::kGet,
-       "/apiV1/tokenmanager/test", Idempotency::kSafe, false, kNoCache, seconds(5),
-       "get_token_status"},
-      {RouteId::kRemoveBackground, "/inspection.v1.ImageService/RemoveBackground",
-       HttpMethod::kPost, "/apiV1/remarketing/removeBackground", Idempotency::kSafe, true,
-       minutes(10), seconds(30), "remove_background"},
-      {RouteId::kAssessQuality, "/inspection.v1.ImageService/AssessQuality", HttpMethod::kPost,
-       "/apiV1/quality/image", Idempotency::kSafe, true, minutes(10), seconds(15),
-       "assess_quality"},
-      {RouteId::kAssessQualityBatch, "/inspection.v1.ImageService/AssessQualityBatch",
-       HttpMethod::kPost, "/apiV1/quality/image/list", Idempotency::kSafe, true, minutes(10),
-       seconds(30), "assess_quality_batch"},
-      {RouteId::kSegmentVehicle, "/inspection.v1.ImageService/SegmentVehicle", HttpMethod::kPost,
-       "/apiV1/seg/image", Idempotency::kSafe, true, minutes(10), seconds(30), "segment_vehicle"},
-      {RouteId::kSegmentParts, "/inspection.v1.ImageService/SegmentParts", HttpMethod::kPost,
-       "/apiV1/part/image", Idempotency::kSafe, true, minutes(10), seconds(30), "segment_parts"},
-      {RouteId::kDetectDamage, "/inspection.v1.DamageService/DetectDamage", HttpMethod::kPost,
-       "/apiV1/damage/vehicle", Idempotency::kNonIdempotent, false, kNoCache, seconds(30),
-       "detect_damage", /*seals_webhook_key=*/false, /*audited=*/true},
-      {RouteId::kSearchInspections, "/inspection.v1.InspectionService/SearchInspections",
-       HttpMethod::kGet, "/apiv1/inspection/search", Idempotency::kSafe, true, seconds(5),
-       seconds(10), "search_inspections"},
-      {RouteId::kGetDamagesReport, "/inspection.v1.InspectionService/GetDamagesReport",
-       HttpMethod::kGet, "/apiv1/inspection/apiV1_sdk/inspection/damagesReport/{inspectionId}",
-       Idempotency::kSafe, true, seconds(30), seconds(10), "get_damages_report"},
-      {RouteId::kGetWebhookConfig, "/inspection.v1.EventConfigService/GetWebhookConfig",
-       HttpMethod::kGet, "/apiV1/eventmanager/configwebhook", Idempotency::kSafe, true, seconds(30),
-       seconds(5), "get_webhook_config", /*seals_webhook_key=*/true},
-      {RouteId::kUpdateWebhookConfig, "/inspection.v1.EventConfigService/UpdateWebhookConfig",
-       HttpMethod::kPut, "/apiV1/eventmanager/configwebhook", Idempotency::kIdempotent, false,
-       kNoCache, seconds(5), "update_webhook_config", /*seals_webhook_key=*/true,
-       /*audited=*/true},
-      {RouteId::kListEventConfigs, "/inspection.v1.EventConfigService/ListEventConfigs",
-       HttpMethod::kGet, "/apiV1/eventmanager/configevent", Idempotency::kSafe, true, seconds(30),
-       seconds(5), "list_event_configs"},
-      {RouteId::kUpdateEventConfig, "/inspection.v1.EventConfigService/UpdateEventConfig",
-       HttpMethod::kPut, "/apiV1/eventmanager/configevent", Idempotency::kIdempotent, false,
-       kNoCache, seconds(5), "update_event_config", /*seals_webhook_key=*/false,
-       /*audited=*/true},
-      // Sends an event: not cacheable, and not re-sent (a retry would deliver twice).
-      {RouteId::kTestWebhook, "/inspection.v1.EventConfigService/TestWebhook", HttpMethod::kGet,
-       "/apiV1/eventmanager/testwebhook", Idempotency::kNonIdempotent, false, kNoCache, seconds(10),
-       "test_webhook", /*seals_webhook_key=*/false, /*audited=*/true},
-  };
+std::optional<RouteId> RouteOfRpc(std::string_view rpc) {
+  for (size_t i = 0; i < std::size(kRpcOfRoute); ++i) {
+    if (kRpcOfRoute[i] == rpc) return static_cast<RouteId>(i);
+  }
+  return std::nullopt;
+}
+
+Route FromAnnotation(RouteId id, std::string_view rpc) {
+  const google::protobuf::MethodDescriptor* method = vendor::FindApiMethod(std::string(rpc));
+  if (method == nullptr) Broken(rpc, "no such RPC");
+  const v1::VendorRoute* annotation = vendor::VendorRouteOf(*method);
+  if (annotation == nullptr) Broken(rpc, "no vendor_route annotation");
+  Route route;
+  route.id = id;
+  route.grpc_method = vendor::GrpcPath(*method);
+  switch (annotation->method()) {
+    case v1::VENDOR_HTTP_METHOD_GET:
+      route.http_method = HttpMethod::kGet;
+      break;
+    case v1::VENDOR_HTTP_METHOD_POST:
+      route.http_method = HttpMethod::kPost;
+      break;
+    case v1::VENDOR_HTTP_METHOD_PUT:
+      route.http_method = HttpMethod::kPut;
+      break;
+    default:
+      Broken(rpc, "vendor_route.method is unset");
+  }
+  route.path_template = annotation->path();
+  switch (annotation->idempotency()) {
+    case v1::VENDOR_IDEMPOTENCY_SAFE:
+      route.idempotency = Idempotency::kSafe;
+      break;
+    case v1::VENDOR_IDEMPOTENCY_IDEMPOTENT:
+      route.idempotency = Idempotency::kIdempotent;
+      break;
+    case v1::VENDOR_IDEMPOTENCY_NON_IDEMPOTENT:
+      route.idempotency = Idempotency::kNonIdempotent;
+      break;
+    default:
+      Broken(rpc, "vendor_route.idempotency is unset");
+  }
+  if (annotation->timeout_ms() == 0) Broken(rpc, "vendor_route.timeout_ms is unset");
+  route.timeout = std::chrono::milliseconds(annotation->timeout_ms());
+  route.cache_ttl = std::chrono::milliseconds(annotation->cache_ttl_ms());
+  route.cacheable = annotation->cache_ttl_ms() > 0;
+  if (route.cacheable && route.idempotency != Idempotency::kSafe) {
+    Broken(rpc, "only safe routes may be cached");
+  }
+  route.metric_label = annotation->metric_label();
+  if (route.metric_label.empty()) Broken(rpc, "vendor_route.metric_label is unset");
+  route.seals_webhook_key = annotation->seals_webhook_key();
+  route.audited = annotation->audited();
+  route.image_analysis = annotation->image_analysis();
+  route.cache_tags.assign(annotation->cache_tags().begin(), annotation->cache_tags().end());
+  for (const std::string& other : annotation->invalidates()) {
+    std::optional<RouteId> target = RouteOfRpc(other);
+    if (!target.has_value()) Broken(rpc, "vendor_route.invalidates names no routed RPC");
+    route.invalidates.push_back(*target);
+  }
+  return route;
 }
 
 }  // namespace
 
 const std::vector<Route>& AllRoutes() {
   static const std::vector<Route>* const routes = [] {
-    auto* built = new std::vector<Route>(BuildRoutes());
-    // The table is indexed by RouteId: a mismatch is a programming error caught at
-    // start-up (and by route_table_test).
-    for (size_t i = 0; i < built->size(); ++i) {
-      if (static_cast<size_t>((*built)[i].id) != i) std::abort();
+    auto* built = new std::vector<Route>();
+    for (size_t i = 0; i < std::size(kRpcOfRoute); ++i) {
+      built->push_back(FromAnnotation(static_cast<RouteId>(i), kRpcOfRoute[i]));
+    }
+    // Every annotated RPC has a RouteId (the gateway would not know how to call it).
+    for (const google::protobuf::MethodDescriptor* method : vendor::ApiMethods()) {
+      if (vendor::VendorRouteOf(*method) != nullptr && !RouteOfRpc(method->full_name())) {
+        Broken(method->full_name(), "annotated with vendor_route but has no RouteId");
+      }
     }
     return built;
   }();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <optional>
@@ -17,6 +19,7 @@
 #include "adapters/http/curl_transport.h"
 #include "adapters/http/http_server.h"
 #include "adapters/vendor/event_config_mapper.h"
+#include "adapters/vendor/vendor_routes.h"
 #include "sandbox/analysis/image_analysis.h"
 #include "sandbox/emulator/admin_api.h"
 #include "sandbox/emulator/request_checks.h"
@@ -153,12 +156,12 @@ struct VendorCall {
 struct SandboxServer::Impl {
   using Handler = Reply (Impl::*)(const VendorCall&, std::vector<WebhookEvent>*);
 
-  // A vendor endpoint: method, path (the spec's spelling; see PathMatches), the gateway's
-  // route-table metric label (the fault rules' `route`), handler.
+  // A vendor endpoint: method, path (the spec's spelling; see PathMatches) and label (the
+  // fault rules' `route`), all from the RPC's vendor_route annotation, and its handler.
   struct Route {
-    const char* method;
-    const char* path;
-    const char* label;
+    std::string method;
+    std::string path;
+    std::string label;
     Handler handler;
   };
 
@@ -188,6 +191,8 @@ struct SandboxServer::Impl {
   Reply TestWebhook(const VendorCall& call, std::vector<WebhookEvent>* events);
 
   static const std::vector<Route>& Routes();
+  // RPC full name -> the handler of its vendor endpoint.
+  static const std::map<std::string, Handler>& Handlers();
 
   // Declared in construction order; destroyed in reverse: the HTTP server stops first,
   // then the dispatcher (before the transport it sends through).
@@ -259,27 +264,50 @@ std::vector<std::string> Strings(const google::protobuf::RepeatedPtrField<std::s
 }  // namespace
 
 const std::vector<SandboxServer::Impl::Route>& SandboxServer::Impl::Routes() {
-  static const auto* const kRoutes = new std::vector<Route>{
-      {"POST", "/apiV1/tokenmanager/token", "create_token", &Impl::CreateToken},
-      {"GET", "/apiV1/tokenmanager/test", "get_token_status", &Impl::GetTokenStatus},
-      {"POST", "/apiV1/remarketing/removeBackground", "remove_background", &Impl::RemoveBackground},
-      {"POST", "/apiV1/quality/image", "assess_quality", &Impl::AssessQuality},
-      {"POST", "/apiV1/quality/image/list", "assess_quality_batch", &Impl::AssessQualityBatch},
-      {"POST", "/apiV1/seg/image", "segment_vehicle", &Impl::SegmentVehicle},
-      {"POST", "/apiV1/part/image", "segment_parts", &Impl::SegmentParts},
-      {"POST", "/apiV1/damage/vehicle", "detect_damage", &Impl::DetectDamage},
-      {"GET", "/apiv1/inspection/search", "search_inspections", &Impl::SearchInspections},
-      {"GET", "/apiv1/inspection/apiV1_sdk/inspection/damagesReport/{inspectionId}",
-       "get_damages_report", &Impl::GetDamagesReport},
-      {"GET", "/apiV1/eventmanager/configwebhook", "get_webhook_config", &Impl::GetWebhookConfig},
-      {"PUT", "/apiV1/eventmanager/configwebhook", "update_webhook_config",
-       &Impl::UpdateWebhookConfig},
-      {"GET", "/apiV1/eventmanager/configevent", "list_event_configs", &Impl::ListEventConfigs},
-      {"PUT", "/apiV1/eventmanager/configevent", "update_event_config", &Impl::UpdateEventConfig},
-      {"GET", "/apiV1/eventmanager/testwebhook", "test_webhook", &Impl::TestWebhook},
-  };
+  static const auto* const kRoutes = [] {
+    const std::map<std::string, Handler>& handlers = Handlers();
+    auto* routes = new std::vector<Route>();
+    for (const google::protobuf::MethodDescriptor* method : vendor::ApiMethods()) {
+      const v1::VendorRoute* annotation = vendor::VendorRouteOf(*method);
+      if (annotation == nullptr) continue;
+      auto handler = handlers.find(method->full_name());
+      if (handler == handlers.end()) {
+        // An endpoint the sandbox does not emulate: caught by sandbox_server_test.
+        std::fprintf(stderr, "sandbox: no handler for %s\n", method->full_name().c_str());
+        std::abort();
+      }
+      routes->push_back({vendor::HttpMethodName(annotation->method()), annotation->path(),
+                         annotation->metric_label(), handler->second});
+    }
+    return routes;
+  }();
   return *kRoutes;
 }
+
+const std::map<std::string, SandboxServer::Impl::Handler>& SandboxServer::Impl::Handlers() {
+  // The endpoint each annotated RPC reaches. Its method, path and label come from the
+  // RPC's vendor_route annotation (the protos), never spelled here a second time.
+  static const auto* const kHandlers = new std::map<std::string, Handler>{
+      {"inspection.v1.TokenService.CreateToken", &Impl::CreateToken},
+      {"inspection.v1.TokenService.GetTokenStatus", &Impl::GetTokenStatus},
+      {"inspection.v1.ImageService.RemoveBackground", &Impl::RemoveBackground},
+      {"inspection.v1.ImageService.AssessQuality", &Impl::AssessQuality},
+      {"inspection.v1.ImageService.AssessQualityBatch", &Impl::AssessQualityBatch},
+      {"inspection.v1.ImageService.SegmentVehicle", &Impl::SegmentVehicle},
+      {"inspection.v1.ImageService.SegmentParts", &Impl::SegmentParts},
+      {"inspection.v1.DamageService.DetectDamage", &Impl::DetectDamage},
+      {"inspection.v1.InspectionService.SearchInspections", &Impl::SearchInspections},
+      {"inspection.v1.InspectionService.GetDamagesReport", &Impl::GetDamagesReport},
+      {"inspection.v1.EventConfigService.GetWebhookConfig", &Impl::GetWebhookConfig},
+      {"inspection.v1.EventConfigService.UpdateWebhookConfig", &Impl::UpdateWebhookConfig},
+      {"inspection.v1.EventConfigService.ListEventConfigs", &Impl::ListEventConfigs},
+      {"inspection.v1.EventConfigService.UpdateEventConfig", &Impl::UpdateEventConfig},
+      {"inspection.v1.EventConfigService.TestWebhook", &Impl::TestWebhook},
+  };
+  return *kHandlers;
+}
+
+bool SandboxServer::Emulates(const std::string& rpc) { return Impl::Handlers().count(rpc) > 0; }
 
 void SandboxServer::Impl::Enqueue(std::vector<WebhookEvent> events) {
   // In emission order: the dispatcher keeps it (due times grow with each call) and so

@@ -52,6 +52,9 @@ class SandboxServer {
   // Binds, starts serving and returns once connections are accepted. InvalidArgument for
   // bad fault rules or no API key; Unavailable when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<SandboxServer>> Start(SandboxOptions options);
+  // Whether the sandbox emulates the vendor endpoint of `rpc` ("inspection.v1.TokenService.
+  // CreateToken"); the endpoint's method and path come from the RPC's vendor_route.
+  static bool Emulates(const std::string& rpc);
   ~SandboxServer();  // Stop()
 
   SandboxServer(const SandboxServer&) = delete;
