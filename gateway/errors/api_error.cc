@@ -169,6 +169,22 @@ std::string VendorMessageHint(const std::string& body) {
 
 }  // namespace
 
+bool VendorFailure::MayHaveReachedVendor() const {
+  switch (kind) {
+    case Kind::kNotCalled:
+      return false;
+    case Kind::kConnect:
+    case Kind::kTimeout:
+    case Kind::kConnectionLost:
+      return request_sent;
+    case Kind::kNone:  // nothing known: assume it may have
+    case Kind::kHttpStatus:
+    case Kind::kBadBody:
+      return true;
+  }
+  return true;
+}
+
 ApiError ApiError::FromVendorResponse(const routes::Route& route,
                                       const http::HttpResponse& response, absl::Time now) {
   ApiError error;
@@ -176,6 +192,7 @@ ApiError ApiError::FromVendorResponse(const routes::Route& route,
   error.reason = std::string(kReasonVendorHttpError);
   error.metadata["route"] = std::string(route.metric_label);
   error.metadata["http_status"] = absl::StrCat(response.status);
+  error.failure = {VendorFailure::Kind::kHttpStatus, static_cast<int>(response.status), true};
   AddVendorBody(response, &error);
   error.message = absl::StrCat("vendor answered HTTP ", response.status, " on ",
                                std::string(routes::HttpMethodName(route.http_method)), " ",
@@ -197,18 +214,22 @@ ApiError ApiError::FromTransport(const routes::Route& route, const http::HttpRes
   error.metadata["transport_error"] = http::TransportErrorName(result.error);
   error.metadata["request_sent"] = result.request_sent ? "true" : "false";
   const char* what = "vendor call failed";
+  error.failure.request_sent = result.request_sent;
   switch (result.error) {
     case http::TransportError::kConnect:
       error.reason = std::string(kReasonVendorUnreachable);
+      error.failure.kind = VendorFailure::Kind::kConnect;
       what = "cannot connect to the vendor";
       break;
     case http::TransportError::kTimeout:
       error.reason = std::string(kReasonVendorTimeout);
+      error.failure.kind = VendorFailure::Kind::kTimeout;
       what = "the vendor did not answer in time";
       break;
     case http::TransportError::kSend:
     case http::TransportError::kReceive:
       error.reason = std::string(kReasonVendorConnectionLost);
+      error.failure.kind = VendorFailure::Kind::kConnectionLost;
       what = "the connection to the vendor failed mid-exchange";
       break;
     case http::TransportError::kNone:
@@ -231,6 +252,7 @@ ApiError ApiError::FromBadVendorBody(const routes::Route& route, const http::Htt
   error.reason = std::string(reason);
   error.metadata["route"] = std::string(route.metric_label);
   error.metadata["http_status"] = absl::StrCat(response.status);
+  error.failure = {VendorFailure::Kind::kBadBody, static_cast<int>(response.status), true};
   AddVendorBody(response, &error);
   error.message = absl::StrCat("unreadable vendor response on ", std::string(route.metric_label),
                                ": ", std::string(detail));
@@ -239,13 +261,11 @@ ApiError ApiError::FromBadVendorBody(const routes::Route& route, const http::Htt
 
 ApiError OutcomeOf(const routes::Route& route, ApiError error) {
   if (route.idempotency != routes::Idempotency::kNonIdempotent) return error;
-  const auto sent = error.metadata.find("request_sent");
-  const bool may_have_arrived = sent == error.metadata.end() || sent->second != "false";
+  const VendorFailure::Kind kind = error.failure.kind;
   const bool lost_after_sending =
-      (error.reason == kReasonVendorTimeout || error.reason == kReasonVendorConnectionLost) &&
-      may_have_arrived;
-  const bool unreadable_success = error.reason == kReasonVendorMalformedResponse ||
-                                  error.reason == kReasonVendorUnexpectedResponse;
+      (kind == VendorFailure::Kind::kTimeout || kind == VendorFailure::Kind::kConnectionLost) &&
+      error.failure.request_sent;
+  const bool unreadable_success = kind == VendorFailure::Kind::kBadBody;
   if (!lost_after_sending && !unreadable_success) return error;
   error.metadata["cause"] = error.reason;
   error.code = absl::StatusCode::kUnknown;

@@ -53,6 +53,29 @@ absl::StatusCode MapTransportErrorToCode(http::TransportError error);
 // Dates in the past give zero. nullopt when the value is neither.
 std::optional<std::chrono::milliseconds> ParseRetryAfter(std::string_view value, absl::Time now);
 
+// What happened on the way to the vendor, typed. This, never the string metadata, steers
+// retries, the circuit breaker, idempotency keys and unknown outcomes; ErrorInfo.metadata
+// tells the caller the same in words.
+struct VendorFailure {
+  enum class Kind {
+    kNone,            // not about the vendor call (the gateway's own answer, a bug)
+    kNotCalled,       // the gateway did not call: open circuit, deadline already too short
+    kHttpStatus,      // the vendor answered non-2xx (`http_status`)
+    kConnect,         // no connection: nothing was sent
+    kTimeout,         // the attempt's time ran out
+    kConnectionLost,  // reset or truncated mid-exchange
+    kBadBody,         // a 2xx answer that could not be read (`http_status`)
+  };
+  Kind kind = Kind::kNone;
+  int http_status = 0;
+  // For kConnect, kTimeout, kConnectionLost: whether the request was (perhaps partly)
+  // sent. Always true for kHttpStatus and kBadBody, false for kNotCalled.
+  bool request_sent = false;
+
+  // False only when nothing can have reached the vendor (the operation was not done).
+  bool MayHaveReachedVendor() const;
+};
+
 // An error on its way to a gRPC caller: a code, a message that never contains
 // secrets, and the google.rpc details (ErrorInfo, BadRequest, RetryInfo).
 struct ApiError {
@@ -62,6 +85,7 @@ struct ApiError {
   std::map<std::string, std::string> metadata;           // ErrorInfo.metadata
   validation::Violations violations;                     // BadRequest.field_violations
   std::optional<std::chrono::milliseconds> retry_delay;  // RetryInfo.retry_delay
+  VendorFailure failure;                                 // what happened, typed
 
   // grpc::Status whose binary details are a google.rpc.Status holding the details.
   grpc::Status ToGrpcStatus() const;

@@ -26,6 +26,9 @@ absl::Status ToStatus(const upstream::VendorResult& result) {
   j["violations"] = std::move(violations);
   if (error.retry_delay.has_value()) j["retry_ms"] = error.retry_delay->count();
   j["http_status"] = result.response.status;
+  j["failure"] = {{"kind", static_cast<int>(error.failure.kind)},
+                  {"http_status", error.failure.http_status},
+                  {"request_sent", error.failure.request_sent}};
   absl::Status status(error.code, error.message);
   status.SetPayload(kApiErrorPayload,
                     absl::Cord(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
@@ -49,6 +52,10 @@ upstream::VendorResult FromStatus(const absl::Status& status) {
         error.retry_delay = std::chrono::milliseconds(j["retry_ms"].get<int64_t>());
       }
       result.response.status = j.value("http_status", 0L);
+      const nlohmann::json failure = j.value("failure", nlohmann::json::object());
+      error.failure.kind = static_cast<errors::VendorFailure::Kind>(failure.value("kind", 0));
+      error.failure.http_status = failure.value("http_status", 0);
+      error.failure.request_sent = failure.value("request_sent", false);
     }
   } else {
     // Not the vendor's error (e.g. the fetch was dropped): keep the status as it is.

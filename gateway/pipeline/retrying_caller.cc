@@ -22,20 +22,21 @@ resilience::Idempotency ToResilience(routes::Idempotency idempotency) {
 
 // What kind of failure an ApiError from the vendor client describes.
 resilience::AttemptFailure FailureOf(const errors::ApiError& error) {
-  auto sent = error.metadata.find("request_sent");
-  const bool request_sent = sent == error.metadata.end() || sent->second != "false";
-  auto http = error.metadata.find("http_status");
-  if (error.reason == errors::kReasonVendorHttpError && http != error.metadata.end()) {
-    return resilience::AttemptFailure::HttpStatus(std::atoi(http->second.c_str()));
-  }
-  if (error.reason == errors::kReasonVendorUnreachable) {
-    return resilience::AttemptFailure::Connect(request_sent);
-  }
-  if (error.reason == errors::kReasonVendorTimeout) {
-    return resilience::AttemptFailure::Timeout(request_sent);
-  }
-  if (error.reason == errors::kReasonVendorConnectionLost) {
-    return resilience::AttemptFailure::Reset(request_sent);
+  using Kind = errors::VendorFailure::Kind;
+  const errors::VendorFailure& failure = error.failure;
+  switch (failure.kind) {
+    case Kind::kHttpStatus:
+      return resilience::AttemptFailure::HttpStatus(failure.http_status);
+    case Kind::kConnect:
+      return resilience::AttemptFailure::Connect(failure.request_sent);
+    case Kind::kTimeout:
+      return resilience::AttemptFailure::Timeout(failure.request_sent);
+    case Kind::kConnectionLost:
+      return resilience::AttemptFailure::Reset(failure.request_sent);
+    case Kind::kNone:
+    case Kind::kNotCalled:
+    case Kind::kBadBody:
+      break;
   }
   // Unreadable 2xx bodies, deadline too short, internal: nothing a retry would fix.
   return resilience::AttemptFailure::HttpStatus(200);
@@ -116,6 +117,7 @@ void RetryingCaller::Attempt(std::shared_ptr<CallState> state) {
     errors::ApiError error;
     error.code = absl::StatusCode::kUnavailable;
     error.reason = "CIRCUIT_OPEN";
+    error.failure.kind = errors::VendorFailure::Kind::kNotCalled;
     error.metadata["route"] = std::string(route.metric_label);
     error.message = absl::StrCat("the vendor is failing; calls are paused (",
                                  std::string(route.metric_label), ")");
@@ -140,7 +142,7 @@ void RetryingCaller::OnResult(std::shared_ptr<CallState> state,
                               resilience::CircuitBreaker::Permit permit,
                               upstream::VendorResult result) {
   if (!result.ok() && state->cut_by_caller &&
-      result.error->reason == errors::kReasonVendorTimeout) {
+      result.error->failure.kind == errors::VendorFailure::Kind::kTimeout) {
     // An impatient caller's own deadline ran out, not the vendor's time: the permit goes
     // back unrecorded, so such callers cannot open the breaker for everyone else.
     breaker_->Release(permit);

@@ -56,9 +56,7 @@ std::string RequestFingerprint(const google::protobuf::Message& request) {
 }
 
 bool VendorNotReached(const errors::ApiError& error) {
-  if (error.reason == errors::kReasonDeadlineTooShort) return true;
-  auto sent = error.metadata.find("request_sent");
-  return sent != error.metadata.end() && sent->second == "false";
+  return !error.failure.MayHaveReachedVendor();
 }
 
 std::string CallerIdentity(const grpc::ServerContextBase& context) {

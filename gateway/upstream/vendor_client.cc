@@ -61,6 +61,7 @@ void VendorClient::Call(routes::RouteId route_id, const vendor::VendorRequest& r
       errors::ApiError error;
       error.code = absl::StatusCode::kDeadlineExceeded;
       error.reason = std::string(errors::kReasonDeadlineTooShort);
+      error.failure.kind = errors::VendorFailure::Kind::kNotCalled;
       error.metadata["route"] = std::string(route.metric_label);
       error.message = absl::StrCat("the call's deadline leaves no time to call the vendor (",
                                    std::string(route.metric_label), ")");

@@ -50,6 +50,47 @@ TEST(OutcomeOfTest, OnlyNonIdempotentCallsThatMayHaveArrivedBecomeUnknown) {
       absl::StatusCode::kUnavailable);
 }
 
+// The typed failure each constructor records: what steers retries, the breaker,
+// idempotency and OutcomeOf. Erasing the string metadata changes none of it.
+TEST(VendorFailureTest, EveryVendorErrorSaysWhatHappenedTyped) {
+  const routes::Route& route = routes::GetRoute(routes::RouteId::kCreateToken);
+  http::HttpResponse refused;
+  refused.status = 503;
+  ApiError http_error = ApiError::FromVendorResponse(route, refused, absl::Now());
+  http_error.metadata.clear();
+  EXPECT_EQ(http_error.failure.kind, VendorFailure::Kind::kHttpStatus);
+  EXPECT_EQ(http_error.failure.http_status, 503);
+  EXPECT_TRUE(http_error.failure.MayHaveReachedVendor());
+
+  http::HttpResult not_sent;
+  not_sent.error = http::TransportError::kConnect;
+  not_sent.request_sent = false;
+  ApiError connect = ApiError::FromTransport(route, not_sent);
+  connect.metadata.clear();
+  EXPECT_EQ(connect.failure.kind, VendorFailure::Kind::kConnect);
+  EXPECT_FALSE(connect.failure.MayHaveReachedVendor());
+  EXPECT_EQ(OutcomeOf(route, connect).code, absl::StatusCode::kUnavailable);
+
+  http::HttpResult lost = not_sent;
+  lost.error = http::TransportError::kReceive;
+  lost.request_sent = true;
+  ApiError reset = ApiError::FromTransport(route, lost);
+  reset.metadata.clear();
+  EXPECT_EQ(reset.failure.kind, VendorFailure::Kind::kConnectionLost);
+  EXPECT_EQ(OutcomeOf(route, reset).reason, kReasonOutcomeUnknown);
+
+  http::HttpResponse ok;
+  ok.status = 200;
+  ApiError bad = ApiError::FromBadVendorBody(route, ok, kReasonVendorUnexpectedResponse, "x");
+  EXPECT_EQ(bad.failure.kind, VendorFailure::Kind::kBadBody);
+  EXPECT_EQ(OutcomeOf(route, bad).reason, kReasonOutcomeUnknown);
+
+  ApiError not_called;
+  not_called.failure.kind = VendorFailure::Kind::kNotCalled;
+  EXPECT_FALSE(not_called.failure.MayHaveReachedVendor());
+  EXPECT_TRUE(ApiError().failure.MayHaveReachedVendor()) << "unknown: assume it may have";
+}
+
 TEST(MapHttpStatusToCodeTest, FollowsTheDesignTable) {
   EXPECT_EQ(MapHttpStatusToCode(400), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(MapHttpStatusToCode(422), absl::StatusCode::kInvalidArgument);
