@@ -37,6 +37,46 @@ inline constexpr std::string_view kReasonDeadlineTooShort = "DEADLINE_TOO_SHORT"
 // callers (a coalesced cache fetch); that call went on without it.
 inline constexpr std::string_view kReasonCallerDeadlineExceeded = "CALLER_DEADLINE_EXCEEDED";
 inline constexpr std::string_view kReasonInternal = "INTERNAL";
+// The pipeline and the gRPC edge.
+inline constexpr std::string_view kReasonCircuitOpen = "CIRCUIT_OPEN";
+inline constexpr std::string_view kReasonPermissionDeniedByPolicy = "PERMISSION_DENIED_BY_POLICY";
+inline constexpr std::string_view kReasonCallerRateLimited = "CALLER_RATE_LIMITED";
+inline constexpr std::string_view kReasonCallerStreamLimit = "CALLER_STREAM_LIMIT";
+inline constexpr std::string_view kReasonConnectionStreamLimit = "CONNECTION_STREAM_LIMIT";
+inline constexpr std::string_view kReasonStreamLimit = "STREAM_LIMIT";
+// Streams.
+inline constexpr std::string_view kReasonSubscriberTooSlow = "SUBSCRIBER_TOO_SLOW";
+inline constexpr std::string_view kReasonCursorExpired = "CURSOR_EXPIRED";
+inline constexpr std::string_view kReasonStreamInterrupted = "STREAM_INTERRUPTED";
+inline constexpr std::string_view kReasonStreamEnded = "STREAM_ENDED";
+inline constexpr std::string_view kReasonInspectionIdNotFound = "INSPECTION_ID_NOT_FOUND";
+
+// Every reason above: the one list (the README's Errors table documents each, checked by
+// readme_examples_test). No ErrorInfo.reason is spelled anywhere else.
+inline constexpr std::string_view kAllReasons[] = {
+    kReasonInvalidRequest,
+    kReasonVendorHttpError,
+    kReasonVendorUnreachable,
+    kReasonVendorTimeout,
+    kReasonVendorConnectionLost,
+    kReasonVendorMalformedResponse,
+    kReasonVendorUnexpectedResponse,
+    kReasonOutcomeUnknown,
+    kReasonDeadlineTooShort,
+    kReasonCallerDeadlineExceeded,
+    kReasonInternal,
+    kReasonCircuitOpen,
+    kReasonPermissionDeniedByPolicy,
+    kReasonCallerRateLimited,
+    kReasonCallerStreamLimit,
+    kReasonConnectionStreamLimit,
+    kReasonStreamLimit,
+    kReasonSubscriberTooSlow,
+    kReasonCursorExpired,
+    kReasonStreamInterrupted,
+    kReasonStreamEnded,
+    kReasonInspectionIdNotFound,
+};
 
 // The vendor's body is kept in ErrorInfo.metadata["vendor_body"], cut to this many
 // bytes so the error fits in gRPC's trailer size limits (8 KiB by default);

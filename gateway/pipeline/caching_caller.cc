@@ -59,7 +59,7 @@ upstream::VendorResult FromStatus(const absl::Status& status) {
     }
   } else {
     // Not the vendor's error (e.g. the fetch was dropped): keep the status as it is.
-    error.reason = "INTERNAL";
+    error.reason = std::string(errors::kReasonInternal);
   }
   result.error = std::move(error);
   return result;

@@ -116,7 +116,7 @@ void RetryingCaller::Attempt(std::shared_ptr<CallState> state) {
     const routes::Route& route = routes::GetRoute(state->route);
     errors::ApiError error;
     error.code = absl::StatusCode::kUnavailable;
-    error.reason = "CIRCUIT_OPEN";
+    error.reason = std::string(errors::kReasonCircuitOpen);
     error.failure.kind = errors::VendorFailure::Kind::kNotCalled;
     error.metadata["route"] = std::string(route.metric_label);
     error.message = absl::StrCat("the vendor is failing; calls are paused (",

@@ -162,7 +162,7 @@ grpc::ServerWriteReactor<v1::StreamDamageResultsResponse>* DamageServiceImpl::St
         if (inspection_id.empty()) {
           errors::ApiError error;
           error.code = absl::StatusCode::kFailedPrecondition;
-          error.reason = "INSPECTION_ID_NOT_FOUND";
+          error.reason = std::string(errors::kReasonInspectionIdNotFound);
           error.message =
               "the damage detection was submitted, but its response has no inspection id at "
               "the configured pointers (damage.inspection_id_pointers): its events cannot be "

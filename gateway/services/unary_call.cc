@@ -95,7 +95,7 @@ std::optional<errors::ApiError> Authorize(const grpc::CallbackServerContext& con
   if (deps.on_denied) deps.on_denied(grpc_method);
   errors::ApiError error;
   error.code = absl::StatusCode::kPermissionDenied;
-  error.reason = "PERMISSION_DENIED_BY_POLICY";
+  error.reason = std::string(errors::kReasonPermissionDeniedByPolicy);
   error.message =
       absl::StrCat("the authorization policy does not let this caller make this call (",
                    std::string(grpc_method), ", its metadata such as x-vendor-account)");
@@ -122,7 +122,7 @@ std::optional<errors::ApiError> Throttle(const grpc::CallbackServerContext& cont
   if (deps.limiter->TryCall(CallerKey(context), &wait)) return std::nullopt;
   errors::ApiError error;
   error.code = absl::StatusCode::kResourceExhausted;
-  error.reason = "CALLER_RATE_LIMITED";
+  error.reason = std::string(errors::kReasonCallerRateLimited);
   error.message =
       "this caller is over its rate of calls (grpc.per_caller.requests_per_second); retry later";
   error.retry_delay =
@@ -142,12 +142,12 @@ std::optional<errors::ApiError> OpenStreamSlot(const grpc::CallbackServerContext
       error.code = absl::StatusCode::kResourceExhausted;
       error.retry_delay = std::chrono::milliseconds(1000);
       if (refusal == streaming::StreamSlots::Refusal::kTotal) {
-        error.reason = "STREAM_LIMIT";
+        error.reason = std::string(errors::kReasonStreamLimit);
         error.message = absl::StrCat(
             "this gateway replica holds as many streams as it may (streams.max_total = ",
             deps.stream_slots->options().max_total, "); retry later or on another replica");
       } else {
-        error.reason = "CONNECTION_STREAM_LIMIT";
+        error.reason = std::string(errors::kReasonConnectionStreamLimit);
         error.message = absl::StrCat(
             "this connection holds as many streams as it may (streams.max_per_connection = ",
             deps.stream_slots->options().max_per_connection,
@@ -169,7 +169,7 @@ std::optional<errors::ApiError> OpenStreamSlot(const grpc::CallbackServerContext
   }
   errors::ApiError error;
   error.code = absl::StatusCode::kResourceExhausted;
-  error.reason = "CALLER_STREAM_LIMIT";
+  error.reason = std::string(errors::kReasonCallerStreamLimit);
   // A hint, not a promise: a slot frees when one of the caller's streams ends.
   error.retry_delay = std::chrono::milliseconds(1000);
   error.message =

@@ -240,17 +240,17 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
     error.message = status.error_message();
     switch (status.error_code()) {
       case grpc::StatusCode::RESOURCE_EXHAUSTED:
-        error.reason = "SUBSCRIBER_TOO_SLOW";
+        error.reason = std::string(errors::kReasonSubscriberTooSlow);
         break;
       case grpc::StatusCode::OUT_OF_RANGE:
-        error.reason = "CURSOR_EXPIRED";
+        error.reason = std::string(errors::kReasonCursorExpired);
         break;
       case grpc::StatusCode::UNAVAILABLE:
-        error.reason = "STREAM_INTERRUPTED";
+        error.reason = std::string(errors::kReasonStreamInterrupted);
         error.retry_delay = std::chrono::milliseconds(0);
         break;
       default:
-        error.reason = "STREAM_ENDED";
+        error.reason = std::string(errors::kReasonStreamEnded);
         break;
     }
     error.metadata["last_cursor"] = last_cursor_;

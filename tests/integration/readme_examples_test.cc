@@ -114,6 +114,23 @@ TEST(ReadmeExamplesTest, EveryGrpcurlCommandWorksAsPrinted) {
 // "The README documents every knob with its default": each key of the configuration (as
 // --print-config shows it) has a row in the Configuration table, and a number or boolean
 // default is the one in the row.
+// The one list of ErrorInfo reasons (gateway/errors/api_error.h): each has its row in the
+// README's Errors table.
+TEST(ReadmeExamplesTest, TheErrorsTableDocumentsEveryReason) {
+  std::ifstream readme(std::string(SOURCE_DIR) + "/README.md");
+  std::string table;
+  bool in_section = false;
+  for (std::string line; std::getline(readme, line);) {
+    if (line.rfind("## ", 0) == 0) in_section = line == "## Errors";
+    if (in_section && line.rfind("| `", 0) == 0) table += line.substr(0, line.find(" | ")) + "\n";
+  }
+  ASSERT_FALSE(table.empty()) << "no Errors table in README.md";
+  for (std::string_view reason : errors::kAllReasons) {
+    EXPECT_NE(table.find("`" + std::string(reason) + "`"), std::string::npos)
+        << "README.md's Errors table has no row for " << reason;
+  }
+}
+
 TEST(ReadmeExamplesTest, TheConfigurationTableDocumentsEveryKeyWithItsDefault) {
   std::ifstream readme(std::string(SOURCE_DIR) + "/README.md");
   ASSERT_TRUE(readme.good());
