@@ -7,12 +7,12 @@
 
 #include "absl/time/time.h"
 #include "adapters/http/http_server.h"
+#include "gateway/app/sandbox_mode.h"
 #include "gateway/config/config.h"
 #include "gateway/config/value_checks.h"
 #include "gateway/logging/log.h"
 #include "gateway/server/gateway_server.h"
 #include "gateway/server/rpc_log_observer.h"
-#include "gateway/server/sandbox_mode.h"
 #include "gateway/server/webhook_registration.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "gateway/server/sandbox_mode.h"
+#include "gateway/app/sandbox_mode.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"

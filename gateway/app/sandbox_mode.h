@@ -1,5 +1,5 @@
-#ifndef GATEWAY_SERVER_SANDBOX_MODE_H_
-#define GATEWAY_SERVER_SANDBOX_MODE_H_
+#ifndef GATEWAY_APP_SANDBOX_MODE_H_
+#define GATEWAY_APP_SANDBOX_MODE_H_
 
 #include <memory>
 #include <string>
@@ -35,4 +35,4 @@ std::string SandboxWelcome(const config::GatewayConfig& config, sandbox::Sandbox
 
 }  // namespace inspection::server
 
-#endif  // GATEWAY_SERVER_SANDBOX_MODE_H_
+#endif  // GATEWAY_APP_SANDBOX_MODE_H_
