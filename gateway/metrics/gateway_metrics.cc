@@ -28,8 +28,12 @@ constexpr std::array<std::string_view, kNumGrpcCodes> kGrpcCodeLabels = {
     "DataLoss", "Unauthenticated"};
 constexpr std::array<std::string_view, kNumStatusClasses> kStatusClassLabels = {
     "1xx", "2xx", "3xx", "4xx", "5xx", "transport_error"};
-constexpr std::array<std::string_view, kNumRetryReasons> kRetryReasonLabels = {
-    "connect", "reset", "timeout", "status_429", "status_502", "status_503", "status_504"};
+// Every retryable reason, in label order: resilience::RetryReason without kNotRetryable.
+constexpr std::array<RetryReason, kNumRetryReasons> kRetryReasons = {
+    RetryReason::kConnect,   RetryReason::kReset,     RetryReason::kTimeout,
+    RetryReason::kStatus429, RetryReason::kStatus502, RetryReason::kStatus503,
+    RetryReason::kStatus504};
+// Indexed by CircuitStateGaugeValue.
 constexpr std::array<std::string_view, kNumCircuitStates> kCircuitStateLabels = {
     "closed", "half_open", "open"};
 constexpr std::array<std::string_view, kNumWebhookOutcomes> kWebhookOutcomeLabels = {
@@ -166,12 +170,20 @@ StatusClass StatusClassOf(int http_status) {
   return static_cast<StatusClass>(http_status / 100 - 1);
 }
 
-std::string_view RetryReasonLabel(RetryReason reason) {
-  return At(kRetryReasonLabels, static_cast<size_t>(reason));
+double CircuitStateGaugeValue(CircuitState state) {
+  switch (state) {
+    case CircuitState::kClosed:
+      return 0;
+    case CircuitState::kHalfOpen:
+      return 1;
+    case CircuitState::kOpen:
+      return 2;
+  }
+  return 0;
 }
 
 std::string_view CircuitStateLabel(CircuitState state) {
-  return At(kCircuitStateLabels, static_cast<size_t>(state));
+  return At(kCircuitStateLabels, static_cast<size_t>(CircuitStateGaugeValue(state)));
 }
 
 std::string_view WebhookOutcomeLabel(WebhookOutcome outcome) {
@@ -210,7 +222,9 @@ void RouteMetrics::RecordAttempt(int http_status, std::chrono::nanoseconds elaps
 }
 
 void RouteMetrics::RecordRetry(RetryReason reason) {
-  At(retries_, static_cast<size_t>(reason))->Increment();
+  for (size_t r = 0; r < kNumRetryReasons; ++r) {
+    if (kRetryReasons[r] == reason) retries_[r]->Increment();
+  }
 }
 
 void RouteMetrics::RecordRetryBudgetExhausted() { budget_exhausted_->Increment(); }
@@ -233,13 +247,11 @@ void RouteMetrics::RecordVendorUnknownFields(uint64_t count) {
 }
 
 void UpstreamMetrics::RecordTransition(CircuitState to) {
-  At(transitions_, static_cast<size_t>(to))->Increment();
+  At(transitions_, static_cast<size_t>(CircuitStateGaugeValue(to)))->Increment();
   SetState(to);
 }
 
-void UpstreamMetrics::SetState(CircuitState state) {
-  state_->Set(static_cast<double>(static_cast<int>(state)));
-}
+void UpstreamMetrics::SetState(CircuitState state) { state_->Set(CircuitStateGaugeValue(state)); }
 
 void StreamRpcMetrics::SubscriberStarted() { subscribers_->Increment(); }
 void StreamRpcMetrics::SubscriberEnded() { subscribers_->Decrement(); }
@@ -399,7 +411,8 @@ void GatewayMetrics::BuildRoutes(const std::vector<std::string>& routes) {
     }
     m.duration_ = &duration.Add(labels, LatencyBuckets());
     for (size_t r = 0; r < kNumRetryReasons; ++r) {
-      m.retries_[r] = &retries.Add({{"route", Str(route)}, {"reason", Str(kRetryReasonLabels[r])}});
+      m.retries_[r] = &retries.Add(
+          {{"route", Str(route)}, {"reason", Str(resilience::RetryReasonLabel(kRetryReasons[r]))}});
     }
     m.budget_exhausted_ = &budget.Add(labels);
     m.caller_deadline_timeouts_ = &caller_deadline.Add(labels);

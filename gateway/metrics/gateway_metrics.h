@@ -50,6 +50,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "gateway/metrics/process_collector.h"
+#include "gateway/resilience/circuit_breaker.h"
+#include "gateway/resilience/retry_policy.h"
 
 namespace inspection::metrics {
 
@@ -78,23 +80,17 @@ std::string_view StatusClassLabel(StatusClass status_class);
 // 100..599 -> its class; anything else (0 = "no response", garbage) -> kTransportError.
 StatusClass StatusClassOf(int http_status);
 
-// `reason` of an upstream retry.
-enum class RetryReason {
-  kConnect,    // connection could not be established
-  kReset,      // connection reset / closed mid-response
-  kTimeout,    // attempt timeout
-  kStatus429,  // HTTP 429
-  kStatus502,  // HTTP 502
-  kStatus503,  // HTTP 503
-  kStatus504,  // HTTP 504
-};
-inline constexpr size_t kNumRetryReasons = 7;
-std::string_view RetryReasonLabel(RetryReason reason);
+// `reason` of an upstream retry: the retry policy's own enum (one type, no mirror);
+// resilience::RetryReasonLabel spells the label. kNotRetryable is never counted.
+using RetryReason = resilience::RetryReason;
+inline constexpr size_t kNumRetryReasons = 7;  // kConnect .. kStatus504
 
-// Circuit breaker state; the numeric value is the value of inspection_upstream_circuit_state.
-// `to` label values: closed, half_open, open.
-enum class CircuitState { kClosed = 0, kHalfOpen = 1, kOpen = 2 };
+// Circuit breaker state: the breaker's own enum. The value of
+// inspection_upstream_circuit_state is CircuitStateGaugeValue (closed 0, half-open 1,
+// open 2); `to` label values: closed, half_open, open.
+using CircuitState = resilience::CircuitState;
 inline constexpr size_t kNumCircuitStates = 3;
+double CircuitStateGaugeValue(CircuitState state);
 std::string_view CircuitStateLabel(CircuitState state);
 
 // `outcome` of one webhook delivery (one HTTP request to the webhook endpoint).

@@ -8,18 +8,6 @@
 namespace inspection::pipeline {
 namespace {
 
-resilience::Idempotency ToResilience(routes::Idempotency idempotency) {
-  switch (idempotency) {
-    case routes::Idempotency::kSafe:
-      return resilience::Idempotency::kSafe;
-    case routes::Idempotency::kIdempotent:
-      return resilience::Idempotency::kIdempotent;
-    case routes::Idempotency::kNonIdempotent:
-      return resilience::Idempotency::kNonIdempotent;
-  }
-  return resilience::Idempotency::kNonIdempotent;
-}
-
 // What kind of failure an ApiError from the vendor client describes.
 resilience::AttemptFailure FailureOf(const errors::ApiError& error) {
   using Kind = errors::VendorFailure::Kind;
@@ -49,27 +37,6 @@ bool UnhealthyOutcome(const upstream::VendorResult& result) {
   const auto failure = FailureOf(*result.error);
   if (failure.kind == resilience::FailureKind::kHttpStatus) return failure.http_status >= 500;
   return true;
-}
-
-metrics::RetryReason ToMetricReason(resilience::RetryReason reason) {
-  switch (reason) {
-    case resilience::RetryReason::kConnect:
-      return metrics::RetryReason::kConnect;
-    case resilience::RetryReason::kReset:
-      return metrics::RetryReason::kReset;
-    case resilience::RetryReason::kTimeout:
-      return metrics::RetryReason::kTimeout;
-    case resilience::RetryReason::kStatus429:
-      return metrics::RetryReason::kStatus429;
-    case resilience::RetryReason::kStatus502:
-      return metrics::RetryReason::kStatus502;
-    case resilience::RetryReason::kStatus503:
-      return metrics::RetryReason::kStatus503;
-    case resilience::RetryReason::kStatus504:
-    case resilience::RetryReason::kNotRetryable:
-      break;
-  }
-  return metrics::RetryReason::kStatus504;
 }
 
 }  // namespace
@@ -170,7 +137,7 @@ void RetryingCaller::OnResult(std::shared_ptr<CallState> state,
   }
   const routes::Route& route = routes::GetRoute(state->route);
   const resilience::RetryReason reason =
-      resilience::ClassifyRetry(ToResilience(route.idempotency), FailureOf(*result.error));
+      resilience::ClassifyRetry(route.idempotency, FailureOf(*result.error));
   if (!resilience::IsRetryable(reason)) {
     Finish(state, std::move(result));
     return;
@@ -204,7 +171,7 @@ void RetryingCaller::OnResult(std::shared_ptr<CallState> state,
     return;
   }
   state->retry_in_flight = true;
-  if (route_metrics != nullptr) route_metrics->RecordRetry(ToMetricReason(reason));
+  if (route_metrics != nullptr) route_metrics->RecordRetry(reason);
   timers_->RunAfter(decision.delay, [this, state]() mutable { Attempt(std::move(state)); });
 }
 

@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/resilience/retry_policy.h"
+
 namespace inspection::routes {
 
 // Every vendor endpoint the gateway calls, one per unary RPC. What the gateway knows of
@@ -31,13 +33,9 @@ enum class RouteId {
   kTestWebhook,
 };
 
-// What re-sending a request does at the vendor.
-enum class Idempotency {
-  kSafe,           // reads, and pure image analysis: no vendor state changes
-  kIdempotent,     // PUT of a configuration: sending twice = sending once
-  kNonIdempotent,  // creates something (a token, an inspection): never re-sent
-                   // once it may have reached the vendor
-};
+// What re-sending a request does at the vendor: the retry policy's own enum (one type,
+// no mirror to convert).
+using Idempotency = resilience::Idempotency;
 
 enum class HttpMethod { kGet, kPost, kPut };
 

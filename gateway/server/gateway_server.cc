@@ -137,18 +137,6 @@ class MetricsObserver final : public services::RpcObserver {
   services::RpcObserver* const next_;
 };
 
-metrics::CircuitState ToMetricState(resilience::CircuitState state) {
-  switch (state) {
-    case resilience::CircuitState::kClosed:
-      return metrics::CircuitState::kClosed;
-    case resilience::CircuitState::kHalfOpen:
-      return metrics::CircuitState::kHalfOpen;
-    case resilience::CircuitState::kOpen:
-      return metrics::CircuitState::kOpen;
-  }
-  return metrics::CircuitState::kClosed;
-}
-
 // The `upstream` label of a named account's breaker: "vendor.<name>", '-' shown as '_'
 // (label values are [A-Za-z0-9_.], which keeps ids such as UUIDs out of them). Two names
 // differing only there are refused by GatewayMetrics::Create as a duplicate label.
@@ -468,7 +456,7 @@ absl::Status GatewayServer::AddAccount(const std::string& name,
   auto breaker = resilience::CircuitBreaker::Create(
       options_.circuit_breaker, options_.retry.clock,
       [metrics, upstream_index](resilience::CircuitState, resilience::CircuitState to) {
-        metrics->ForUpstream(upstream_index).RecordTransition(ToMetricState(to));
+        metrics->ForUpstream(upstream_index).RecordTransition(to);
       });
   if (!breaker.ok()) return breaker.status();
   account->breaker = std::move(*breaker);
