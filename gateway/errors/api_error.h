@@ -14,7 +14,7 @@
 #include "absl/time/time.h"
 #include "adapters/http/http_transport.h"
 #include "gateway/routes/route_table.h"
-#include "gateway/validation/request_validation.h"
+#include "adapters/vendor/request_validation.h"
 
 namespace inspection::errors {
 

@@ -26,7 +26,7 @@
 #include "gateway/token_watch/scheduler.h"
 #include "gateway/token_watch/token_status_poller.h"
 #include "gateway/upstream/vendor_client.h"
-#include "gateway/validation/request_validation.h"
+#include "adapters/vendor/request_validation.h"
 #include "gateway/webhooks/webhook_receiver.h"
 
 namespace inspection::server {

@@ -22,7 +22,7 @@
 #include "gateway/streaming/stream_slots.h"
 #include "gateway/token_watch/token_status_poller.h"
 #include "gateway/upstream/vendor_client.h"
-#include "gateway/validation/request_validation.h"
+#include "adapters/vendor/request_validation.h"
 
 namespace inspection::services {
 

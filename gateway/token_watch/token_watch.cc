@@ -6,7 +6,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "gateway/validation/request_validation.h"
+#include "adapters/vendor/request_validation.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "gateway/validation/request_validation.h"
+#include "adapters/vendor/request_validation.h"
 #include "nlohmann/json.hpp"
 
 namespace inspection::sandbox {

@@ -7,7 +7,7 @@
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 
-#include "gateway/validation/request_validation.h"
+#include "adapters/vendor/request_validation.h"
 #include "inspection/v1/damage.pb.h"
 #include "inspection/v1/event_config.pb.h"
 #include "inspection/v1/image.pb.h"

@@ -1,4 +1,4 @@
-#include "gateway/validation/request_validation.h"
+#include "adapters/vendor/request_validation.h"
 
 #include <cmath>
 #include <cstddef>

@@ -1,5 +1,5 @@
-#ifndef GATEWAY_VALIDATION_REQUEST_VALIDATION_H_
-#define GATEWAY_VALIDATION_REQUEST_VALIDATION_H_
+#ifndef ADAPTERS_VENDOR_REQUEST_VALIDATION_H_
+#define ADAPTERS_VENDOR_REQUEST_VALIDATION_H_
 
 #include <string>
 #include <vector>
@@ -65,4 +65,4 @@ bool IsWellFormedHttpUrl(const std::string& url);
 
 }  // namespace inspection::validation
 
-#endif  // GATEWAY_VALIDATION_REQUEST_VALIDATION_H_
+#endif  // ADAPTERS_VENDOR_REQUEST_VALIDATION_H_
