@@ -13,8 +13,8 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "adapters/http/http_transport.h"
-#include "gateway/routes/route_table.h"
 #include "adapters/vendor/request_validation.h"
+#include "gateway/routes/route_table.h"
 
 namespace inspection::errors {
 

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "adapters/eventlog/event_log.h"
 #include "adapters/http/http_transport.h"
+#include "adapters/vendor/request_validation.h"
 #include "adapters/vendor/vendor_request.h"
 #include "gateway/idempotency/idempotency_store.h"
 #include "gateway/metrics/admin_server.h"
@@ -26,7 +27,6 @@
 #include "gateway/token_watch/scheduler.h"
 #include "gateway/token_watch/token_status_poller.h"
 #include "gateway/upstream/vendor_client.h"
-#include "adapters/vendor/request_validation.h"
 #include "gateway/webhooks/webhook_receiver.h"
 
 namespace inspection::server {

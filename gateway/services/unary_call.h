@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "adapters/vendor/json_codec.h"
+#include "adapters/vendor/request_validation.h"
 #include "adapters/vendor/vendor_request.h"
 #include "gateway/errors/api_error.h"
 #include "gateway/idempotency/idempotency_store.h"
@@ -22,7 +23,6 @@
 #include "gateway/streaming/stream_slots.h"
 #include "gateway/token_watch/token_status_poller.h"
 #include "gateway/upstream/vendor_client.h"
-#include "adapters/vendor/request_validation.h"
 
 namespace inspection::services {
 
