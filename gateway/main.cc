@@ -229,7 +229,7 @@ int main(int argc, char** argv) {
   }
   for (const auto& [account, url, key] : registrations) {
     absl::Status registered = inspection::server::RegisterWebhookAtVendor(
-        (*server)->vendor(), url, key, config->register_webhook_events, std::chrono::seconds(10),
+        (*server)->deps(), url, key, config->register_webhook_events, std::chrono::seconds(10),
         account);
     if (!registered.ok()) {
       logger.Error("start-up failed", {{"error", std::string(registered.message())}});

@@ -153,41 +153,37 @@ std::string CacheScope(const std::string& base_url, const std::string& api_key) 
 }
 
 // WatchTokenStatus's poll of one account: GetTokenStatus through the pipeline.
-token_watch::FetchStatus TokenStatusFetch(upstream::VendorCaller* vendor, std::string account) {
-  return [vendor, account = std::move(account)](
+token_watch::FetchStatus TokenStatusFetch(const services::ServiceDeps* deps, std::string account) {
+  // GetTokenStatus' endpoint, through the call core like the RPC (log line at debug level,
+  // drift metrics, error mapping).
+  static const auto* const kEndpoint =
+      new services::UnaryEndpoint<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>(
+          services::GetTokenStatusEndpoint());
+  return [deps, account = std::move(account)](
              const std::string& uid,
              absl::AnyInvocable<void(absl::StatusOr<v1::GetTokenStatusResponse>) &&> done) {
-    v1::GetTokenStatusRequest request;
-    request.set_uid(uid);
+    auto request = std::make_shared<v1::GetTokenStatusRequest>();
+    request->set_uid(uid);
     const auto& route = routes::GetRoute(routes::RouteId::kGetTokenStatus);
-    vendor->Call(route.id, vendor::EncodeGetTokenStatusRequest(request),
-                 std::chrono::system_clock::now() + route.timeout,
-                 // A poll wants the vendor's current answer, and refreshes the cache.
-                 upstream::CallOptions{.account = account, .bypass_cache = true},
-                 [done = std::move(done), &route](upstream::VendorResult result) mutable {
-                   v1::GetTokenStatusResponse response;
-                   if (!result.ok()) {
-                     grpc::Status status = result.error->ToGrpcStatus();
-                     absl::Status error(static_cast<absl::StatusCode>(status.error_code()),
-                                        status.error_message());
-                     error.SetPayload(token_watch::kGrpcStatusDetailsPayloadUrl,
-                                      absl::Cord(status.error_details()));
-                     std::move(done)(std::move(error));
-                     return;
-                   }
-                   if (absl::Status decoded =
-                           vendor::DecodeGetTokenStatusResponse(result.body, &response, nullptr);
-                       !decoded.ok()) {
-                     grpc::Status status =
-                         errors::ApiError::FromBadVendorBody(
-                             route, result.response, errors::kReasonVendorUnexpectedResponse,
-                             std::string(decoded.message()))
-                             .ToGrpcStatus();
-                     std::move(done)(absl::UnavailableError(status.error_message()));
-                     return;
-                   }
-                   std::move(done)(std::move(response));
-                 });
+    services::RpcRecord record;
+    record.origin = "token_watch";
+    record.account = account;
+    // A poll wants the vendor's current answer, and refreshes the cache.
+    services::CallEndpoint<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>(
+        *deps, *kEndpoint, std::move(request), std::chrono::system_clock::now() + route.timeout,
+        upstream::CallOptions{.account = account, .bypass_cache = true},
+        /*idempotency_key=*/"", std::move(record), std::chrono::steady_clock::now(),
+        [done = std::move(done)](services::EndpointResult<v1::GetTokenStatusResponse> out) mutable {
+          if (!out.status.ok()) {
+            absl::Status error(static_cast<absl::StatusCode>(out.status.error_code()),
+                               out.status.error_message());
+            error.SetPayload(token_watch::kGrpcStatusDetailsPayloadUrl,
+                             absl::Cord(out.status.error_details()));
+            std::move(done)(std::move(error));
+            return;
+          }
+          std::move(done)(std::move(out.response));
+        });
   };
 }
 
@@ -324,7 +320,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   // blocking it.
   for (auto& account : server->accounts_) {
     account->poller = std::make_unique<token_watch::TokenStatusPoller>(
-        opts.token_watch, TokenStatusFetch(server->pipeline_, account->name),
+        opts.token_watch, TokenStatusFetch(&server->deps_, account->name),
         server->scheduler_.get());
   }
 

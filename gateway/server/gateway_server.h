@@ -156,6 +156,9 @@ class GatewayServer {
   size_t open_streams() const { return stream_slots_ == nullptr ? 0 : stream_slots_->open(); }
   // The request pipeline every RPC goes through.
   upstream::VendorCaller& vendor() { return *pipeline_; }
+  // What the services use (the pipeline, idempotency, observer): for calls through the
+  // call core from outside a service (webhook registration at start-up).
+  const services::ServiceDeps& deps() const { return deps_; }
   // The WatchTokenStatus poller, circuit breaker and retry budget of a vendor account
   // ("" = the default one). The account must exist.
   const token_watch::TokenStatusPoller& token_poller(const std::string& account = "") const {

@@ -33,11 +33,14 @@ std::string JoinPaths(const std::vector<std::string>& paths) {
 
 void RpcLogObserver::OnRpcFinished(const services::RpcRecord& record) {
   const std::string route(record.route != nullptr ? record.route->metric_label : "");
-  const logging::Level level =
-      IsServerSide(record.code) ? logging::Level::kWarn : logging::Level::kInfo;
+  // WatchTokenStatus polls every few seconds per token: their successes are debug lines.
+  const logging::Level level = IsServerSide(record.code)        ? logging::Level::kWarn
+                               : record.origin == "token_watch" ? logging::Level::kDebug
+                                                                : logging::Level::kInfo;
   if (logger_.Enabled(level)) {
     logger_.Log(level, "rpc finished",
                 {{"request_id", record.request_id},
+                 {"origin", std::string(record.origin)},
                  {"route", route},
                  {"caller", record.caller},
                  {"account", record.account},

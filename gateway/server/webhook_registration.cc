@@ -3,27 +3,39 @@
 #include <future>
 
 #include "absl/strings/str_cat.h"
-#include "adapters/vendor/event_config_mapper.h"
+#include "gateway/services/event_config_service.h"
 
 namespace inspection::server {
 namespace {
 
-absl::Status CallAndWait(upstream::VendorCaller& vendor, const std::string& account,
-                         routes::RouteId route, const vendor::VendorRequest& request,
+template <class Request, class Response>
+absl::Status CallAndWait(const services::ServiceDeps& deps,
+                         const services::UnaryEndpoint<Request, Response>& endpoint,
+                         Request request, const std::string& account,
                          std::chrono::milliseconds timeout, const std::string& what) {
-  std::promise<upstream::VendorResult> promise;
+  std::promise<grpc::Status> promise;
   auto future = promise.get_future();
-  vendor.Call(route, request, std::chrono::system_clock::now() + timeout,
-              upstream::CallOptions{.request_id = "startup", .account = account},
-              [&promise](upstream::VendorResult result) { promise.set_value(std::move(result)); });
-  upstream::VendorResult result = future.get();
-  if (result.ok()) return absl::OkStatus();
-  return absl::Status(result.error->code, absl::StrCat(what, ": ", result.error->message));
+  services::RpcRecord record;
+  record.origin = "startup";
+  record.request_id = "startup";
+  record.caller = "inspection-gateway (start-up)";
+  record.account = account;
+  record.resource = services::AuditResource(request);
+  services::CallEndpoint<Request, Response>(
+      deps, endpoint, std::make_shared<const Request>(std::move(request)),
+      std::chrono::system_clock::now() + timeout,
+      upstream::CallOptions{.request_id = "startup", .account = account},
+      /*idempotency_key=*/"", std::move(record), std::chrono::steady_clock::now(),
+      [&promise](services::EndpointResult<Response> out) { promise.set_value(out.status); });
+  const grpc::Status status = future.get();
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat(what, ": ", status.error_message()));
 }
 
 }  // namespace
 
-absl::Status RegisterWebhookAtVendor(upstream::VendorCaller& vendor, const std::string& url,
+absl::Status RegisterWebhookAtVendor(const services::ServiceDeps& deps, const std::string& url,
                                      const std::string& header_key,
                                      const std::vector<std::string>& events,
                                      std::chrono::milliseconds timeout,
@@ -34,9 +46,10 @@ absl::Status RegisterWebhookAtVendor(upstream::VendorCaller& vendor, const std::
   // The config key the error points at.
   const std::string key = account.empty() ? "register_webhook"
                                           : absl::StrCat("accounts.", account, ".register_webhook");
+  const auto update_webhook = services::UpdateWebhookConfigEndpoint();
+  const auto update_event = services::UpdateEventConfigEndpoint();
   absl::Status status =
-      CallAndWait(vendor, account, routes::RouteId::kUpdateWebhookConfig,
-                  vendor::EncodeUpdateWebhookConfigRequest(config), timeout,
+      CallAndWait(deps, update_webhook, std::move(config), account, timeout,
                   absl::StrCat("registering the webhook URL at the vendor (", key, ")"));
   if (!status.ok()) return status;
   for (const std::string& event : events) {
@@ -44,8 +57,7 @@ absl::Status RegisterWebhookAtVendor(upstream::VendorCaller& vendor, const std::
     enable.set_event_name_raw(event);
     enable.set_webhook(true);
     status = CallAndWait(
-        vendor, account, routes::RouteId::kUpdateEventConfig,
-        vendor::EncodeUpdateEventConfigRequest(enable), timeout,
+        deps, update_event, std::move(enable), account, timeout,
         absl::StrCat("enabling event ", event, " (", key, ", register_webhook_events)"));
     if (!status.ok()) return status;
   }

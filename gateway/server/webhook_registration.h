@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "gateway/upstream/vendor_caller.h"
+#include "gateway/services/unary_call.h"
 
 namespace inspection::server {
 
@@ -15,8 +15,9 @@ namespace inspection::server {
 // configevent, one call each), waiting for each answer up to `timeout`. Blocking: for
 // start-up only. The first failure is returned with the vendor's reason; the key never
 // appears in it. `account` names the vendor account to register at ("" = the default
-// one; a named account registers its own webhook path with its own key).
-absl::Status RegisterWebhookAtVendor(upstream::VendorCaller& vendor, const std::string& url,
+// one; a named account registers its own webhook path with its own key). The calls go
+// through the call core (services::CallEndpoint) with origin "startup".
+absl::Status RegisterWebhookAtVendor(const services::ServiceDeps& deps, const std::string& url,
                                      const std::string& header_key,
                                      const std::vector<std::string>& events,
                                      std::chrono::milliseconds timeout,

@@ -117,47 +117,27 @@ grpc::ServerWriteReactor<v1::StreamDamageResultsResponse>* DamageServiceImpl::St
   // Events that arrive while the submission is in flight are already after this point,
   // so none about the new inspection can be missed.
   const std::string start = deps_.hub->TailCursor();
-  // Encoded before the call: the callback below takes `submit` by move.
-  vendor::VendorRequest vendor_request = detect_damage_.encode(submit);
-  deps_.vendor->Call(
-      routes::RouteId::kDetectDamage, vendor_request, context->deadline(), call,
-      [this, handle, start, account = call.account, key,
-       submit = std::move(submit)](upstream::VendorResult result) {
-        // The first outcome of an idempotency key, for repeats (see above).
-        auto remember = [this, &account, &key](const grpc::Status& status,
-                                               const std::string& response, bool reached) {
-          if (key.empty()) return;
-          pipeline::IdempotentOutcome outcome{status, response};
-          if (reached) {
-            deps_.idempotency->Complete(account, key, std::move(outcome));
-          } else {
-            deps_.idempotency->Abandon(account, key, outcome);
-          }
-        };
-        const routes::Route& route = routes::GetRoute(routes::RouteId::kDetectDamage);
-        if (!result.ok()) {
-          const grpc::Status status = errors::OutcomeOf(route, *result.error).ToGrpcStatus();
-          remember(status, "", !VendorNotReached(*result.error));
-          handle.End(status, /*as_is=*/true);
+  // Through the call core, like DetectDamage: the same log line, metrics, error mapping
+  // and idempotency bookkeeping.
+  RpcRecord record;
+  record.origin = "stream";
+  record.request_id = request_id;
+  record.caller = CallerIdentity(*context);
+  record.account = call.account;
+  record.resource = AuditResource(submit);
+  const std::string account = call.account;
+  CallEndpoint<v1::DetectDamageRequest, v1::DetectDamageResponse>(
+      deps_, detect_damage_, std::make_shared<const v1::DetectDamageRequest>(std::move(submit)),
+      context->deadline(), std::move(call), key, std::move(record),
+      std::chrono::steady_clock::now(),
+      [handle, start, account](EndpointResult<v1::DetectDamageResponse> out) {
+        if (!out.status.ok()) {
+          handle.End(out.status, /*as_is=*/true);
           return;
         }
         v1::StreamDamageResultsResponse first;
-        v1::DetectDamageResponse* submitted = first.mutable_submitted();
-        vendor::DecodeReport drift;
-        if (absl::Status decoded = detect_damage_.decode(result.body, submit, submitted, &drift);
-            !decoded.ok()) {
-          const grpc::Status status =
-              errors::OutcomeOf(route,
-                                errors::ApiError::FromBadVendorBody(
-                                    route, result.response, errors::kReasonVendorUnexpectedResponse,
-                                    std::string(decoded.message())))
-                  .ToGrpcStatus();
-          remember(status, "", /*reached=*/true);
-          handle.End(status, /*as_is=*/true);
-          return;
-        }
-        remember(grpc::Status::OK, submitted->SerializeAsString(), /*reached=*/true);
-        const std::string inspection_id = submitted->inspection_id();
+        first.mutable_submitted()->Swap(&out.response);
+        const std::string inspection_id = first.submitted().inspection_id();
         handle.Send(std::move(first));
         if (inspection_id.empty()) {
           errors::ApiError error;

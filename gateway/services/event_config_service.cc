@@ -4,6 +4,36 @@
 
 namespace inspection::services {
 
+UnaryEndpoint<v1::UpdateWebhookConfigRequest, v1::UpdateWebhookConfigResponse>
+UpdateWebhookConfigEndpoint() {
+  return {routes::RouteId::kUpdateWebhookConfig,
+          [](const v1::UpdateWebhookConfigRequest& r) {
+            return validation::ValidateUpdateWebhookConfig(r);
+          },
+          [](const v1::UpdateWebhookConfigRequest& r) {
+            return vendor::EncodeUpdateWebhookConfigRequest(r);
+          },
+          [](const nlohmann::json& j, const v1::UpdateWebhookConfigRequest& r,
+             v1::UpdateWebhookConfigResponse* out, vendor::DecodeReport* report) {
+            return vendor::DecodeUpdateWebhookConfigResponse(j, out, report);
+          }};
+}
+
+UnaryEndpoint<v1::UpdateEventConfigRequest, v1::UpdateEventConfigResponse>
+UpdateEventConfigEndpoint() {
+  return {routes::RouteId::kUpdateEventConfig,
+          [](const v1::UpdateEventConfigRequest& r) {
+            return validation::ValidateUpdateEventConfig(r);
+          },
+          [](const v1::UpdateEventConfigRequest& r) {
+            return vendor::EncodeUpdateEventConfigRequest(r);
+          },
+          [](const nlohmann::json& j, const v1::UpdateEventConfigRequest& r,
+             v1::UpdateEventConfigResponse* out, vendor::DecodeReport* report) {
+            return vendor::DecodeUpdateEventConfigResponse(j, out, report);
+          }};
+}
+
 EventConfigServiceImpl::EventConfigServiceImpl(const ServiceDeps& deps)
     : deps_(deps),
       get_webhook_config_{
@@ -14,18 +44,7 @@ EventConfigServiceImpl::EventConfigServiceImpl(const ServiceDeps& deps)
                  v1::GetWebhookConfigResponse* out, vendor::DecodeReport* report) {
             return vendor::DecodeGetWebhookConfigResponse(j, out, report);
           }},
-      update_webhook_config_{
-          routes::RouteId::kUpdateWebhookConfig,
-          [](const v1::UpdateWebhookConfigRequest& r) {
-            return validation::ValidateUpdateWebhookConfig(r);
-          },
-          [this](const v1::UpdateWebhookConfigRequest& r) {
-            return vendor::EncodeUpdateWebhookConfigRequest(r);
-          },
-          [this](const nlohmann::json& j, const v1::UpdateWebhookConfigRequest& r,
-                 v1::UpdateWebhookConfigResponse* out, vendor::DecodeReport* report) {
-            return vendor::DecodeUpdateWebhookConfigResponse(j, out, report);
-          }},
+      update_webhook_config_(UpdateWebhookConfigEndpoint()),
       list_event_configs_{
           routes::RouteId::kListEventConfigs,
           [](const v1::ListEventConfigsRequest& r) { return validation::Violations{}; },
@@ -34,18 +53,7 @@ EventConfigServiceImpl::EventConfigServiceImpl(const ServiceDeps& deps)
                  v1::ListEventConfigsResponse* out, vendor::DecodeReport* report) {
             return vendor::DecodeListEventConfigsResponse(j, out, report);
           }},
-      update_event_config_{
-          routes::RouteId::kUpdateEventConfig,
-          [](const v1::UpdateEventConfigRequest& r) {
-            return validation::ValidateUpdateEventConfig(r);
-          },
-          [this](const v1::UpdateEventConfigRequest& r) {
-            return vendor::EncodeUpdateEventConfigRequest(r);
-          },
-          [this](const nlohmann::json& j, const v1::UpdateEventConfigRequest& r,
-                 v1::UpdateEventConfigResponse* out, vendor::DecodeReport* report) {
-            return vendor::DecodeUpdateEventConfigResponse(j, out, report);
-          }},
+      update_event_config_(UpdateEventConfigEndpoint()),
       test_webhook_{
           routes::RouteId::kTestWebhook,
           [](const v1::TestWebhookRequest& r) { return validation::ValidateTestWebhook(r); },

@@ -8,6 +8,12 @@
 
 namespace inspection::services {
 
+// The writes webhook registration at start-up also makes (server/webhook_registration.cc).
+UnaryEndpoint<v1::UpdateWebhookConfigRequest, v1::UpdateWebhookConfigResponse>
+UpdateWebhookConfigEndpoint();
+UnaryEndpoint<v1::UpdateEventConfigRequest, v1::UpdateEventConfigResponse>
+UpdateEventConfigEndpoint();
+
 // inspection.v1.EventConfigService: each RPC is one vendor call, described by its UnaryEndpoint
 // (route, validation, request encoding, response decoding). Thread-safe; `deps` must
 // outlive the service.

@@ -5,6 +5,16 @@
 
 namespace inspection::services {
 
+UnaryEndpoint<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse> GetTokenStatusEndpoint() {
+  return {routes::RouteId::kGetTokenStatus,
+          [](const v1::GetTokenStatusRequest& r) { return validation::ValidateGetTokenStatus(r); },
+          [](const v1::GetTokenStatusRequest& r) { return vendor::EncodeGetTokenStatusRequest(r); },
+          [](const nlohmann::json& j, const v1::GetTokenStatusRequest& r,
+             v1::GetTokenStatusResponse* out, vendor::DecodeReport* report) {
+            return vendor::DecodeGetTokenStatusResponse(j, out, report);
+          }};
+}
+
 TokenServiceImpl::TokenServiceImpl(const ServiceDeps& deps)
     : deps_(deps),
       create_token_{
@@ -17,16 +27,7 @@ TokenServiceImpl::TokenServiceImpl(const ServiceDeps& deps)
                 j, deps_.webapp_url, vendor::LocaleCode(r.customer().locale()), out, report);
           },
           [](const v1::CreateTokenRequest& r) { return r.idempotency_key(); }},
-      get_token_status_{
-          routes::RouteId::kGetTokenStatus,
-          [](const v1::GetTokenStatusRequest& r) { return validation::ValidateGetTokenStatus(r); },
-          [this](const v1::GetTokenStatusRequest& r) {
-            return vendor::EncodeGetTokenStatusRequest(r);
-          },
-          [this](const nlohmann::json& j, const v1::GetTokenStatusRequest& r,
-                 v1::GetTokenStatusResponse* out, vendor::DecodeReport* report) {
-            return vendor::DecodeGetTokenStatusResponse(j, out, report);
-          }} {}
+      get_token_status_(GetTokenStatusEndpoint()) {}
 
 grpc::ServerUnaryReactor* TokenServiceImpl::CreateToken(grpc::CallbackServerContext* context,
                                                         const v1::CreateTokenRequest* request,

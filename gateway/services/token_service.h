@@ -8,6 +8,9 @@
 
 namespace inspection::services {
 
+// GetTokenStatus as a vendor call: the RPC and WatchTokenStatus' polls share it.
+UnaryEndpoint<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse> GetTokenStatusEndpoint();
+
 // inspection.v1.TokenService: each RPC is one vendor call, described by its UnaryEndpoint
 // (route, validation, request encoding, response decoding). Thread-safe; `deps` must
 // outlive the service.

@@ -38,8 +38,12 @@ class FailedStream final : public grpc::ServerWriteReactor<Response> {
   void OnDone() override { delete this; }
 };
 
-// One finished RPC, for logs (and later metrics).
+// One finished vendor call or RPC, for the log line and metrics (RpcObserver).
 struct RpcRecord {
+  // Who made the vendor call: "rpc" (a unary RPC), "stream" (StreamDamageResults'
+  // submission), "token_watch" (a WatchTokenStatus poll), "startup" (webhook
+  // registration).
+  std::string_view origin = "rpc";
   const routes::Route* route = nullptr;
   std::string request_id;
   grpc::StatusCode code = grpc::StatusCode::OK;
@@ -170,6 +174,75 @@ std::optional<errors::ApiError> CallOptionsFor(const grpc::CallbackServerContext
 // and, for a stale answer, `x-cache-stale-cause` (the vendor failure's reason).
 void AddCacheMetadata(grpc::CallbackServerContext* context, const upstream::VendorResult& result);
 
+// What one vendor call through an endpoint produced (CallEndpoint).
+template <class Response>
+struct EndpointResult {
+  // OK, or the error as the caller gets it: errors::OutcomeOf applied, details included.
+  grpc::Status status;
+  std::optional<errors::ApiError> error;  // the same error, typed (reason, RetryInfo)
+  Response response;                      // decoded; empty unless OK
+  upstream::CacheStatus cache = upstream::CacheStatus::kNotCached;
+  std::string stale_cause;  // for kStale
+};
+
+// The call core: every vendor call of the gateway goes through it, whoever makes it (unary
+// RPCs through RunUnary, StreamDamageResults' submission, WatchTokenStatus' polls, webhook
+// registration at start-up), so each gets the same pipeline, decoding, error mapping (one
+// OutcomeOf; an unreadable answer is VENDOR_UNEXPECTED_RESPONSE), idempotency bookkeeping,
+// log line and metrics:
+//   encode -> deps.vendor (cache, retries, breaker, vendor client) -> decode -> OutcomeOf
+//   -> the idempotency key's outcome (Complete, or Abandon when nothing reached the
+//      vendor; `idempotency_key` must have been begun by the caller: kLead)
+//   -> NotifyFinished(record) -> done.
+// `endpoint` and `deps` must outlive the call; `done` runs once, on any thread.
+template <class Request, class Response>
+void CallEndpoint(const ServiceDeps& deps, const UnaryEndpoint<Request, Response>& endpoint,
+                  std::shared_ptr<const Request> request,
+                  std::chrono::system_clock::time_point deadline, upstream::CallOptions call,
+                  std::string idempotency_key, RpcRecord record,
+                  std::chrono::steady_clock::time_point start,
+                  absl::AnyInvocable<void(EndpointResult<Response>) &&> done) {
+  record.route = &routes::GetRoute(endpoint.route);
+  const std::string account = call.account;
+  deps.vendor->Call(
+      endpoint.route, endpoint.encode(*request), deadline, call,
+      [&deps, &endpoint, request, idempotency_key = std::move(idempotency_key), account,
+       record = std::move(record), start,
+       done = std::move(done)](upstream::VendorResult result) mutable {
+        record.http_status = result.response.status;
+        EndpointResult<Response> out;
+        out.cache = result.cache;
+        out.stale_cause = result.stale_cause;
+        if (!result.ok()) {
+          out.error = errors::OutcomeOf(*record.route, *result.error);
+        } else if (absl::Status decoded =
+                       endpoint.decode(result.body, *request, &out.response, &record.decode_report);
+                   !decoded.ok()) {
+          out.response.Clear();  // never a half-filled message
+          out.error = errors::OutcomeOf(*record.route, errors::ApiError::FromBadVendorBody(
+                                                           *record.route, result.response,
+                                                           errors::kReasonVendorUnexpectedResponse,
+                                                           std::string(decoded.message())));
+        }
+        if (out.error.has_value()) {
+          out.status = out.error->ToGrpcStatus();
+          record.reason = out.error->reason;
+        }
+        record.code = out.status.error_code();
+        NotifyFinished(deps, record, start);
+        if (!idempotency_key.empty()) {
+          pipeline::IdempotentOutcome outcome{
+              out.status, out.status.ok() ? out.response.SerializeAsString() : std::string()};
+          if (!result.ok() && VendorNotReached(*result.error)) {
+            deps.idempotency->Abandon(account, idempotency_key, outcome);
+          } else {
+            deps.idempotency->Complete(account, idempotency_key, std::move(outcome));
+          }
+        }
+        std::move(done)(std::move(out));
+      });
+}
+
 // Runs one unary RPC without blocking: validate -> encode -> vendor call -> decode ->
 // Finish. The reactor finishes on the transport's event-loop thread.
 template <class Request, class Response>
@@ -279,46 +352,23 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
     }
   }
 
-  deps.vendor->Call(
-      endpoint.route, endpoint.encode(*request), context->deadline(), call,
-      [reactor, context, request, response, &deps, &endpoint, start, idempotency_key,
-       account = call.account, record = std::move(record)](upstream::VendorResult result) mutable {
-        record.http_status = result.response.status;
-        AddCacheMetadata(context, result);
-        grpc::Status status;
-        if (!result.ok()) {
-          const errors::ApiError error = errors::OutcomeOf(*record.route, *result.error);
-          record.reason = error.reason;
-          status = error.ToGrpcStatus();
-          if (error.retry_delay.has_value()) {
-            // gRPC clients with retry policies read this to back off too.
-            context->AddTrailingMetadata("grpc-retry-pushback-ms",
-                                         std::to_string(error.retry_delay->count()));
-          }
-        } else if (absl::Status decoded =
-                       endpoint.decode(result.body, *request, response, &record.decode_report);
-                   !decoded.ok()) {
-          response->Clear();  // never a half-filled message
-          const errors::ApiError error = errors::OutcomeOf(
-              *record.route,
-              errors::ApiError::FromBadVendorBody(*record.route, result.response,
-                                                  errors::kReasonVendorUnexpectedResponse,
-                                                  std::string(decoded.message())));
-          record.reason = error.reason;
-          status = error.ToGrpcStatus();
+  // Not owned: gRPC keeps the request until the reactor finishes, after `done`.
+  std::shared_ptr<const Request> borrowed(request, [](const Request*) {});
+  CallEndpoint<Request, Response>(
+      deps, endpoint, std::move(borrowed), context->deadline(), std::move(call),
+      std::move(idempotency_key), std::move(record), start,
+      [reactor, context, response](EndpointResult<Response> out) {
+        upstream::VendorResult cache;
+        cache.cache = out.cache;
+        cache.stale_cause = out.stale_cause;
+        AddCacheMetadata(context, cache);
+        if (out.error.has_value() && out.error->retry_delay.has_value()) {
+          // gRPC clients with retry policies read this to back off too.
+          context->AddTrailingMetadata("grpc-retry-pushback-ms",
+                                       std::to_string(out.error->retry_delay->count()));
         }
-        record.code = status.error_code();
-        NotifyFinished(deps, record, start);
-        if (!idempotency_key.empty()) {
-          pipeline::IdempotentOutcome outcome{
-              status, status.ok() ? response->SerializeAsString() : std::string()};
-          if (!result.ok() && VendorNotReached(*result.error)) {
-            deps.idempotency->Abandon(account, idempotency_key, outcome);
-          } else {
-            deps.idempotency->Complete(account, idempotency_key, std::move(outcome));
-          }
-        }
-        reactor->Finish(status);
+        if (out.status.ok()) response->Swap(&out.response);
+        reactor->Finish(out.status);
       });
   return reactor;
 }

@@ -535,7 +535,7 @@ TEST_F(SandboxUpstreamTest, MetricsCountWhatAScriptedScenarioDid) {
 }
 
 TEST_F(SandboxUpstreamTest, RegisterWebhookSetsTheUrlKeyAndEvents) {
-  ASSERT_TRUE(server::RegisterWebhookAtVendor(gateway_->vendor(), "https://gw.example.test/hook",
+  ASSERT_TRUE(server::RegisterWebhookAtVendor(gateway_->deps(), "https://gw.example.test/hook",
                                               "registered-key", {"createReport", "chaseUpVehicle"},
                                               std::chrono::seconds(10))
                   .ok());
@@ -563,10 +563,92 @@ TEST_F(SandboxUpstreamTest, RegisterWebhookSetsTheUrlKeyAndEvents) {
   EXPECT_TRUE(enabled.count("chaseUpVehicle"));
   // A vendor refusal stops registration with the vendor's reason.
   absl::Status refused =
-      server::RegisterWebhookAtVendor(gateway_->vendor(), "https://gw.example.test/hook", "k",
+      server::RegisterWebhookAtVendor(gateway_->deps(), "https://gw.example.test/hook", "k",
                                       {"noSuchEvent"}, std::chrono::seconds(10));
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.message().find("noSuchEvent"), std::string::npos);
+}
+
+// Every vendor call goes through the call core (services::CallEndpoint), whoever makes it:
+// StreamDamageResults' submission, WatchTokenStatus' polls and webhook registration each
+// reach the observer (the log line, the drift and replay metrics) with their route, origin
+// and outcome, as unary RPCs do (issue 15).
+class RecordingObserver final : public services::RpcObserver {
+ public:
+  void OnRpcFinished(const services::RpcRecord& record) override {
+    absl::MutexLock lock(&mu_);
+    seen_.push_back({std::string(record.origin),
+                     record.route == nullptr ? "" : record.route->metric_label, record.code});
+  }
+  struct Seen {
+    std::string origin;
+    std::string route;
+    grpc::StatusCode code;
+  };
+  bool Has(const std::string& origin, const std::string& route, grpc::StatusCode code) {
+    absl::MutexLock lock(&mu_);
+    for (const Seen& seen : seen_) {
+      if (seen.origin == origin && seen.route == route && seen.code == code) return true;
+    }
+    return false;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<Seen> seen_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(SandboxUpstreamTest, EveryVendorCallGoesThroughTheCallCore) {
+  RecordingObserver observer;
+  StartGateway([&](server::GatewayServerOptions& options) { options.observer = &observer; });
+
+  // A unary RPC.
+  v1::CreateTokenResponse created;
+  ASSERT_TRUE(
+      token_->CreateToken(GatewayTest::Context().get(), ValidTokenRequest(), &created).ok());
+  EXPECT_TRUE(observer.Has("rpc", "create_token", grpc::StatusCode::OK));
+
+  // StreamDamageResults' submission.
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::StreamDamageResultsRequest request;
+    request.add_urls("https://images.example.com/core/front.jpg");
+    auto reader = damage_->StreamDamageResults(&context, request);
+    v1::StreamDamageResultsResponse message;
+    while (reader->Read(&message)) {
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+  }
+  EXPECT_TRUE(observer.Has("stream", "detect_damage", grpc::StatusCode::OK));
+
+  // A WatchTokenStatus poll.
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::WatchTokenStatusRequest request;
+    request.set_uid(created.token().uid());
+    auto reader = token_->WatchTokenStatus(&context, request);
+    v1::WatchTokenStatusResponse message;
+    ASSERT_TRUE(reader->Read(&message));
+    context.TryCancel();
+    reader->Finish();
+  }
+  EXPECT_TRUE(observer.Has("token_watch", "get_token_status", grpc::StatusCode::OK));
+
+  // Webhook registration, and its failure with the vendor's reason.
+  ASSERT_TRUE(server::RegisterWebhookAtVendor(gateway_->deps(), "https://gw.example.test/core",
+                                              "core-key", {"createReport"},
+                                              std::chrono::seconds(10))
+                  .ok());
+  EXPECT_TRUE(observer.Has("startup", "update_webhook_config", grpc::StatusCode::OK));
+  EXPECT_TRUE(observer.Has("startup", "update_event_config", grpc::StatusCode::OK));
+  EXPECT_FALSE(server::RegisterWebhookAtVendor(gateway_->deps(), "https://gw.example.test/core",
+                                               "core-key", {"noSuchEvent"},
+                                               std::chrono::seconds(10))
+                   .ok());
+  EXPECT_TRUE(observer.Has("startup", "update_event_config", grpc::StatusCode::INVALID_ARGUMENT));
+  StartGateway();  // the observer goes out of scope before the fixture's gateway
 }
 
 TEST_F(SandboxUpstreamTest, StreamDamageResultsEndsAfterTheReport) {
