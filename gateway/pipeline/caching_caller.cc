@@ -135,7 +135,7 @@ struct CachingCaller::Waiter {
   absl::Mutex mu;
   upstream::VendorCallback done ABSL_GUARDED_BY(mu);
   bool answered ABSL_GUARDED_BY(mu) = false;
-  token_watch::Scheduler::TaskId timer ABSL_GUARDED_BY(mu) = 0;
+  timers::Scheduler::TaskId timer ABSL_GUARDED_BY(mu) = 0;
 };
 
 CachingCaller::CachingCaller(upstream::VendorCaller* next, CachingOptions options)
@@ -263,7 +263,7 @@ void CachingCaller::Call(routes::RouteId route_id, const vendor::VendorRequest& 
 
 void CachingCaller::Deliver(const std::shared_ptr<Waiter>& waiter, upstream::VendorResult result) {
   upstream::VendorCallback done;
-  token_watch::Scheduler::TaskId timer = 0;
+  timers::Scheduler::TaskId timer = 0;
   {
     absl::MutexLock lock(&waiter->mu);
     if (waiter->answered) return;  // the other of result and deadline came first

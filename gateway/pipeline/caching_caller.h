@@ -9,7 +9,7 @@
 #include "gateway/cache/cached_fetcher.h"
 #include "gateway/cache/response_cache.h"
 #include "gateway/metrics/gateway_metrics.h"
-#include "gateway/token_watch/scheduler.h"
+#include "gateway/timers/scheduler.h"
 #include "gateway/upstream/vendor_caller.h"
 
 namespace inspection::pipeline {
@@ -35,7 +35,7 @@ struct CachingOptions {
   // Timers that answer a caller whose own deadline passes while it waits for a shared
   // fetch (CALLER_DEADLINE_EXCEEDED) without cancelling the fetch. Null: a caller waits
   // until the fetch ends (at most the route's timeout, plus retries, after it started).
-  token_watch::Scheduler* timers = nullptr;
+  timers::Scheduler* timers = nullptr;
 };
 
 // The response cache of the request pipeline (DESIGN §4), a decorator above the retry

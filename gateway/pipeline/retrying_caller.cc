@@ -58,7 +58,7 @@ struct RetryingCaller::CallState {
 
 RetryingCaller::RetryingCaller(upstream::VendorCaller* next, RetryOptions options,
                                resilience::RetryBudget* budget, resilience::CircuitBreaker* breaker,
-                               token_watch::Scheduler* timers)
+                               timers::Scheduler* timers)
     : next_(next),
       options_(std::move(options)),
       policy_(*resilience::BackoffPolicy::Create(options_.backoff)),

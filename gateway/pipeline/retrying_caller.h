@@ -9,7 +9,7 @@
 #include "gateway/resilience/circuit_breaker.h"
 #include "gateway/resilience/retry_budget.h"
 #include "gateway/resilience/retry_wait.h"
-#include "gateway/token_watch/scheduler.h"
+#include "gateway/timers/scheduler.h"
 #include "gateway/upstream/vendor_caller.h"
 
 namespace inspection::pipeline {
@@ -36,7 +36,7 @@ class RetryingCaller final : public upstream::VendorCaller {
  public:
   RetryingCaller(upstream::VendorCaller* next, RetryOptions options,
                  resilience::RetryBudget* budget, resilience::CircuitBreaker* breaker,
-                 token_watch::Scheduler* timers);
+                 timers::Scheduler* timers);
 
   void Call(routes::RouteId route, const vendor::VendorRequest& request,
             std::chrono::system_clock::time_point deadline, const upstream::CallOptions& options,
@@ -54,7 +54,7 @@ class RetryingCaller final : public upstream::VendorCaller {
   const resilience::BackoffPolicy policy_;
   resilience::RetryBudget* const budget_;
   resilience::CircuitBreaker* const breaker_;
-  token_watch::Scheduler* const timers_;
+  timers::Scheduler* const timers_;
 };
 
 }  // namespace inspection::pipeline

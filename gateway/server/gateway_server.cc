@@ -231,7 +231,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   // The one place the pipeline is composed (DESIGN §4): per vendor account, a retry loop
   // and circuit breaker over its vendor client; an account router over those; the
   // response cache over the router (idempotency keys sit above it, in the services).
-  server->scheduler_ = std::make_unique<token_watch::TimerThreadScheduler>();
+  server->scheduler_ = std::make_unique<timers::TimerThreadScheduler>();
   if (!resilience::BackoffPolicy::Create(opts.retry.backoff).ok()) {
     return absl::InvalidArgumentError("invalid retry backoff settings");
   }

@@ -24,7 +24,7 @@
 #include "gateway/services/unary_call.h"
 #include "gateway/streaming/event_hub.h"
 #include "gateway/streaming/stream_slots.h"
-#include "gateway/token_watch/scheduler.h"
+#include "gateway/timers/scheduler.h"
 #include "gateway/token_watch/token_status_poller.h"
 #include "gateway/upstream/vendor_client.h"
 #include "gateway/webhooks/webhook_receiver.h"
@@ -212,7 +212,7 @@ class GatewayServer {
   std::shared_ptr<eventlog::EventLog> event_log_;
   std::unique_ptr<streaming::EventHub> hub_;
   std::unique_ptr<webhooks::WebhookReceiver> receiver_;
-  std::unique_ptr<token_watch::TimerThreadScheduler> scheduler_;
+  std::unique_ptr<timers::TimerThreadScheduler> scheduler_;
   std::unique_ptr<pipeline::IdempotencyStore> idempotency_;
   std::unique_ptr<pipeline::CachingCaller> caching_;
   // Receiver counters already copied into the metrics (see SyncReceiverMetrics).

@@ -104,13 +104,13 @@ struct UidLoop {
   ResponsePtr last;      // last successful poll result, null until one
   uint64_t version = 0;  // incremented each time `last` changes
   bool in_flight = false;
-  Scheduler::TaskId timer = 0;  // the pending poll, 0 when none
+  timers::Scheduler::TaskId timer = 0;  // the pending poll, 0 when none
   int consecutive_errors = 0;
 };
 
 class PollerCore : public std::enable_shared_from_this<PollerCore> {
  public:
-  PollerCore(TokenStatusPollerOptions options, FetchStatus fetch, Scheduler* scheduler)
+  PollerCore(TokenStatusPollerOptions options, FetchStatus fetch, timers::Scheduler* scheduler)
       : options_(std::move(options)), fetch_(std::move(fetch)), scheduler_(scheduler) {}
 
   absl::StatusOr<std::shared_ptr<TokenWatch>> Watch(const std::string& uid,
@@ -139,7 +139,7 @@ class PollerCore : public std::enable_shared_from_this<PollerCore> {
 
   const TokenStatusPollerOptions options_;
   const FetchStatus fetch_;
-  Scheduler* const scheduler_;
+  timers::Scheduler* const scheduler_;
 
   mutable absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
@@ -454,7 +454,7 @@ TokenStatusPollerOptions Normalize(TokenStatusPollerOptions options) {
 }  // namespace
 
 TokenStatusPoller::TokenStatusPoller(TokenStatusPollerOptions options, FetchStatus fetch,
-                                     Scheduler* scheduler)
+                                     timers::Scheduler* scheduler)
     : core_(std::make_shared<internal::PollerCore>(Normalize(std::move(options)), std::move(fetch),
                                                    scheduler)) {}
 

@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "gateway/token_watch/scheduler.h"
+#include "gateway/timers/scheduler.h"
 #include "inspection/v1/token.pb.h"
 
 namespace inspection::token_watch {
@@ -118,7 +118,8 @@ class TokenStatusPoller {
     size_t watchers = 0;        // watches registered and not ended
   };
 
-  TokenStatusPoller(TokenStatusPollerOptions options, FetchStatus fetch, Scheduler* scheduler);
+  TokenStatusPoller(TokenStatusPollerOptions options, FetchStatus fetch,
+                    timers::Scheduler* scheduler);
   // Shutdown().
   ~TokenStatusPoller();
   TokenStatusPoller(const TokenStatusPoller&) = delete;

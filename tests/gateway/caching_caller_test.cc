@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "gateway/token_watch/scheduler.h"
+#include "gateway/timers/scheduler.h"
 
 namespace inspection::pipeline {
 namespace {
@@ -85,7 +85,7 @@ class CachingCallerDeadlineTest : public ::testing::Test {
   }
 
   HeldVendor vendor_;
-  token_watch::ManualScheduler timers_;
+  timers::ManualScheduler timers_;
   std::optional<CachingCaller> caching_;
 };
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "gateway/token_watch/scheduler.h"
+#include "gateway/timers/scheduler.h"
 
 namespace inspection::pipeline {
 namespace {
@@ -21,7 +21,7 @@ using std::chrono::system_clock;
 // Answers each attempt with the next scripted result, recording when it came.
 class ScriptedVendor final : public upstream::VendorCaller {
  public:
-  explicit ScriptedVendor(token_watch::ManualScheduler* clock) : clock_(clock) {}
+  explicit ScriptedVendor(timers::ManualScheduler* clock) : clock_(clock) {}
   void Script(upstream::VendorResult result) { script_.push_back(std::move(result)); }
 
   void Call(routes::RouteId, const vendor::VendorRequest&, system_clock::time_point,
@@ -34,7 +34,7 @@ class ScriptedVendor final : public upstream::VendorCaller {
   const std::vector<absl::Time>& attempts_at() const { return attempts_at_; }
 
  private:
-  token_watch::ManualScheduler* const clock_;
+  timers::ManualScheduler* const clock_;
   std::deque<upstream::VendorResult> script_;
   std::vector<absl::Time> attempts_at_;
 };
@@ -79,7 +79,7 @@ class RetryingCallerTest : public ::testing::Test {
     return out;
   }
 
-  token_watch::ManualScheduler timers_;
+  timers::ManualScheduler timers_;
   ScriptedVendor vendor_;
   std::unique_ptr<resilience::RetryBudget> budget_;
   std::unique_ptr<resilience::CircuitBreaker> breaker_;

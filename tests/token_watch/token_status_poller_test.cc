@@ -13,7 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "gateway/token_watch/scheduler.h"
+#include "gateway/timers/scheduler.h"
 
 namespace inspection::token_watch {
 namespace {
@@ -40,7 +40,7 @@ Response TokenStatus(int raw, bool expired = false, const std::string& uid = "to
 // each call's virtual time. In hold mode the calls are parked until the test completes them.
 class FakeFetch {
  public:
-  explicit FakeFetch(ManualScheduler* clock) : clock_(clock) {}
+  explicit FakeFetch(timers::ManualScheduler* clock) : clock_(clock) {}
 
   void Script(const std::string& uid, std::vector<absl::StatusOr<Response>> results) {
     scripts_[uid] = std::deque<absl::StatusOr<Response>>(results.begin(), results.end());
@@ -95,7 +95,7 @@ class FakeFetch {
     return result;
   }
 
-  ManualScheduler* const clock_;
+  timers::ManualScheduler* const clock_;
   bool hold_ = false;
   std::map<std::string, std::deque<absl::StatusOr<Response>>> scripts_;
   std::map<std::string, std::vector<absl::Time>> call_times_;
@@ -153,7 +153,7 @@ class TokenStatusPollerTest : public ::testing::Test {
   // A recorder that outlives the poller: the poller's destructor ends the open watches.
   Recorder& NewRecorder() { return recorders_.emplace_back(); }
 
-  ManualScheduler scheduler_;
+  timers::ManualScheduler scheduler_;
   FakeFetch fetch_{&scheduler_};
   TokenStatusPollerOptions options_;
   std::deque<Recorder> recorders_;
@@ -399,7 +399,7 @@ TEST_F(TokenStatusPollerTest, NonTransientErrorsEndTheWatchersAtOnce) {
        {absl::NotFoundError("no such token"), absl::PermissionDeniedError("forbidden"),
         absl::UnauthenticatedError("bad key"), absl::InvalidArgumentError("bad uid")}) {
     SCOPED_TRACE(error.ToString());
-    ManualScheduler scheduler;
+    timers::ManualScheduler scheduler;
     FakeFetch fetch(&scheduler);
     fetch.Script("tok", {TokenStatus(0), error});
     Recorder a, b;  // before the poller: they must outlive it

@@ -16,7 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "gateway/token_watch/scheduler.h"
+#include "gateway/timers/scheduler.h"
 #include "gateway/token_watch/token_status_poller.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
@@ -134,7 +134,7 @@ class WatchTokenStatusTest : public ::testing::Test {
 
   // Declaration order = reverse destruction order: the scheduler outlives the poller, the
   // poller outlives the server.
-  TimerThreadScheduler scheduler_;
+  timers::TimerThreadScheduler scheduler_;
   std::unique_ptr<TokenStatusPoller> poller_;
   std::unique_ptr<TestTokenService> service_;
   std::unique_ptr<grpc::Server> server_;

@@ -1,5 +1,5 @@
-#ifndef GATEWAY_TOKEN_WATCH_SCHEDULER_H_
-#define GATEWAY_TOKEN_WATCH_SCHEDULER_H_
+#ifndef GATEWAY_TIMERS_SCHEDULER_H_
+#define GATEWAY_TIMERS_SCHEDULER_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -15,10 +15,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace inspection::token_watch {
+namespace inspection::timers {
 
-// Runs tasks later: the timer facility of the token status poller, injected so that
-// tests drive virtual time (ManualScheduler) instead of sleeping.
+// Runs tasks later: the gateway's timer facility (retry waits, cache waiters, token
+// polls), injected so that tests drive virtual time (ManualScheduler) instead of sleeping.
 //
 // Contract shared by every implementation:
 // - RunAfter never runs `task` on the calling thread before it returns: callers may hold
@@ -109,6 +109,6 @@ class ManualScheduler final : public Scheduler {
   std::unordered_map<TaskId, absl::Time> due_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace inspection::token_watch
+}  // namespace inspection::timers
 
-#endif  // GATEWAY_TOKEN_WATCH_SCHEDULER_H_
+#endif  // GATEWAY_TIMERS_SCHEDULER_H_

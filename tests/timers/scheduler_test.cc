@@ -1,4 +1,4 @@
-#include "gateway/token_watch/scheduler.h"
+#include "gateway/timers/scheduler.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 
-namespace inspection::token_watch {
+namespace inspection::timers {
 namespace {
 
 using ::testing::ElementsAre;
@@ -186,4 +186,4 @@ TEST(TimerThreadSchedulerTest, DestructionDropsPendingTasksWithoutRunningThem) {
 }
 
 }  // namespace
-}  // namespace inspection::token_watch
+}  // namespace inspection::timers

@@ -1,8 +1,8 @@
-#include "gateway/token_watch/scheduler.h"
+#include "gateway/timers/scheduler.h"
 
 #include <algorithm>
 
-namespace inspection::token_watch {
+namespace inspection::timers {
 
 namespace {
 
@@ -161,4 +161,4 @@ int ManualScheduler::AdvanceBy(absl::Duration delta) {
   }
 }
 
-}  // namespace inspection::token_watch
+}  // namespace inspection::timers
