@@ -33,8 +33,9 @@ FetchResult FetchResult::Failure(absl::Status error) {
   return Failure(std::move(error), allow_stale);
 }
 
-FetchResult FetchResult::Failure(absl::Status error, bool allow_stale) {
+FetchResult FetchResult::Failure(absl::Status error, bool allow_stale, std::any detail) {
   FetchResult result;
+  result.detail = std::move(detail);
   // An OK "failure" would reach callers as a success without a value.
   result.status = error.ok() ? absl::InternalError("FetchResult::Failure called with OK status")
                              : std::move(error);
@@ -101,13 +102,17 @@ class CachedFetcher::Completion {
           if (fallback.freshness == Freshness::kStale) {
             out.source = Source::kStaleAfterError;
             out.stale_cause = result.status;
+            out.error_detail = result.detail;
           } else {
             // Someone stored a fresh value while this call was failing; that is a plain hit.
             out.source = Source::kFreshHit;
           }
         }
       }
-      if (out.value == nullptr) out.status = std::move(result.status);
+      if (out.value == nullptr) {
+        out.status = std::move(result.status);
+        out.error_detail = std::move(result.detail);
+      }
     }
     fetcher_->Publish(flight_, out, std::move(leader_done_));
   }

@@ -26,6 +26,7 @@
 // Thread safety: all methods may be called concurrently. The ResponseCache and the
 // CachedFetcher must outlive every in-flight fetch.
 
+#include <any>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -56,13 +57,17 @@ struct FetchResult {
                              std::vector<std::string> tags = {});
   // `error` must not be OK. allow_stale = StaleIfErrorApplies(error).
   static FetchResult Failure(absl::Status error);
-  static FetchResult Failure(absl::Status error, bool allow_stale);
+  // `detail`: the caller's own description of the failure (the pipeline's typed error),
+  // handed back unchanged to every caller of the flight in GetResult::error_detail; the
+  // fetcher never reads it.
+  static FetchResult Failure(absl::Status error, bool allow_stale, std::any detail = {});
 
   absl::Status status;  // OK for a success
   std::string value;
   absl::Duration ttl = absl::ZeroDuration();
   std::vector<std::string> tags;
   bool allow_stale = false;  // failures only: may a stale entry be served instead
+  std::any detail;           // failures only: see Failure()
 };
 
 enum class Source {
@@ -81,6 +86,8 @@ struct GetResult {
   // For kStaleAfterError: the upstream failure that made the stale value acceptable, for the
   // response metadata and logs. OK otherwise.
   absl::Status stale_cause;
+  // The fetch failure's FetchResult::detail: with a failed `status`, or with `stale_cause`.
+  std::any error_detail;
 
   bool ok() const { return status.ok(); }
   bool stale() const { return source == Source::kStaleAfterError; }

@@ -1,6 +1,7 @@
 #include "gateway/pipeline/caching_caller.h"
 
 #include <algorithm>
+#include <any>
 #include <memory>
 #include <utility>
 
@@ -10,57 +11,22 @@
 namespace inspection::pipeline {
 namespace {
 
-// The vendor's failure travels through the fetcher (to every coalesced caller) as an
-// absl::Status carrying the whole ApiError as a JSON payload.
-constexpr char kApiErrorPayload[] = "type.inspection/gateway.ApiError";
+// The vendor's failure travels through the fetcher (to every coalesced caller) as the
+// failure's detail: the VendorResult itself, typed, never re-encoded.
+using SharedFailure = std::shared_ptr<const upstream::VendorResult>;
 
-absl::Status ToStatus(const upstream::VendorResult& result) {
-  const errors::ApiError& error = *result.error;
-  nlohmann::json j;
-  j["reason"] = error.reason;
-  j["metadata"] = error.metadata;
-  nlohmann::json violations = nlohmann::json::array();
-  for (const auto& v : error.violations) {
-    violations.push_back({{"field", v.field}, {"description", v.description}});
+// The failure a fetcher result stands for: the vendor's, or (a fetch dropped unrun, a bug)
+// the fetcher's own status as INTERNAL.
+upstream::VendorResult FailureOf(const absl::Status& status, const std::any& detail) {
+  if (const SharedFailure* failure = std::any_cast<SharedFailure>(&detail);
+      failure != nullptr && *failure != nullptr) {
+    return **failure;
   }
-  j["violations"] = std::move(violations);
-  if (error.retry_delay.has_value()) j["retry_ms"] = error.retry_delay->count();
-  j["http_status"] = result.response.status;
-  j["failure"] = {{"kind", static_cast<int>(error.failure.kind)},
-                  {"http_status", error.failure.http_status},
-                  {"request_sent", error.failure.request_sent}};
-  absl::Status status(error.code, error.message);
-  status.SetPayload(kApiErrorPayload,
-                    absl::Cord(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
-  return status;
-}
-
-upstream::VendorResult FromStatus(const absl::Status& status) {
   upstream::VendorResult result;
   errors::ApiError error;
   error.code = status.code();
   error.message = std::string(status.message());
-  if (auto payload = status.GetPayload(kApiErrorPayload); payload.has_value()) {
-    nlohmann::json j = nlohmann::json::parse(std::string(*payload), nullptr, false);
-    if (j.is_object()) {
-      error.reason = j.value("reason", "");
-      error.metadata = j.value("metadata", std::map<std::string, std::string>{});
-      for (const auto& v : j.value("violations", nlohmann::json::array())) {
-        error.violations.push_back({v.value("field", ""), v.value("description", "")});
-      }
-      if (j.contains("retry_ms")) {
-        error.retry_delay = std::chrono::milliseconds(j["retry_ms"].get<int64_t>());
-      }
-      result.response.status = j.value("http_status", 0L);
-      const nlohmann::json failure = j.value("failure", nlohmann::json::object());
-      error.failure.kind = static_cast<errors::VendorFailure::Kind>(failure.value("kind", 0));
-      error.failure.http_status = failure.value("http_status", 0);
-      error.failure.request_sent = failure.value("request_sent", false);
-    }
-  } else {
-    // Not the vendor's error (e.g. the fetch was dropped): keep the status as it is.
-    error.reason = std::string(errors::kReasonInternal);
-  }
+  error.reason = std::string(errors::kReasonInternal);
   result.error = std::move(error);
   return result;
 }
@@ -194,7 +160,10 @@ void CachingCaller::Call(routes::RouteId route_id, const vendor::VendorRequest& 
                     std::move(complete)(cache::FetchResult::Success(EncodeValue(result), ttl));
                   } else {
                     const bool stale_ok = AllowsStale(result.error->code);
-                    std::move(complete)(cache::FetchResult::Failure(ToStatus(result), stale_ok));
+                    absl::Status status(result.error->code, result.error->message);
+                    std::move(complete)(cache::FetchResult::Failure(
+                        std::move(status), stale_ok,
+                        std::make_shared<const upstream::VendorResult>(std::move(result))));
                   }
                 });
   };
@@ -203,38 +172,38 @@ void CachingCaller::Call(routes::RouteId route_id, const vendor::VendorRequest& 
                                   : &options_.metrics->ForRoute(static_cast<size_t>(route_id));
   const bool bypass = options.bypass_cache;
   auto waiter = std::make_shared<Waiter>(std::move(done));
-  fetcher_.GetOrFetch(key, get, std::move(fetch),
-                      [this, waiter, route_metrics, bypass](cache::GetResult got) mutable {
-                        upstream::VendorResult result;
-                        if (got.ok()) {
-                          result = DecodeValue(*got.value);
-                        } else {
-                          result = FromStatus(got.status);
-                        }
-                        switch (got.source) {
-                          case cache::Source::kFreshHit:
-                            result.cache = upstream::CacheStatus::kHit;
-                            if (route_metrics != nullptr) route_metrics->RecordCacheHit();
-                            break;
-                          case cache::Source::kStaleAfterError:
-                            result.cache = upstream::CacheStatus::kStale;
-                            result.stale_cause = FromStatus(got.stale_cause).error->reason;
-                            if (route_metrics != nullptr) route_metrics->RecordCacheStaleServed();
-                            break;
-                          case cache::Source::kFetched:
-                            if (got.coalesced) {
-                              result.cache = upstream::CacheStatus::kCoalesced;
-                              if (route_metrics != nullptr) route_metrics->RecordCacheCoalesced();
-                            } else {
-                              result.cache = bypass ? upstream::CacheStatus::kBypass
-                                                    : upstream::CacheStatus::kMiss;
-                              if (route_metrics != nullptr) route_metrics->RecordCacheMiss();
-                            }
-                            break;
-                        }
-                        PublishGauges();
-                        Deliver(waiter, std::move(result));
-                      });
+  fetcher_.GetOrFetch(
+      key, get, std::move(fetch),
+      [this, waiter, route_metrics, bypass](cache::GetResult got) mutable {
+        upstream::VendorResult result;
+        if (got.ok()) {
+          result = DecodeValue(*got.value);
+        } else {
+          result = FailureOf(got.status, got.error_detail);
+        }
+        switch (got.source) {
+          case cache::Source::kFreshHit:
+            result.cache = upstream::CacheStatus::kHit;
+            if (route_metrics != nullptr) route_metrics->RecordCacheHit();
+            break;
+          case cache::Source::kStaleAfterError:
+            result.cache = upstream::CacheStatus::kStale;
+            result.stale_cause = FailureOf(got.stale_cause, got.error_detail).error->reason;
+            if (route_metrics != nullptr) route_metrics->RecordCacheStaleServed();
+            break;
+          case cache::Source::kFetched:
+            if (got.coalesced) {
+              result.cache = upstream::CacheStatus::kCoalesced;
+              if (route_metrics != nullptr) route_metrics->RecordCacheCoalesced();
+            } else {
+              result.cache = bypass ? upstream::CacheStatus::kBypass : upstream::CacheStatus::kMiss;
+              if (route_metrics != nullptr) route_metrics->RecordCacheMiss();
+            }
+            break;
+        }
+        PublishGauges();
+        Deliver(waiter, std::move(result));
+      });
 
   // Still waiting (not a fresh hit): stop waiting at the caller's own deadline.
   if (options_.timers == nullptr || deadline == std::chrono::system_clock::time_point::max()) {

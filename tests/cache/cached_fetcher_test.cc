@@ -263,6 +263,21 @@ TEST_F(CachedFetcherTest, ErrorReachesEveryFollowerAndIsNotCached) {
   EXPECT_EQ(upstream_.calls(), 2);
 }
 
+// The caller's typed description of a failure reaches every caller of the flight as it was,
+// never re-encoded (the pipeline hands its VendorResult through here).
+TEST_F(CachedFetcherTest, AFailuresDetailReachesEveryCallerUnchanged) {
+  for (int i = 0; i < 3; ++i) Get(key_);
+  auto detail = std::make_shared<const std::string>("the vendor's typed error");
+  upstream_.Complete(0, FetchResult::Failure(absl::UnavailableError("down"), false, detail));
+  std::vector<GetResult> results = results_.Take();
+  ASSERT_EQ(results.size(), 3u);
+  for (const GetResult& r : results) {
+    const auto* got = std::any_cast<std::shared_ptr<const std::string>>(&r.error_detail);
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(got->get(), detail.get()) << "the same object, not a copy";
+  }
+}
+
 TEST_F(CachedFetcherTest, StaleServedOnlyOnRetryableFailureWithinWindowAndFlagged) {
   Get(key_);
   upstream_.Complete(0, FetchResult::Success("v1", kTtl));  // fresh until +10s
