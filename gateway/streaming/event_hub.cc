@@ -175,6 +175,7 @@ void EventHub::DispatchTail() {
           }
           subscription->sink->End(
               grpc::Status(grpc::StatusCode::UNAVAILABLE, "events were removed before delivery"));
+          subscription->live = false;
           Unsubscribe(id);
         }
         absl::StatusOr<std::string> last = log_->LastCursor();
@@ -195,7 +196,12 @@ void EventHub::DispatchTail() {
         subscription->position = stored.cursor;
         if (!subscription->filter.Matches(stored.event)) continue;
         if (converted.event == nullptr) converted = Convert(stored);
-        if (!Offer(*subscription, converted.event, converted.bytes)) Unsubscribe(id);
+        if (!Offer(*subscription, converted.event, converted.bytes)) {
+          // Ended: out of the live dispatch at once (DispatchTail runs several times a
+          // turn; the subscription is erased at the next turn).
+          subscription->live = false;
+          Unsubscribe(id);
+        }
       }
       if (options_.metrics != nullptr && stored.event.received_at_ms > 0) {
         // Receipt (= append) to hand-off to every live subscriber of this replica.
