@@ -26,8 +26,9 @@ namespace inspection::streaming {
 // streams.queue_max_bytes).
 struct StreamQueueLimits {
   size_t max_events = 1000;
-  // Memory of the queued events (protobuf SpaceUsedLong); an event larger than this is
-  // still queued when the queue is empty, so a stream never stalls on one big event.
+  // Memory of the events waiting behind the write in flight (protobuf SpaceUsedLong); an
+  // event larger than this is still queued when none is waiting, so a stream that reads
+  // never stalls or ends on one big event.
   size_t max_bytes = size_t{4} << 20;
 };
 

@@ -179,7 +179,11 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
   size_t Room() const {
     absl::MutexLock lock(&mu_);
     if (finished_ || pending_finish_.has_value()) return 0;
-    if (!queue_.empty() && queued_bytes_ >= limits_.max_bytes) return 0;
+    // The byte bound counts the messages waiting behind the write in flight: one event
+    // larger than the bound is still sent, and does not end a stream that keeps reading.
+    const size_t in_flight = writing_ && !queue_.empty() ? queue_.front().bytes : 0;
+    const size_t waiting = queue_.size() - (writing_ && !queue_.empty() ? 1 : 0);
+    if (waiting > 0 && queued_bytes_ - in_flight >= limits_.max_bytes) return 0;
     return queue_.size() >= limits_.max_events ? 0 : limits_.max_events - queue_.size();
   }
 

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <thread>
 
 #include "inspection/v1/event.grpc.pb.h"
 #include "sandbox/emulator/sandbox_server.h"
@@ -315,6 +316,31 @@ TEST_F(StreamingTest, ASubscriberThatDoesNotReadIsEndedAtItsByteBound) {
   // gRPC's flow-control windows take some; the gateway's queue at most 2 MiB more.
   EXPECT_LT(posted, 64);
   context.TryCancel();
+}
+
+// The byte bound counts what waits behind the write in flight: events each larger than
+// queue_max_bytes, arriving together, all reach a subscriber that reads.
+TEST_F(StreamingTest, EventsLargerThanTheByteBoundReachAReadingSubscriber) {
+  StartStreamingGateway(/*queue_size=*/1000, 1000000, [](server::GatewayServerOptions& options) {
+    options.stream_queue.max_bytes = 64 * 1024;
+  });
+  auto stream = Subscribe(v1::SubscribeRequest());
+  WaitSubscribers(1);
+  const std::string padding(256 * 1024, 'x');
+  std::vector<std::thread> posters;
+  std::atomic<int> accepted{0};
+  for (int i = 0; i < 8; ++i) {
+    posters.emplace_back([&, i] {
+      nlohmann::json body = Event("newInspection", "big", i);
+      body["padding"] = padding;
+      if (PostWebhook(body) == 200) ++accepted;
+    });
+  }
+  for (auto& poster : posters) poster.join();
+  ASSERT_EQ(accepted.load(), 8);
+  EXPECT_TRUE(stream->WaitFor(8));
+  std::lock_guard<std::mutex> lock(stream->mu);
+  EXPECT_FALSE(stream->done) << stream->status.error_message();
 }
 
 // Issue 14: a catching-up subscriber that does not read is ended after
