@@ -716,9 +716,9 @@ const std::vector<KeySpec>& Keys() {
       IntegerKey(
           "streams.queue_max_bytes", [](auto& c) -> auto& { return c.streams.queue_max_bytes; },
           1024, int64_t{1} << 40, "BYTES",
-          "Memory the events buffered for one stream may hold (one larger event is still "
-          "sent); past it, as past queue_size. Worst case for all streams: max_total times "
-          "this."),
+          "Memory the events waiting for one stream behind the one being written may hold (a "
+          "larger event is still sent); past it, as past queue_size. Worst case for all "
+          "streams: max_total times this."),
       IntegerKey(
           "streams.catchup_events_per_turn",
           [](auto& c) -> auto& { return c.streams.catchup_events_per_turn; }, 1, 100000, "N",
