@@ -82,7 +82,7 @@ absl::Status EventHub::Start() {
   if (started_) return absl::OkStatus();
   tail_ = *last;
   started_ = true;
-  thread_ = std::thread([this] { Run(); });
+  if (options_.run_thread) thread_ = std::thread([this] { Run(); });
   return absl::OkStatus();
 }
 
@@ -92,7 +92,11 @@ void EventHub::Stop() {
     if (!started_ || stopping_) return;
     stopping_ = true;
   }
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) {
+    thread_.join();  // the thread ends every stream on its way out
+  } else {
+    EndAll();
+  }
 }
 
 uint64_t EventHub::Subscribe(std::shared_ptr<EventSink> sink, EventFilter filter,
@@ -224,7 +228,7 @@ void EventHub::CatchUp(Subscription& subscription) {
   if (subscription.sink->Room() == 0) {
     // A subscriber that reads makes room again; one whose queue stays full is not reading
     // and only holds its queue's memory: end it, it can resume from its last cursor.
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = Now();
     if (!subscription.stalled_since.has_value()) {
       subscription.stalled_since = now;
     } else if (now - *subscription.stalled_since >= options_.catchup_idle_timeout) {
@@ -279,59 +283,71 @@ void EventHub::CatchUp(Subscription& subscription) {
   }
 }
 
-void EventHub::Run() {
-  auto next_retention = std::chrono::steady_clock::now();
-  for (;;) {
-    std::vector<uint64_t> removed;
-    {
-      absl::MutexLock lock(&mu_);
-      removed.swap(removed_);
-      for (uint64_t id : removed) subscriptions_.erase(id);
-      if (stopping_) break;
-    }
-    wake_.store(false);
-    DispatchTail();
+std::chrono::steady_clock::time_point EventHub::Now() const {
+  return options_.clock ? options_.clock() : std::chrono::steady_clock::now();
+}
 
-    std::vector<std::pair<uint64_t, Subscription*>> catching_up;
-    {
-      absl::MutexLock lock(&mu_);
-      for (auto& [id, subscription] : subscriptions_) {
-        if (!subscription.live) catching_up.emplace_back(id, &subscription);
-      }
-    }
-    if (options_.metrics != nullptr) options_.metrics->SetCatchingUpSubscribers(catching_up.size());
-    // One slice per catching-up subscriber, with the live tail dispatched between slices:
-    // a long catch-up delays live events by one slice at most.
-    bool waiting_for_room = false;
-    bool more_to_catch_up = false;
-    for (auto& [id, subscription] : catching_up) {
-      CatchUp(*subscription);
-      if (subscription->sink == nullptr) {
-        Unsubscribe(id);
-      } else if (!subscription->live) {
-        if (subscription->stalled_since.has_value()) {
-          waiting_for_room = true;
-        } else {
-          more_to_catch_up = true;
-        }
-      }
-      DispatchTail();
-    }
-
-    if (std::chrono::steady_clock::now() >= next_retention) {
-      absl::StatusOr<int64_t> trimmed = log_->ApplyRetention(absl::Now());
-      if (!trimmed.ok()) {
-        logging::Warn("event log retention failed",
-                      {{"error", std::string(trimmed.status().message())}});
-      }
-      next_retention = std::chrono::steady_clock::now() + options_.retention_every;
-    }
-    if (more_to_catch_up || wake_.load()) continue;
-    // Catching-up subscribers continue as soon as they have room; otherwise wait for
-    // the next append (the log wakes us at once for appends in this process).
-    std::string tail = TailCursor();
-    log_->WaitForAppend(tail, waiting_for_room ? std::chrono::milliseconds(5) : options_.idle_wait);
+std::optional<std::chrono::milliseconds> EventHub::RunOneTurn() {
+  std::vector<uint64_t> removed;
+  {
+    absl::MutexLock lock(&mu_);
+    removed.swap(removed_);
+    for (uint64_t id : removed) subscriptions_.erase(id);
+    if (stopping_) return std::nullopt;
   }
+  wake_.store(false);
+  DispatchTail();
+
+  std::vector<std::pair<uint64_t, Subscription*>> catching_up;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, subscription] : subscriptions_) {
+      if (!subscription.live) catching_up.emplace_back(id, &subscription);
+    }
+  }
+  if (options_.metrics != nullptr) options_.metrics->SetCatchingUpSubscribers(catching_up.size());
+  // One slice per catching-up subscriber, with the live tail dispatched between slices:
+  // a long catch-up delays live events by one slice at most.
+  bool waiting_for_room = false;
+  bool more_to_catch_up = false;
+  for (auto& [id, subscription] : catching_up) {
+    CatchUp(*subscription);
+    if (subscription->sink == nullptr) {
+      Unsubscribe(id);
+    } else if (!subscription->live) {
+      if (subscription->stalled_since.has_value()) {
+        waiting_for_room = true;
+      } else {
+        more_to_catch_up = true;
+      }
+    }
+    DispatchTail();
+  }
+
+  if (Now() >= next_retention_) {
+    absl::StatusOr<int64_t> trimmed = log_->ApplyRetention(absl::Now());
+    if (!trimmed.ok()) {
+      logging::Warn("event log retention failed",
+                    {{"error", std::string(trimmed.status().message())}});
+    }
+    next_retention_ = Now() + options_.retention_every;
+  }
+  if (more_to_catch_up || wake_.load()) return std::chrono::milliseconds(0);
+  // Catching-up subscribers continue as soon as they have room; otherwise wait for the
+  // next append (the log wakes us at once for appends in this process).
+  return waiting_for_room ? std::chrono::milliseconds(5) : options_.idle_wait;
+}
+
+void EventHub::Run() {
+  for (;;) {
+    const std::optional<std::chrono::milliseconds> wait = RunOneTurn();
+    if (!wait.has_value()) break;
+    if (wait->count() > 0) log_->WaitForAppend(TailCursor(), *wait);
+  }
+  EndAll();
+}
+
+void EventHub::EndAll() {
   // Shutdown: every stream ends with a status its client can resume from.
   std::map<uint64_t, Subscription> left;
   {

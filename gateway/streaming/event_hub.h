@@ -95,6 +95,11 @@ class EventHub {
     // streams.catchup_idle_timeout_ms: how long a catching-up subscriber's queue may stay
     // full before the subscriber is ended.
     std::chrono::milliseconds catchup_idle_timeout{std::chrono::seconds(30)};
+    // The hub's clock (idle catch-ups, retention cadence); null: steady_clock::now.
+    std::function<std::chrono::steady_clock::time_point()> clock;
+    // False: Start() starts no thread, and the owner drives the hub with RunOneTurn()
+    // (tests, on an injected clock, turn by turn).
+    bool run_thread = true;
   };
 
   EventHub(eventlog::EventLog* log, Options options);
@@ -115,6 +120,13 @@ class EventHub {
   // A sink that had no room has room again (call from its write-completion).
   void Wake();
 
+  // One turn of the hub's loop: drop removed subscriptions, dispatch the live tail, one
+  // catch-up slice per catching-up subscriber (the tail again after each), retention when
+  // due. Returns how long the loop may wait for an append before the next turn (zero: go
+  // on at once), or nullopt once stopping. Called by the hub's thread; with
+  // Options::run_thread false, by the owner instead (one thread at a time).
+  std::optional<std::chrono::milliseconds> RunOneTurn();
+
   // The newest event the hub has dispatched ("" before any).
   std::string TailCursor() const;
   size_t SubscriberCount() const;
@@ -130,6 +142,9 @@ class EventHub {
   };
 
   void Run();
+  // Ends every subscription with UNAVAILABLE (shutdown).
+  void EndAll();
+  std::chrono::steady_clock::time_point Now() const;
   void DispatchTail();
   // One slice of a subscriber's catch-up (at most catchup_events_per_turn events).
   void CatchUp(Subscription& subscription);
@@ -147,6 +162,8 @@ class EventHub {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> wake_{false};
+  // Touched by the turn's thread only.
+  std::chrono::steady_clock::time_point next_retention_{};
   std::thread thread_;
 };
 
