@@ -5,6 +5,21 @@
 
 namespace inspection::vendor {
 
+const std::vector<std::string>& SpecEventNames() {
+  static const auto* const kNames = [] {
+    auto* names = new std::vector<std::string>();
+    const google::protobuf::EnumDescriptor* events = v1::EventName_descriptor();
+    for (int i = 0; i < events->value_count(); ++i) {
+      const google::protobuf::EnumValueOptions& options = events->value(i)->options();
+      if (options.HasExtension(v1::vendor_string)) {
+        names->push_back(options.GetExtension(v1::vendor_string));
+      }
+    }
+    return names;
+  }();
+  return *kNames;
+}
+
 v1::EventName EventNameFromString(const std::string& name) {
   const auto* descriptor = v1::EventName_descriptor();
   for (int i = 0; i < descriptor->value_count(); ++i) {

@@ -2,6 +2,7 @@
 #define ADAPTERS_VENDOR_EVENT_MAPPER_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "adapters/vendor/json_codec.h"
@@ -19,6 +20,11 @@ absl::Status DecodeCreateReport(const nlohmann::json& body, v1::CreateReport* re
 
 // The EventName for a vendor event name; EVENT_NAME_UNSPECIFIED when unknown.
 v1::EventName EventNameFromString(const std::string& name);
+
+// Every event name the spec lists, in the EventName enum's order: the `vendor_string` of
+// each value (the one place they are spelled). The webhook receiver's known names, the
+// sandbox's event configuration and `--sandbox`'s registrations use it.
+const std::vector<std::string>& SpecEventNames();
 
 }  // namespace inspection::vendor
 

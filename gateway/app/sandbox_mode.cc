@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "adapters/vendor/event_mapper.h"
 
 namespace inspection::server {
 namespace {
@@ -9,10 +10,6 @@ namespace {
 // The key the sandbox sends in `x-api-key` with its webhooks to the gateway. A dev-only
 // value like the sandbox's own API key; the webhook receiver (issue 4) will check it.
 constexpr char kSandboxWebhookKey[] = "sandbox-webhook-key";
-
-constexpr const char* kAllEvents[] = {"newInspection",      "detectionFinished", "createReport",
-                                      "shareUpdatedReport", "deleteInspection",  "tradeinVehicle",
-                                      "newDamage",          "chaseUpVehicle"};
 
 }  // namespace
 
@@ -42,7 +39,7 @@ std::string GatewayWebhookUrl(const config::GatewayConfig& config, int webhook_p
 void PointSandboxWebhooksAtGateway(const config::GatewayConfig& config, int webhook_port,
                                    sandbox::SandboxServer& sandbox) {
   sandbox.ConfigureWebhook(GatewayWebhookUrl(config, webhook_port), config.webhook_key.Reveal(),
-                           std::vector<std::string>(std::begin(kAllEvents), std::end(kAllEvents)));
+                           vendor::SpecEventNames());
 }
 
 std::string SandboxWelcome(const config::GatewayConfig& config, sandbox::SandboxServer& sandbox,

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "adapters/http/http_server.h"
+#include "adapters/vendor/event_mapper.h"
 #include "nlohmann/json.hpp"
 
 namespace inspection::webhooks {
@@ -142,8 +143,8 @@ std::string AccountLabel(const std::string& name) {
 }  // namespace
 
 std::set<std::string> SpecEventNames() {
-  return {"newInspection",    "detectionFinished", "createReport", "shareUpdatedReport",
-          "deleteInspection", "tradeinVehicle",    "newDamage",    "chaseUpVehicle"};
+  const std::vector<std::string>& names = vendor::SpecEventNames();
+  return {names.begin(), names.end()};
 }
 
 absl::StatusOr<std::unique_ptr<WebhookReceiver>> WebhookReceiver::Start(

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "adapters/vendor/event_mapper.h"
 #include "adapters/vendor/json_codec.h"
 #include "inspection/v1/vendor_options.pb.h"
 
@@ -279,12 +280,7 @@ bool ParseInt32(const std::string& text, int* out) {
 
 }  // namespace
 
-const std::vector<std::string>& KnownEventNames() {
-  static const auto* const kNames = new std::vector<std::string>{
-      "newInspection",    "detectionFinished", "createReport", "shareUpdatedReport",
-      "deleteInspection", "tradeinVehicle",    "newDamage",    "chaseUpVehicle"};
-  return *kNames;
-}
+const std::vector<std::string>& KnownEventNames() { return vendor::SpecEventNames(); }
 
 bool IsKnownEventName(const std::string& name) {
   const auto& names = KnownEventNames();

@@ -5,12 +5,25 @@
 
 #include "adapters/vendor/damage_mapper.h"
 #include "adapters/vendor/event_config_mapper.h"
+#include "adapters/vendor/event_mapper.h"
 #include "adapters/vendor/image_mapper.h"
 #include "adapters/vendor/inspection_mapper.h"
 #include "adapters/vendor/token_mapper.h"
 
 namespace inspection::vendor {
 namespace {
+
+// The spec's event names, spelled once (EventName's vendor_string annotations): every name
+// maps back to its enum value.
+TEST(SpecEventNamesTest, AreTheSpecsEightNamesFromTheEnumAnnotations) {
+  EXPECT_EQ(SpecEventNames(),
+            (std::vector<std::string>{"newInspection", "detectionFinished", "createReport",
+                                      "shareUpdatedReport", "deleteInspection", "tradeinVehicle",
+                                      "newDamage", "chaseUpVehicle"}));
+  for (const std::string& name : SpecEventNames()) {
+    EXPECT_NE(EventNameFromString(name), v1::EVENT_NAME_UNSPECIFIED) << name;
+  }
+}
 
 using nlohmann::json;
 
