@@ -397,16 +397,22 @@ def webhook_slowloris(build, tmp, args):
            "<= 50 ms", p99_ms <= 50 and loud["non2xx"] == 0 and timeouts > 0)
 
 
-def streams(build, tmp, args):
-    """10,000 open Subscribe streams (RSS), then one webhook fanned out to 1,000
-    subscribers (bench_fanout_client, a C++ gRPC client)."""
+def fanout_stack(build, tmp):
+    """The stream scenarios' setup: the bench_fanout_client binary, a started stack, its
+    webhook URL and the file holding the webhook key."""
     client_binary = build / "bench_fanout_client"
     if not os.access(client_binary, os.X_OK):
         raise RuntimeError(f"{client_binary} missing: cmake --build {build} "
                            "--target bench_fanout_client")
     stack = Stack(build, tmp)
-    webhook = f"http://127.0.0.1:{stack.webhook_port}/webhooks/v2"
-    key_file = stack.workdir / "webhook-key"
+    return (client_binary, stack, f"http://127.0.0.1:{stack.webhook_port}/webhooks/v2",
+            stack.workdir / "webhook-key")
+
+
+def streams(build, tmp, args):
+    """10,000 open Subscribe streams (RSS), then one webhook fanned out to 1,000
+    subscribers (bench_fanout_client, a C++ gRPC client)."""
+    client_binary, stack, webhook, key_file = fanout_stack(build, tmp)
 
     def open_streams(count):
         client = subprocess.Popen(
@@ -449,13 +455,7 @@ def streams(build, tmp, args):
 def catchup_isolation(build, tmp, args):
     """One webhook fanned out to 1,000 live subscribers, before and while ten
     Subscribe{from_start, inspection_id: "nope"} streams scan a 100,000-event log."""
-    client_binary = build / "bench_fanout_client"
-    if not os.access(client_binary, os.X_OK):
-        raise RuntimeError(f"{client_binary} missing: cmake --build {build} "
-                           "--target bench_fanout_client")
-    stack = Stack(build, tmp)
-    webhook = f"http://127.0.0.1:{stack.webhook_port}/webhooks/v2"
-    key_file = stack.workdir / "webhook-key"
+    client_binary, stack, webhook, key_file = fanout_stack(build, tmp)
     clients = []
 
     def post(client):

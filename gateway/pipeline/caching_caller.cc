@@ -148,12 +148,12 @@ void CachingCaller::Call(routes::RouteId route_id, const vendor::VendorRequest& 
   get.bypass = options.bypass_cache;
   for (const std::string& tag : route.cache_tags) get.tags.push_back(ExpandTag(tag, request));
 
-  // Only the leader's fetch runs. It is shared, so it runs with the later of the leader's
-  // deadline and the route's timeout: an impatient leader must not fail its followers.
-  const std::chrono::system_clock::time_point fetch_deadline =
-      std::max(deadline, std::chrono::system_clock::now() + route.timeout);
-  auto fetch = [this, route_id, request, fetch_deadline, options,
+  // Only the leader's fetch runs (a hit never gets here). It is shared, so it runs with the
+  // later of the leader's deadline and the route's timeout: an impatient leader must not
+  // fail its followers.
+  auto fetch = [this, route_id, request, deadline, timeout = route.timeout, options,
                 ttl](cache::CachedFetcher::Complete complete) mutable {
+    const auto fetch_deadline = std::max(deadline, std::chrono::system_clock::now() + timeout);
     next_->Call(route_id, request, fetch_deadline, options,
                 [complete = std::move(complete), ttl](upstream::VendorResult result) mutable {
                   if (result.ok()) {

@@ -246,11 +246,12 @@ std::optional<errors::ApiError> CallOptionsFor(const grpc::CallbackServerContext
   return std::nullopt;
 }
 
-void AddCacheMetadata(grpc::CallbackServerContext* context, const upstream::VendorResult& result) {
-  if (result.cache == upstream::CacheStatus::kNotCached) return;
-  context->AddInitialMetadata("x-cache", std::string(upstream::CacheStatusName(result.cache)));
-  if (result.cache == upstream::CacheStatus::kStale) {
-    context->AddInitialMetadata("x-cache-stale-cause", result.stale_cause);
+void AddCacheMetadata(grpc::CallbackServerContext* context, upstream::CacheStatus cache,
+                      const std::string& stale_cause) {
+  if (cache == upstream::CacheStatus::kNotCached) return;
+  context->AddInitialMetadata("x-cache", std::string(upstream::CacheStatusName(cache)));
+  if (cache == upstream::CacheStatus::kStale) {
+    context->AddInitialMetadata("x-cache-stale-cause", stale_cause);
   }
 }
 

@@ -172,7 +172,8 @@ std::optional<errors::ApiError> CallOptionsFor(const grpc::CallbackServerContext
 
 // Tells the caller how the cache answered: `x-cache` (hit, miss, coalesced, stale, bypass)
 // and, for a stale answer, `x-cache-stale-cause` (the vendor failure's reason).
-void AddCacheMetadata(grpc::CallbackServerContext* context, const upstream::VendorResult& result);
+void AddCacheMetadata(grpc::CallbackServerContext* context, upstream::CacheStatus cache,
+                      const std::string& stale_cause);
 
 // What one vendor call through an endpoint produced (CallEndpoint).
 template <class Response>
@@ -358,10 +359,7 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
       deps, endpoint, std::move(borrowed), context->deadline(), std::move(call),
       std::move(idempotency_key), std::move(record), start,
       [reactor, context, response](EndpointResult<Response> out) {
-        upstream::VendorResult cache;
-        cache.cache = out.cache;
-        cache.stale_cause = out.stale_cause;
-        AddCacheMetadata(context, cache);
+        AddCacheMetadata(context, out.cache, out.stale_cause);
         if (out.error.has_value() && out.error->retry_delay.has_value()) {
           // gRPC clients with retry policies read this to back off too.
           context->AddTrailingMetadata("grpc-retry-pushback-ms",

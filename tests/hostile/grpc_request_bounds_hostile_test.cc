@@ -19,6 +19,7 @@
 #include "inspection/v1/image.grpc.pb.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/fake_vendor.h"
+#include "tests/support/gateway_binary.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -43,11 +44,7 @@ class GatewayProcess {
     for (std::string& flag : flags) argv.push_back(std::move(flag));
     process_ = std::make_unique<Subprocess>(
         argv, std::vector<std::string>{"INSPECTION_API_KEY=bounds-suite-vendor-key"});
-    const std::string line = process_->WaitForLine(
-        [](const std::string& l) { return l.find("inspection-gateway serving") != l.npos; },
-        kDeadline);
-    const auto ready = nlohmann::json::parse(line, nullptr, false);
-    if (!ready.is_discarded() && ready.is_object()) port_ = ready.value("grpc_port", 0);
+    port_ = WaitUntilServing(*process_, kDeadline).grpc;
   }
 
   int port() const { return port_; }

@@ -20,12 +20,10 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "inspection/v1/event.grpc.pb.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/gateway_binary.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait.h"
@@ -38,18 +36,6 @@ using std::chrono::milliseconds;
 constexpr milliseconds kDeadline{30000};
 constexpr char kWebhookKey[] = "stream-churn-webhook-key";
 constexpr int kGraceMs = 3000;
-
-// The value of one series in a Prometheus text exposition; -1 when absent.
-double Sample(const std::string& text, const std::string& series) {
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (line.size() > series.size() && line.substr(0, series.size()) == series &&
-        line[series.size()] == ' ') {
-      double value = -1;
-      if (absl::SimpleAtod(line.substr(series.size() + 1), &value)) return value;
-    }
-  }
-  return -1;
-}
 
 class StreamingGateway {
  public:
@@ -66,15 +52,10 @@ class StreamingGateway {
     process_ = std::make_unique<Subprocess>(
         argv, std::vector<std::string>{"INSPECTION_API_KEY=stream-churn-vendor-key",
                                        std::string("INSPECTION_WEBHOOK_KEY=") + kWebhookKey});
-    const std::string line = process_->WaitForLine(
-        [](const std::string& l) { return l.find("inspection-gateway serving") != l.npos; },
-        kDeadline);
-    const auto ready = nlohmann::json::parse(line, nullptr, false);
-    if (!ready.is_discarded() && ready.is_object()) {
-      grpc_port_ = ready.value("grpc_port", 0);
-      webhook_port_ = ready.value("webhook_port", 0);
-      admin_port_ = ready.value("admin_port", 0);
-    }
+    const ServingPorts ports = WaitUntilServing(*process_, kDeadline);
+    grpc_port_ = ports.grpc;
+    webhook_port_ = ports.webhook;
+    admin_port_ = ports.admin;
   }
 
   bool ok() const { return grpc_port_ > 0 && webhook_port_ > 0 && admin_port_ > 0; }
@@ -87,25 +68,15 @@ class StreamingGateway {
     return response ? response->status : -1;
   }
 
-  double Metric(const std::string& series) {
+  std::string Metrics() {
     httplib::Client client("127.0.0.1", admin_port_);
     auto response = client.Get("/metrics");
-    return response ? Sample(response->body, series) : -1;
+    return response ? response->body : "";
   }
+  double Metric(const std::string& series) { return PrometheusSample(Metrics(), series); }
   // Messages the gateway has sent on Subscribe streams.
   double SubscribeMessagesSent() {
-    httplib::Client client("127.0.0.1", admin_port_);
-    auto response = client.Get("/metrics");
-    if (!response) return -1;
-    double sum = 0;
-    for (absl::string_view line : absl::StrSplit(response->body, '\n')) {
-      if (absl::StartsWith(line, "grpc_server_msg_sent_total{") &&
-          absl::StrContains(line, R"(grpc_method="Subscribe")")) {
-        double value = 0;
-        if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) sum += value;
-      }
-    }
-    return sum;
+    return PrometheusSum(Metrics(), "grpc_server_msg_sent_total", R"(grpc_method="Subscribe")");
   }
   double OpenSubscribeStreams() {
     return Metric(R"(inspection_stream_subscribers{rpc="Subscribe"})");

@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/gateway_binary.h"
 #include "tests/support/raw_tcp_client.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -53,18 +54,6 @@ uint64_t RaiseOpenFileLimit() {
   ::setrlimit(RLIMIT_NOFILE, &limit);
   ::getrlimit(RLIMIT_NOFILE, &limit);
   return limit.rlim_cur;
-}
-
-// The value of one series in a Prometheus text exposition; -1 when absent.
-double Sample(const std::string& text, const std::string& series) {
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (line.size() > series.size() && line.substr(0, series.size()) == series &&
-        line[series.size()] == ' ') {
-      double value = -1;
-      if (absl::SimpleAtod(line.substr(series.size() + 1), &value)) return value;
-    }
-  }
-  return -1;
 }
 
 int StatusOf(const std::string& answer) {
@@ -96,14 +85,9 @@ class IngressGateway {
     process_ = std::make_unique<Subprocess>(
         argv, std::vector<std::string>{"INSPECTION_API_KEY=hostile-suite-vendor-key",
                                        std::string("INSPECTION_WEBHOOK_KEY=") + kWebhookKey});
-    const std::string line = process_->WaitForLine(
-        [](const std::string& l) { return l.find("inspection-gateway serving") != l.npos; },
-        kDeadline);
-    const auto ready = nlohmann::json::parse(line, nullptr, false);
-    if (!ready.is_discarded() && ready.is_object()) {
-      webhook_port_ = ready.value("webhook_port", 0);
-      admin_port_ = ready.value("admin_port", 0);
-    }
+    const ServingPorts ports = WaitUntilServing(*process_, kDeadline);
+    webhook_port_ = ports.webhook;
+    admin_port_ = ports.admin;
   }
 
   bool ok() const { return webhook_port_ > 0 && admin_port_ > 0; }
@@ -141,7 +125,7 @@ class IngressGateway {
     return answer;
   }
 
-  double Metric(const std::string& series) { return Sample(Admin("/metrics"), series); }
+  double Metric(const std::string& series) { return PrometheusSample(Admin("/metrics"), series); }
 
  private:
   TempDir temp_;  // before process_: removed after the process stopped
@@ -593,7 +577,7 @@ TEST_F(HostileIngressTest, TheListenerOutlivesRunningOutOfFileDescriptors) {
   EXPECT_TRUE(saturated);
   EXPECT_EQ(StatusOf(during), 503) << during.substr(0, 300);
   EXPECT_NE(during.find("webhook listener is not accepting"), std::string::npos);
-  EXPECT_EQ(Sample(during, "inspection_webhook_listener_accepting"), 0);
+  EXPECT_EQ(PrometheusSample(during, "inspection_webhook_listener_accepting"), 0);
   for (int fd : attackers) ::close(fd);
   // Accepting again (within the retry backoff, at most 1 s), and it says so.
   EXPECT_TRUE(WaitUntil(
