@@ -112,9 +112,6 @@ absl::StatusOr<std::unique_ptr<EventLog>> OpenRedisEventLog(const std::string& u
 // InvalidArgument for anything else, or for cursors of different backends.
 absl::StatusOr<int> CompareCursors(const std::string& a, const std::string& b);
 
-// Lower-case hex SHA-256 of `data`.
-std::string Sha256Hex(const std::string& data);
-
 }  // namespace inspection::eventlog
 
 #endif  // ADAPTERS_EVENTLOG_EVENT_LOG_H_

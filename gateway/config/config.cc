@@ -17,11 +17,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "adapters/eventlog/redis/redis_url.h"
+#include "adapters/redis/redis_url.h"
 #include "gateway/config/value_checks.h"
 #include "nlohmann/json.hpp"
 
 namespace inspection::config {
+
+const server::GatewayServerOptions& ComponentDefaults() {
+  static const server::GatewayServerOptions* const defaults = new server::GatewayServerOptions();
+  return *defaults;
+}
+
 namespace {
 
 using json = nlohmann::json;
@@ -496,24 +502,24 @@ const std::vector<KeySpec>& Keys() {
       IntegerKey(
           "upstream.max_connections", [](auto& c) -> auto& { return c.upstream.max_connections; },
           1, kMaxInt, "N", "Most connections open to the vendor at once."),
-      EnumKey<KeySpelling>(
+      EnumKey<vendor::KeySpelling>(
           "background_removal.position_ratio_key",
           [](auto& c) -> auto& { return c.background_removal.position_ratio_key; },
-          {{"singular", KeySpelling::kSingular},
-           {"plural", KeySpelling::kPlural},
-           {"both", KeySpelling::kBoth}},
+          {{"singular", vendor::KeySpelling::kSingular},
+           {"plural", vendor::KeySpelling::kPlural},
+           {"both", vendor::KeySpelling::kBoth}},
           "Background removal: send manualTopLeftPositionRatio (singular), "
           "manualTopLeftPositionRatios (plural) or both."),
-      EnumKey<KeySpelling>(
+      EnumKey<vendor::KeySpelling>(
           "background_removal.wheel_box_key",
           [](auto& c) -> auto& { return c.background_removal.wheel_box_key; },
-          {{"singular", KeySpelling::kSingular},
-           {"plural", KeySpelling::kPlural},
-           {"both", KeySpelling::kBoth}},
+          {{"singular", vendor::KeySpelling::kSingular},
+           {"plural", vendor::KeySpelling::kPlural},
+           {"both", vendor::KeySpelling::kBoth}},
           "Background removal: send wheelBox (singular), wheelsBox (plural) or both."),
-      EnumKey<ParamsIn>(
+      EnumKey<vendor::ParamsPlacement>(
           "test_webhook.params_in", [](auto& c) -> auto& { return c.test_webhook.params_in; },
-          {{"query", ParamsIn::kQuery}, {"body", ParamsIn::kBody}},
+          {{"query", vendor::ParamsPlacement::kQuery}, {"body", vendor::ParamsPlacement::kBody}},
           "Where TestWebhook sends eventName and inspectionId: the query string or a JSON body."),
       StringListKey(
           "damage.inspection_id_pointers",
@@ -821,8 +827,9 @@ const std::vector<KeySpec>& Keys() {
           "parameters."),
       IntegerKey(
           "cache.image_analysis_ttl_ms",
-          [](auto& c) -> auto& { return c.cache.image_analysis_ttl; }, 1, kDayMs * 30, "MS",
-          "How long an image analysis answer is cached."),
+          [](auto& c) -> auto& { return c.cache.image_analysis_ttl; }, 0, kDayMs * 30, "MS",
+          "How long an image analysis answer is cached; 0: each RPC's own TTL, the cache_ttl_ms "
+          "of its vendor_route annotation (600000 for every image-analysis RPC today)."),
       StringKey(
           "register_webhook", [](auto& c) -> auto& { return c.register_webhook; }, OptionalUrl,
           "URL",
@@ -1364,7 +1371,7 @@ absl::Status CheckConsistent(const GatewayConfig& config) {
     return absl::InvalidArgumentError(
         "`circuit_breaker.max_open_ms` must be >= `circuit_breaker.open_ms`");
   }
-  const GrpcTlsConfig& tls = config.grpc.tls;
+  const GrpcTlsSection& tls = config.grpc.tls;
   if (tls.cert_file.empty() != tls.key_file.empty()) {
     return absl::InvalidArgumentError(
         "`grpc.tls.cert_file` and `grpc.tls.key_file` go together: set both for TLS, or neither");
@@ -1557,13 +1564,11 @@ namespace {
 
 // The password of a credential URL (event_log, idempotency_store: both redis:// or
 // not credentials at all), split exactly as the Redis client splits it.
-std::string UrlPassword(absl::string_view url) {
-  return std::string(eventlog::RedisUrlPassword(url));
-}
+std::string UrlPassword(absl::string_view url) { return std::string(redis::RedisUrlPassword(url)); }
 
 // `url` with its password shown as "[redacted]".
 std::string RedactUrlPassword(const std::string& url) {
-  const absl::string_view password = eventlog::RedisUrlPassword(url);
+  const absl::string_view password = redis::RedisUrlPassword(url);
   if (password.empty()) return url;
   const size_t begin = static_cast<size_t>(password.data() - url.data());
   return absl::StrCat(url.substr(0, begin), "[redacted]", url.substr(begin + password.size()));

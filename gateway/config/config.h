@@ -24,6 +24,8 @@
 #ifndef INSPECTION_GATEWAY_CONFIG_CONFIG_H_
 #define INSPECTION_GATEWAY_CONFIG_CONFIG_H_
 
+#include <chrono>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <ostream>
@@ -32,187 +34,205 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "adapters/vendor/vendor_request.h"
 #include "gateway/config/secret.h"
 #include "gateway/logging/log.h"
+#include "gateway/server/gateway_server.h"
 
 namespace inspection::config {
 
-// Which spelling(s) of a vendor JSON key the gateway sends, where the vendor documentation and
-// its examples disagree.
-enum class KeySpelling {
-  kSingular,  // config value "singular"
-  kPlural,    // config value "plural"
-  kBoth,      // config value "both": send both spellings with the same value
-};
+// The components' own defaults. Every setting a component uses starts from the value that
+// component declares in its options struct (GatewayServerOptions and what it holds), so a
+// default is written once; the config only adds the key, its bounds and its documentation.
+// Settings that belong to the process alone (log level, shutdown grace, sandbox, addresses of
+// the vendor) are declared here.
+const server::GatewayServerOptions& ComponentDefaults();
 
-// Where TestWebhook's eventName and inspectionId go in the vendor request.
-enum class ParamsIn {
-  kQuery,  // config value "query"
-  kBody,   // config value "body" (JSON body)
-};
-
-struct UpstreamOptions {
+// upstream.*: the vendor leg.
+struct UpstreamSection {
   // upstream.timeout_ms (default 30000, > 0): upper bound on one vendor attempt. Each
-  // route has its own timeout (gateway/routes/route_table.cc); longer ones are clamped.
-  absl::Duration timeout = absl::Milliseconds(30000);
+  // route has its own timeout (its vendor_route annotation); longer ones are clamped.
+  absl::Duration timeout = absl::FromChrono(ComponentDefaults().vendor.max_attempt_timeout);
   // upstream.connect_timeout_ms (default 2000, > 0): TCP + TLS connect timeout.
-  absl::Duration connect_timeout = absl::Milliseconds(2000);
+  absl::Duration connect_timeout = absl::FromChrono(ComponentDefaults().connect_timeout);
   // upstream.max_connections (default 1024, >= 1): cap on open connections to the vendor.
-  int max_connections = 1024;
+  int max_connections = ComponentDefaults().max_connections;
 };
 
-struct BackgroundRemovalOptions {
+struct BackgroundRemovalSection {
   // background_removal.position_ratio_key (default "both"): manualTopLeftPositionRatio
   // (singular) and/or manualTopLeftPositionRatios (plural).
-  KeySpelling position_ratio_key = KeySpelling::kBoth;
+  vendor::KeySpelling position_ratio_key = ComponentDefaults().mapper.position_ratio_key;
   // background_removal.wheel_box_key (default "both"): wheelBox (singular) and/or wheelsBox
   // (plural).
-  KeySpelling wheel_box_key = KeySpelling::kBoth;
+  vendor::KeySpelling wheel_box_key = ComponentDefaults().mapper.wheel_box_key;
 };
 
-struct TestWebhookOptions {
+struct TestWebhookSection {
   // test_webhook.params_in (default "query"): where TestWebhook's eventName and inspectionId
   // go; the vendor spec does not show it.
-  ParamsIn params_in = ParamsIn::kQuery;
+  vendor::ParamsPlacement params_in = ComponentDefaults().mapper.test_webhook_params;
 };
 
-struct DamageOptions {
+struct DamageSection {
   // damage.inspection_id_pointers (default ["/inspectionId", "/data/inspectionId",
   // "/inspection/id", "/id"]): RFC 6901 pointers tried in order to find the inspection id in a
   // damage-detection webhook body. At least one; each starts with '/'.
-  std::vector<std::string> inspection_id_pointers = {"/inspectionId", "/data/inspectionId",
-                                                     "/inspection/id", "/id"};
+  std::vector<std::string> inspection_id_pointers =
+      ComponentDefaults().mapper.inspection_id_pointers;
 };
 
-struct SearchOptions {
+struct SearchSection {
   // search.max_limit (default 100, >= 1): largest page size a search may request.
-  int max_limit = 100;
+  int max_limit = ComponentDefaults().limits.search_max_limit;
 };
 
 // validation.*: bounds on requests, checked before any vendor call.
-struct ValidationOptions {
-  int max_urls = 100;  // URLs per call in the list RPCs
+struct ValidationSection {
+  int max_urls = ComponentDefaults().limits.max_urls;  // URLs per call in the list RPCs
 };
 
 // Whether a feature is on: "auto" decides by the mode (see the key).
 enum class Toggle { kAuto, kOn, kOff };
 
 // grpc.tls.*: TLS (and mTLS) on the gRPC listener, from PEM files reloaded without restart.
-struct GrpcTlsConfig {
+struct GrpcTlsSection {
   std::string cert_file;
   std::string key_file;
   std::string client_ca_file;
-  int refresh_interval_seconds = 60;
+  int refresh_interval_seconds = static_cast<int>(ComponentDefaults().tls.refresh_interval.count());
 };
 
 // grpc.*: the gRPC listener's limits, TLS, and reflection.
-struct GrpcOptions {
-  GrpcTlsConfig tls;
+struct GrpcSection {
+  GrpcTlsSection tls;
   std::string authz_policy_file;  // the authorization policy; empty: none
-  int authz_refresh_interval_seconds = 60;
-  // grpc.per_caller.*: limits per caller identity (or address), local to the replica.
-  int per_caller_requests_per_second = 0;  // 0: off
-  int per_caller_burst = 0;                // 0: one second's worth
-  int per_caller_max_streams = 0;          // 0: off
-  int max_receive_message_bytes = 512 * 1024;
-  int max_concurrent_streams = 1000;
-  absl::Duration keepalive_min_client_interval = absl::Milliseconds(10000);
-  absl::Duration keepalive_time = absl::Milliseconds(60000);
-  absl::Duration keepalive_timeout = absl::Milliseconds(20000);
+  int authz_refresh_interval_seconds =
+      static_cast<int>(ComponentDefaults().authz_refresh_interval.count());
+  // grpc.per_caller.*: limits per caller identity (or address), local to the replica; 0: off
+  // (burst 0: one second's worth).
+  int per_caller_requests_per_second =
+      static_cast<int>(ComponentDefaults().caller_limits.requests_per_second);
+  int per_caller_burst = ComponentDefaults().caller_limits.burst;
+  int per_caller_max_streams = ComponentDefaults().caller_limits.max_streams;
+  int max_receive_message_bytes = ComponentDefaults().grpc_limits.max_receive_message_bytes;
+  int max_concurrent_streams = ComponentDefaults().grpc_limits.max_concurrent_streams;
+  absl::Duration keepalive_min_client_interval =
+      absl::Milliseconds(ComponentDefaults().grpc_limits.keepalive_min_client_interval_ms);
+  absl::Duration keepalive_time =
+      absl::Milliseconds(ComponentDefaults().grpc_limits.keepalive_time_ms);
+  absl::Duration keepalive_timeout =
+      absl::Milliseconds(ComponentDefaults().grpc_limits.keepalive_timeout_ms);
   Toggle reflection = Toggle::kAuto;  // auto: on with --sandbox, else off
 };
 
-struct LogOptions {
+struct LogSection {
   // log.level (default "info"; "debug" | "info" | "warn" | "error"): lines below are dropped.
   logging::Level level = logging::Level::kInfo;
 };
 
-struct ShutdownOptions {
+struct ShutdownSection {
   // shutdown.grace_ms (default 10000, >= 0): how long in-flight RPCs get after SIGTERM.
   absl::Duration grace = absl::Milliseconds(10000);
 };
 
 // webhook.*: the vendor-facing webhook receiver, the one Internet-facing port. Every
 // resource a client can make it hold has a limit here (README, "Webhook ingress limits").
-struct WebhookOptions {
-  std::string path = "/webhooks/v2";
-  int max_body_bytes = 8 << 20;
-  absl::Duration head_timeout = absl::Milliseconds(10000);
-  absl::Duration keep_alive_timeout = absl::Milliseconds(75000);
-  int64_t min_body_bytes_per_second = 1024;
-  absl::Duration body_grace = absl::Milliseconds(5000);
-  absl::Duration write_timeout = absl::Milliseconds(10000);
-  int max_head_bytes = 16 * 1024;
-  int max_header_count = 100;
-  int max_connections = 10000;
-  int max_connections_per_client = 256;
-  int max_requests_in_flight = 128;
-  int max_json_depth = 64;
-  int max_json_elements = 100000;
+struct WebhookSection {
+  std::string path = ComponentDefaults().webhook.path;
+  int max_body_bytes = static_cast<int>(ComponentDefaults().webhook.limits.max_body_bytes);
+  absl::Duration head_timeout = absl::FromChrono(ComponentDefaults().webhook.limits.head_timeout);
+  absl::Duration keep_alive_timeout =
+      absl::FromChrono(ComponentDefaults().webhook.limits.keep_alive_timeout);
+  int64_t min_body_bytes_per_second =
+      static_cast<int64_t>(ComponentDefaults().webhook.limits.min_body_bytes_per_second);
+  absl::Duration body_grace = absl::FromChrono(ComponentDefaults().webhook.limits.body_grace);
+  absl::Duration write_timeout = absl::FromChrono(ComponentDefaults().webhook.limits.write_timeout);
+  int max_head_bytes = static_cast<int>(ComponentDefaults().webhook.limits.max_head_bytes);
+  int max_header_count = static_cast<int>(ComponentDefaults().webhook.limits.max_header_count);
+  int max_connections = static_cast<int>(ComponentDefaults().webhook.limits.max_connections);
+  int max_connections_per_client =
+      static_cast<int>(ComponentDefaults().webhook.limits.max_connections_per_client);
+  int max_requests_in_flight =
+      static_cast<int>(ComponentDefaults().webhook.limits.max_requests_in_flight);
+  int max_json_depth = ComponentDefaults().webhook.json_limits.max_depth;
+  int max_json_elements = static_cast<int>(ComponentDefaults().webhook.json_limits.max_elements);
   // Deliveries with the same content within this window are one event (stored once).
-  int dedupe_window_hours = 48;
-  int threads = 16;
+  int dedupe_window_hours = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::hours>(ComponentDefaults().retention.dedupe_window)
+          .count());
+  int threads = ComponentDefaults().webhook.threads;
   // RFC 6901 pointers into the webhook body (defaults fit the spec's createReport body).
-  std::string event_name_pointer = "/event";
-  std::string inspection_id_pointer = "/inspectionId";
-  std::string token_id_pointer = "/tokenId";
-  std::string vehicle_id_pointer = "/vehicleId";
+  std::string event_name_pointer = ComponentDefaults().webhook.event_name_pointer;
+  std::string inspection_id_pointer = ComponentDefaults().webhook.inspection_id_pointer;
+  std::string token_id_pointer = ComponentDefaults().webhook.token_id_pointer;
+  std::string vehicle_id_pointer = ComponentDefaults().webhook.vehicle_id_pointer;
 };
 
-// event_log_*: retention of the event log.
-struct EventLogRetention {
-  int max_age_hours = 168;
-  int max_events = 1000000;
+// event_log_retention.*: retention of the event log.
+struct EventLogRetentionSection {
+  int max_age_hours = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::hours>(ComponentDefaults().retention.max_age)
+          .count());
+  int max_events = static_cast<int>(ComponentDefaults().retention.max_events);
 };
 
 // streams.*: server-streaming RPCs.
-struct StreamOptions {
-  int queue_size = 1000;  // events buffered per subscriber before it is dropped
-  int64_t queue_max_bytes = int64_t{4} << 20;  // memory of those events, per stream
-  int catchup_events_per_turn = 256;
-  absl::Duration catchup_idle_timeout = absl::Milliseconds(30000);
-  int max_per_connection = 500;  // 0: no limit
-  int max_total = 10000;         // 0: no limit
+struct StreamsSection {
+  // Events buffered per subscriber before it is dropped, and their memory, per stream.
+  int queue_size = static_cast<int>(ComponentDefaults().stream_queue.max_events);
+  int64_t queue_max_bytes = static_cast<int64_t>(ComponentDefaults().stream_queue.max_bytes);
+  int catchup_events_per_turn = static_cast<int>(ComponentDefaults().hub.catchup_events_per_turn);
+  absl::Duration catchup_idle_timeout =
+      absl::FromChrono(ComponentDefaults().hub.catchup_idle_timeout);
+  int max_per_connection = ComponentDefaults().stream_slots.max_per_connection;  // 0: no limit
+  int max_total = ComponentDefaults().stream_slots.max_total;                    // 0: no limit
 };
 
 // token_watch.*: WatchTokenStatus polling.
-struct TokenWatchOptions {
-  absl::Duration interval = absl::Milliseconds(2000);
-  absl::Duration max_backoff = absl::Milliseconds(30000);
+struct TokenWatchSection {
+  absl::Duration interval = ComponentDefaults().token_watch.interval;
+  absl::Duration max_backoff = ComponentDefaults().token_watch.max_backoff;
 };
 
 // retry.*: the retry loop around every vendor call (safe and idempotent routes only).
-struct RetryConfig {
-  absl::Duration base = absl::Milliseconds(25);         // first backoff ceiling (full jitter)
-  absl::Duration cap = absl::Milliseconds(1000);        // largest backoff ceiling
-  int max_attempts = 3;                                 // attempts per call, the first included
-  absl::Duration min_attempt = absl::Milliseconds(50);  // no attempt with less time left
+struct RetrySection {
+  absl::Duration base =
+      ComponentDefaults().retry.backoff.base;  // first backoff ceiling (full jitter)
+  absl::Duration cap = ComponentDefaults().retry.backoff.cap;         // largest backoff ceiling
+  int max_attempts = ComponentDefaults().retry.backoff.max_attempts;  // the first included
+  absl::Duration min_attempt = ComponentDefaults().retry.min_attempt_time;  // no shorter attempt
 };
 
 // retry_budget.*: retries in flight at most percent% of requests in flight, at least min.
-struct RetryBudgetOptions {
-  int percent = 20;
-  int min_retries = 3;
+struct RetryBudgetSection {
+  int percent = static_cast<int>(std::lround(ComponentDefaults().retry_budget.ratio * 100));
+  int min_retries = static_cast<int>(ComponentDefaults().retry_budget.min_retries);
 };
 
 // circuit_breaker.*: one breaker per vendor account.
-struct CircuitBreakerOptions {
-  int consecutive_failures = 5;
-  int failure_ratio_percent = 50;
-  int minimum_requests = 20;
-  absl::Duration window = absl::Milliseconds(10000);
-  absl::Duration open = absl::Milliseconds(5000);
-  absl::Duration max_open = absl::Milliseconds(60000);
+struct CircuitBreakerSection {
+  int consecutive_failures = ComponentDefaults().circuit_breaker.consecutive_failures;
+  int failure_ratio_percent =
+      static_cast<int>(std::lround(ComponentDefaults().circuit_breaker.failure_ratio * 100));
+  int minimum_requests = ComponentDefaults().circuit_breaker.minimum_requests;
+  absl::Duration window = ComponentDefaults().circuit_breaker.bucket_width *
+                          ComponentDefaults().circuit_breaker.window_buckets;
+  absl::Duration open = ComponentDefaults().circuit_breaker.open_duration;
+  absl::Duration max_open = ComponentDefaults().circuit_breaker.max_open_duration;
 };
 
 // cache.*: the response cache.
-struct CacheConfig {
-  bool enabled = true;
-  int64_t max_bytes = int64_t{64} << 20;
-  absl::Duration stale_if_error = absl::Milliseconds(300000);
-  bool image_analysis = true;
-  absl::Duration image_analysis_ttl = absl::Milliseconds(600000);
+struct CacheSection {
+  bool enabled = ComponentDefaults().cache.enabled;
+  int64_t max_bytes = static_cast<int64_t>(ComponentDefaults().cache.max_bytes);
+  absl::Duration stale_if_error = ComponentDefaults().cache.stale_if_error;
+  bool image_analysis = ComponentDefaults().cache.image_analysis;
+  // 0: each image-analysis RPC's own cache_ttl_ms (its vendor_route annotation).
+  absl::Duration image_analysis_ttl =
+      ComponentDefaults().cache.image_analysis_ttl.value_or(absl::ZeroDuration());
 };
 
 // accounts.<name>: a named vendor account (production and pre-production, say), selected
@@ -262,40 +282,44 @@ struct GatewayConfig {
   // absolute http(s), stored without a trailing '/'.
   std::string webapp_url;
   // grpc_addr (default "0.0.0.0:50051"; --grpc-addr): gRPC listen address, HOST:PORT.
-  std::string grpc_addr = "0.0.0.0:50051";
+  std::string grpc_addr = ComponentDefaults().grpc_addr;
   // webhook_addr (default "0.0.0.0:8080"; --webhook-addr): webhook receiver listen address.
-  std::string webhook_addr = "0.0.0.0:8080";
+  std::string webhook_addr =
+      absl::StrCat(ComponentDefaults().webhook.host, ":", ComponentDefaults().webhook.port);
   // admin_addr (default "0.0.0.0:9464"; --admin-addr): metrics/admin listen address.
-  std::string admin_addr = "0.0.0.0:9464";
+  std::string admin_addr =
+      absl::StrCat(ComponentDefaults().admin_host, ":", ComponentDefaults().admin_port);
 
-  UpstreamOptions upstream;
-  BackgroundRemovalOptions background_removal;
-  TestWebhookOptions test_webhook;
-  DamageOptions damage;
-  SearchOptions search;
-  ValidationOptions validation;
-  GrpcOptions grpc;
-  LogOptions log;
-  ShutdownOptions shutdown;
+  UpstreamSection upstream;
+  BackgroundRemovalSection background_removal;
+  TestWebhookSection test_webhook;
+  DamageSection damage;
+  SearchSection search;
+  ValidationSection validation;
+  GrpcSection grpc;
+  LogSection log;
+  ShutdownSection shutdown;
 
-  WebhookOptions webhook;
+  WebhookSection webhook;
   // event_log (default "sqlite:inspection-events.db"): "sqlite:<path>" or
   // "redis://[:password@]host:port[/db][?stream=name]" (replicas share it).
-  std::string event_log = "sqlite:inspection-events.db";
-  EventLogRetention event_log_retention;
-  StreamOptions streams;
-  TokenWatchOptions token_watch;
+  std::string event_log = ComponentDefaults().event_log_url;
+  EventLogRetentionSection event_log_retention;
+  StreamsSection streams;
+  TokenWatchSection token_watch;
   // idempotency.ttl_hours (default 24): how long CreateToken/DetectDamage idempotency keys
   // remember their first outcome (in memory).
-  int idempotency_ttl_hours = 24;
+  int idempotency_ttl_hours =
+      static_cast<int>(absl::ToInt64Hours(ComponentDefaults().idempotency_ttl));
   // idempotency.max_bytes (default 64 MiB): memory the in-memory store may hold.
-  int64_t idempotency_max_bytes = int64_t{64} << 20;
+  int64_t idempotency_max_bytes =
+      static_cast<int64_t>(ComponentDefaults().idempotency_memory_max_bytes);
   // idempotency_store (default "memory"): "memory" or "redis://..." (shared by replicas).
-  std::string idempotency_store = "memory";
-  RetryConfig retry;
-  RetryBudgetOptions retry_budget;
-  CircuitBreakerOptions circuit_breaker;
-  CacheConfig cache;
+  std::string idempotency_store = ComponentDefaults().idempotency_store_url;
+  RetrySection retry;
+  RetryBudgetSection retry_budget;
+  CircuitBreakerSection circuit_breaker;
+  CacheSection cache;
   // register_webhook (default none): the gateway's public webhook URL; when set, the
   // gateway registers it (and the webhook key) at the vendor on start-up and enables
   // register_webhook_events.

@@ -14,8 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
-#include "adapters/eventlog/redis/redis_connection.h"
-#include "adapters/eventlog/redis/redis_url.h"
+#include "adapters/redis/redis_connection.h"
+#include "adapters/redis/redis_url.h"
 
 namespace inspection::pipeline {
 namespace {
@@ -79,7 +79,7 @@ std::string Milliseconds(absl::Duration duration) {
   return std::to_string(std::max<int64_t>(1, absl::ToInt64Milliseconds(duration)));
 }
 
-using Reply = eventlog::RedisReply;
+using Reply = redis::RedisReply;
 
 absl::Status InvalidUrl(const std::string& what) {
   // Never includes the URL: it may carry the password.
@@ -117,24 +117,21 @@ class RedisIdempotencyConnections {
   RedisIdempotencyConnections(const RedisIdempotencyUrl& url, absl::Duration connect_timeout,
                               absl::Duration command_timeout)
       : description_(url.Describe()),
-        pool_(ToRedisUrl(url), eventlog::RedisTimeouts{connect_timeout, command_timeout},
-              kMaxIdle) {}
+        pool_(ToRedisUrl(url), redis::RedisTimeouts{connect_timeout, command_timeout}, kMaxIdle) {}
 
   // Sends `commands` in one write and reads their replies in order. Unavailable on a
   // transport failure. When a pooled connection turns out to have been closed by Redis
   // (a restart), the commands are sent once more on a fresh connection, so they must be
   // safe to repeat (the scripts are: see Begin's own-claim check).
   absl::StatusOr<std::vector<Reply>> Run(const std::vector<std::vector<std::string>>& commands) {
-    return pool_.Run<std::vector<Reply>>([&commands](eventlog::RedisConnection& connection) {
-      return connection.Pipeline(commands);
-    });
+    return pool_.Run<std::vector<Reply>>(
+        [&commands](redis::RedisConnection& connection) { return connection.Pipeline(commands); });
   }
 
   // Opens one connection (and keeps it): surfaces a refused AUTH or SELECT early.
   absl::Status Probe() {
     return pool_
-        .Run<Reply>(
-            [](eventlog::RedisConnection& connection) { return connection.Command({"PING"}); })
+        .Run<Reply>([](redis::RedisConnection& connection) { return connection.Command({"PING"}); })
         .status();
   }
 
@@ -143,8 +140,8 @@ class RedisIdempotencyConnections {
  private:
   static constexpr size_t kMaxIdle = 8;
 
-  static eventlog::RedisUrl ToRedisUrl(const RedisIdempotencyUrl& url) {
-    eventlog::RedisUrl redis;
+  static redis::RedisUrl ToRedisUrl(const RedisIdempotencyUrl& url) {
+    redis::RedisUrl redis;
     redis.host = url.host;
     redis.port = url.port;
     redis.db = url.db;
@@ -154,7 +151,7 @@ class RedisIdempotencyConnections {
   }
 
   const std::string description_;
-  eventlog::RedisConnectionPool pool_;
+  redis::RedisConnectionPool pool_;
 };
 
 }  // namespace internal
@@ -165,7 +162,7 @@ std::string RedisIdempotencyUrl::Describe() const {
 }
 
 absl::StatusOr<RedisIdempotencyUrl> ParseRedisIdempotencyUrl(const std::string& url_text) {
-  // The event log's grammar (eventlog::ParseRedisUrl), with ?prefix= where it has
+  // The event log's grammar (redis::ParseRedisUrl), with ?prefix= where it has
   // ?stream=: the query is checked here, then handed over renamed. The credentials end at
   // the last '@', so the query starts at the first '?' after it.
   const size_t at = url_text.rfind('@');
@@ -185,7 +182,7 @@ absl::StatusOr<RedisIdempotencyUrl> ParseRedisIdempotencyUrl(const std::string& 
       has_prefix = true;
     }
   }
-  absl::StatusOr<eventlog::RedisUrl> parsed = eventlog::ParseRedisUrl(rewritten);
+  absl::StatusOr<redis::RedisUrl> parsed = redis::ParseRedisUrl(rewritten);
   if (!parsed.ok()) {
     // Its messages never hold the URL; only the names are the event log's.
     return InvalidUrl(absl::StrReplaceAll(

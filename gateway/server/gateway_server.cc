@@ -19,6 +19,7 @@
 #include <grpcpp/security/tls_credentials_options.h>
 
 #include "absl/strings/str_cat.h"
+#include "adapters/hashing/sha256.h"
 #include "adapters/http/curl_transport.h"
 #include "adapters/vendor/token_mapper.h"
 #include "gateway/logging/log.h"
@@ -149,7 +150,7 @@ std::string UpstreamLabel(const std::string& account) {
 // The cache scope of a vendor account: a hash of its upstream URL and API key (never the
 // key itself), so accounts share no entry even when one key serves two upstreams.
 std::string CacheScope(const std::string& base_url, const std::string& api_key) {
-  return eventlog::Sha256Hex(absl::StrCat(base_url, "\n", api_key)).substr(0, 32);
+  return hashing::Sha256Hex(absl::StrCat(base_url, "\n", api_key)).substr(0, 32);
 }
 
 // WatchTokenStatus's poll of one account: GetTokenStatus through the pipeline.

@@ -7,6 +7,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "adapters/eventlog/event_log.h"
+#include "adapters/hashing/sha256.h"
 
 namespace inspection::services {
 
@@ -52,7 +53,7 @@ std::string RequestFingerprint(const google::protobuf::Message& request) {
   coded.SetSerializationDeterministic(true);
   copy->SerializeToCodedStream(&coded);
   coded.Trim();
-  return eventlog::Sha256Hex(bytes);
+  return hashing::Sha256Hex(bytes);
 }
 
 bool VendorNotReached(const errors::ApiError& error) {

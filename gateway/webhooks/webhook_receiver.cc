@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "adapters/hashing/sha256.h"
 #include "adapters/http/http_server.h"
 #include "adapters/vendor/event_mapper.h"
 #include "nlohmann/json.hpp"
@@ -130,8 +131,8 @@ bool ValidAccountName(const std::string& name) {
 // The duplicate key (see the header): the default account's is the payload's hash alone,
 // exactly as before accounts existed, so that events already stored keep matching.
 std::string ContentHash(const std::string& account, const std::string& payload) {
-  if (account.empty()) return eventlog::Sha256Hex(payload);
-  return eventlog::Sha256Hex(absl::StrCat(account, "\n", payload));
+  if (account.empty()) return hashing::Sha256Hex(payload);
+  return hashing::Sha256Hex(absl::StrCat(account, "\n", payload));
 }
 
 // How messages name an account.

@@ -13,7 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "adapters/eventlog/redis/redis_url.h"
+#include "adapters/redis/redis_url.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -111,9 +111,9 @@ TEST_F(ConfigTest, DefaultsWhenOnlyRequiredSettingsAreGiven) {
   EXPECT_EQ(config->upstream.timeout, absl::Milliseconds(30000));
   EXPECT_EQ(config->upstream.connect_timeout, absl::Milliseconds(2000));
   EXPECT_EQ(config->upstream.max_connections, 1024);
-  EXPECT_EQ(config->background_removal.position_ratio_key, KeySpelling::kBoth);
-  EXPECT_EQ(config->background_removal.wheel_box_key, KeySpelling::kBoth);
-  EXPECT_EQ(config->test_webhook.params_in, ParamsIn::kQuery);
+  EXPECT_EQ(config->background_removal.position_ratio_key, vendor::KeySpelling::kBoth);
+  EXPECT_EQ(config->background_removal.wheel_box_key, vendor::KeySpelling::kBoth);
+  EXPECT_EQ(config->test_webhook.params_in, vendor::ParamsPlacement::kQuery);
   EXPECT_THAT(config->damage.inspection_id_pointers,
               ElementsAre("/inspectionId", "/data/inspectionId", "/inspection/id", "/id"));
   EXPECT_EQ(config->search.max_limit, 100);
@@ -152,9 +152,9 @@ TEST_F(ConfigTest, EveryKeyFromTheConfigFile) {
   EXPECT_EQ(config->upstream.timeout, absl::Milliseconds(5000));
   EXPECT_EQ(config->upstream.connect_timeout, absl::Milliseconds(750));
   EXPECT_EQ(config->upstream.max_connections, 8);
-  EXPECT_EQ(config->background_removal.position_ratio_key, KeySpelling::kPlural);
-  EXPECT_EQ(config->background_removal.wheel_box_key, KeySpelling::kSingular);
-  EXPECT_EQ(config->test_webhook.params_in, ParamsIn::kBody);
+  EXPECT_EQ(config->background_removal.position_ratio_key, vendor::KeySpelling::kPlural);
+  EXPECT_EQ(config->background_removal.wheel_box_key, vendor::KeySpelling::kSingular);
+  EXPECT_EQ(config->test_webhook.params_in, vendor::ParamsPlacement::kBody);
   EXPECT_THAT(config->damage.inspection_id_pointers, ElementsAre("/a/b", "/x~1y"));
   EXPECT_EQ(config->search.max_limit, 25);
   EXPECT_EQ(config->log.level, logging::Level::kDebug);
@@ -707,9 +707,9 @@ TEST_F(ConfigTest, RedisPasswordsWithRawSlashesAndAtSignsAreRedactedWhole) {
   EXPECT_THAT(captured, AllOf(Not(HasSubstr("Zk3/9q+A=")), Not(HasSubstr("p@ss:w/rd"))));
   // What the redactor hides is what the client takes as the password.
   for (const std::string url : {config->event_log, config->idempotency_store}) {
-    absl::StatusOr<eventlog::RedisUrl> parsed = eventlog::ParseRedisUrl(url);
+    absl::StatusOr<redis::RedisUrl> parsed = redis::ParseRedisUrl(url);
     ASSERT_TRUE(parsed.ok()) << parsed.status();
-    EXPECT_EQ(std::string(eventlog::RedisUrlPassword(url)), parsed->password);
+    EXPECT_EQ(std::string(redis::RedisUrlPassword(url)), parsed->password);
   }
 }
 

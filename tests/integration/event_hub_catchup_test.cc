@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "adapters/eventlog/event_log.h"
+#include "adapters/hashing/sha256.h"
 #include "gateway/streaming/event_hub.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait.h"
@@ -28,7 +29,7 @@ eventlog::NewEvent MakeEvent(const std::string& inspection, int n) {
   event.inspection_id = inspection;
   event.payload =
       absl::StrCat(R"({"event":"newInspection","inspectionId":")", inspection, R"(","n":)", n, "}");
-  event.content_hash = eventlog::Sha256Hex(absl::StrCat(inspection, "/", n));
+  event.content_hash = hashing::Sha256Hex(absl::StrCat(inspection, "/", n));
   event.received_at_ms = absl::ToUnixMillis(absl::Now());
   return event;
 }

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "adapters/eventlog/event_log.h"
+#include "adapters/hashing/sha256.h"
 #include "gateway/streaming/event_hub.h"
 #include "tests/support/temp_dir.h"
 
@@ -26,7 +27,7 @@ eventlog::NewEvent MakeEvent(const std::string& inspection, int n) {
   event.event_name = "newInspection";
   event.inspection_id = inspection;
   event.payload = absl::StrCat(R"({"inspectionId":")", inspection, R"(","n":)", n, "}");
-  event.content_hash = eventlog::Sha256Hex(absl::StrCat(inspection, "/", n));
+  event.content_hash = hashing::Sha256Hex(absl::StrCat(inspection, "/", n));
   event.received_at_ms = absl::ToUnixMillis(absl::Now());  // within retention
   return event;
 }

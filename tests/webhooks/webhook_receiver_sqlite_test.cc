@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "adapters/eventlog/event_log.h"
+#include "adapters/hashing/sha256.h"
 #include "gateway/webhooks/webhook_receiver.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/temp_dir.h"
@@ -83,7 +84,7 @@ TEST(WebhookReceiverSqliteTest, AcknowledgedDeliveriesAreDurableAndStoredOnce) {
     const eventlog::StoredEvent& stored = (*events)[i];
     EXPECT_EQ(stored.cursor, cursors[i]);
     EXPECT_EQ(stored.event.payload, bodies[i]);
-    EXPECT_EQ(stored.event.content_hash, eventlog::Sha256Hex(bodies[i]));
+    EXPECT_EQ(stored.event.content_hash, hashing::Sha256Hex(bodies[i]));
     EXPECT_EQ(stored.event.received_at_ms, 1700000000456);
   }
   EXPECT_EQ((*events)[0].event.event_name, "createReport");
@@ -139,8 +140,8 @@ TEST(WebhookReceiverSqliteTest, AccountsDoNotDeduplicateAgainstEachOther) {
   absl::StatusOr<std::vector<eventlog::StoredEvent>> events = (*log)->ReadAfter("", 10);
   ASSERT_TRUE(events.ok()) << events.status();
   ASSERT_EQ(events->size(), 2u);
-  EXPECT_EQ((*events)[0].event.content_hash, eventlog::Sha256Hex(body));
-  EXPECT_EQ((*events)[1].event.content_hash, eventlog::Sha256Hex("preprod\n" + body));
+  EXPECT_EQ((*events)[0].event.content_hash, hashing::Sha256Hex(body));
+  EXPECT_EQ((*events)[1].event.content_hash, hashing::Sha256Hex("preprod\n" + body));
   EXPECT_EQ((*events)[1].event.payload, body);
   EXPECT_EQ((*receiver)->stats().accepted, 2);
   EXPECT_EQ((*receiver)->stats().duplicates, 2);

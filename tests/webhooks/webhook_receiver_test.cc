@@ -2,6 +2,7 @@
 // where the framing itself is under test) against a receiver started on an OS-chosen
 // port, storing into an in-memory EventLog that can be made to fail or to block.
 #include "gateway/webhooks/webhook_receiver.h"
+#include "adapters/hashing/sha256.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -210,7 +211,7 @@ TEST_F(WebhookReceiverTest, ValidDeliveryIsStoredExactlyAndAnsweredWithItsCursor
   ASSERT_EQ(events.size(), 1u);
   const NewEvent& event = events[0].event;
   EXPECT_EQ(event.payload, kCreateReport);
-  EXPECT_EQ(event.content_hash, eventlog::Sha256Hex(kCreateReport));
+  EXPECT_EQ(event.content_hash, hashing::Sha256Hex(kCreateReport));
   EXPECT_EQ(event.event_name, "createReport");
   EXPECT_EQ(event.inspection_id, "i1");
   EXPECT_EQ(event.token_id, "t1");
@@ -784,10 +785,10 @@ TEST_F(WebhookReceiverTest, AccountDeliveriesAreStoredWithTheirAccount) {
   EXPECT_EQ(events[2].event.account, "pre-prod");
   // The default account's duplicate key is the payload's hash, as before accounts; a named
   // account's is scoped by its name.
-  EXPECT_EQ(events[0].event.content_hash, eventlog::Sha256Hex(events[0].event.payload));
-  EXPECT_EQ(events[1].event.content_hash, eventlog::Sha256Hex("prod\n" + events[1].event.payload));
+  EXPECT_EQ(events[0].event.content_hash, hashing::Sha256Hex(events[0].event.payload));
+  EXPECT_EQ(events[1].event.content_hash, hashing::Sha256Hex("prod\n" + events[1].event.payload));
   EXPECT_EQ(events[2].event.content_hash,
-            eventlog::Sha256Hex("pre-prod\n" + events[2].event.payload));
+            hashing::Sha256Hex("pre-prod\n" + events[2].event.payload));
   EXPECT_EQ(events[1].event.inspection_id, "i1");
   EXPECT_EQ(receiver_->stats().accepted, 3);  // stats are summed over accounts
 }

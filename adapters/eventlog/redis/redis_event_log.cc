@@ -18,10 +18,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "adapters/eventlog/redis/redis_connection.h"
-#include "adapters/eventlog/redis/redis_url.h"
+#include "adapters/redis/redis_connection.h"
+#include "adapters/redis/redis_url.h"
 
 namespace inspection::eventlog {
+
+// The Redis client is shared infrastructure (adapters/redis): the idempotency store uses it too.
+using redis::ParseRedisUrl;
+using redis::RedisConnection;
+using redis::RedisConnectionPool;
+using redis::RedisErrorReplyToStatus;
+using redis::RedisReply;
+using redis::RedisTimeouts;
+using redis::RedisUrl;
 namespace {
 
 // KEYS[1] stream, KEYS[2] dedupe key; ARGV[1] dedupe window (ms; also the key's TTL),

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "adapters/eventlog/event_log.h"
+#include "adapters/hashing/sha256.h"
 
 namespace inspection::eventlog::testing {
 
@@ -39,7 +40,7 @@ inline NewEvent MakeEvent(const std::string& name, const std::string& body_suffi
   event.token_id = "tok_" + body_suffix;
   event.vehicle_id = "veh_" + body_suffix;
   event.payload = R"({"event":")" + name + R"(","n":")" + body_suffix + R"("})";
-  event.content_hash = Sha256Hex(event.payload);
+  event.content_hash = hashing::Sha256Hex(event.payload);
   event.received_at_ms = at_ms;
   return event;
 }
@@ -50,7 +51,7 @@ inline NewEvent MakeAccountEvent(const std::string& account, const std::string& 
                                  const std::string& body_suffix, int64_t at_ms = 1700000000000) {
   NewEvent event = MakeEvent(name, body_suffix, at_ms);
   event.account = account;
-  if (!account.empty()) event.content_hash = Sha256Hex(account + "\n" + event.payload);
+  if (!account.empty()) event.content_hash = hashing::Sha256Hex(account + "\n" + event.payload);
   return event;
 }
 

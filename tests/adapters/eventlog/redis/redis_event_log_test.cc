@@ -19,14 +19,24 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "adapters/eventlog/event_log.h"
-#include "adapters/eventlog/redis/redis_connection.h"
-#include "adapters/eventlog/redis/redis_url.h"
+#include "adapters/hashing/sha256.h"
+#include "adapters/redis/redis_connection.h"
+#include "adapters/redis/redis_url.h"
 #include "tests/adapters/eventlog/event_log_conformance.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/shared_redis_server.h"
 #include "tests/support/wait.h"
 
 namespace inspection::eventlog {
+
+// The Redis client is shared infrastructure (adapters/redis): the idempotency store uses it too.
+using redis::ParseRedisUrl;
+using redis::RedisConnection;
+using redis::RedisConnectionPool;
+using redis::RedisErrorReplyToStatus;
+using redis::RedisReply;
+using redis::RedisTimeouts;
+using redis::RedisUrl;
 namespace {
 
 using ::inspection::eventlog::testing::EventLogConformanceTest;
@@ -377,7 +387,7 @@ TEST(RedisEventLogTest, AConnectionTheServerDroppedNeitherFailsTheCallNorRaisesS
   // EPIPE, which would raise SIGPIPE and kill this process unless the log blocks it.
   NewEvent big = MakeEvent("e", "big");
   big.payload = std::string(8 << 20, 'x');
-  big.content_hash = Sha256Hex(big.payload);
+  big.content_hash = hashing::Sha256Hex(big.payload);
   absl::StatusOr<AppendResult> appended = log->Append(big);
   ASSERT_TRUE(appended.ok()) << appended.status();
   EXPECT_FALSE(appended->duplicate);

@@ -30,6 +30,7 @@
 
 #include <gtest/gtest.h>
 
+#include "adapters/hashing/sha256.h"
 #include "tests/adapters/eventlog/event_log_conformance.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -204,7 +205,7 @@ TEST_F(SqliteEventLogTest, PayloadsAreStoredByteExact) {
   ASSERT_NE(log, nullptr);
   NewEvent event = MakeEvent("e", "bytes");
   event.payload = std::string("{\"a\":\"\0\xff\xfe\"}", 11);  // NUL and invalid UTF-8
-  event.content_hash = Sha256Hex(event.payload);
+  event.content_hash = hashing::Sha256Hex(event.payload);
   ASSERT_TRUE(log->Append(event).ok());
   auto read = log->ReadAfter("", 10);
   ASSERT_TRUE(read.ok());
@@ -657,7 +658,7 @@ TEST_F(SqliteEventLogTest, AFullDatabaseFailsTheWholeTransactionUnavailableAndWr
   ASSERT_NE(log, nullptr);
   NewEvent huge = MakeEvent("e", "huge");
   huge.payload = R"({"blob":")" + std::string(512 * 1024, 'x') + R"("})";
-  huge.content_hash = Sha256Hex(huge.payload);
+  huge.content_hash = hashing::Sha256Hex(huge.payload);
   // One transaction: a small event, the one that does not fit, another small event.
   QueuedBehindALock setup(log.get(), path_,
                           {MakeEvent("e", "before"), huge, MakeEvent("e", "after")});
@@ -880,7 +881,7 @@ TEST_F(SqliteEventLogTest, AcknowledgedAppendsSurviveKillNine) {
   std::map<std::string, const NewEvent*> by_cursor;
   for (const StoredEvent& event : *stored) {
     // Nothing half-written: every stored row is a whole event.
-    EXPECT_EQ(event.event.content_hash, Sha256Hex(event.event.payload)) << event.cursor;
+    EXPECT_EQ(event.event.content_hash, hashing::Sha256Hex(event.event.payload)) << event.cursor;
     by_cursor[event.cursor] = &event.event;
   }
   std::vector<int64_t> last_seq(kThreads, 0);

@@ -1,12 +1,12 @@
-#ifndef ADAPTERS_EVENTLOG_REDIS_REDIS_URL_H_
-#define ADAPTERS_EVENTLOG_REDIS_REDIS_URL_H_
+#ifndef ADAPTERS_REDIS_REDIS_URL_H_
+#define ADAPTERS_REDIS_REDIS_URL_H_
 
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace inspection::eventlog {
+namespace inspection::redis {
 
 inline constexpr char kDefaultRedisStream[] = "inspection:events";
 inline constexpr int kDefaultRedisPort = 6379;
@@ -51,6 +51,6 @@ inline absl::string_view RedisUrlPassword(absl::string_view url) {
   return credentials.substr(colon + 1);
 }
 
-}  // namespace inspection::eventlog
+}  // namespace inspection::redis
 
-#endif  // ADAPTERS_EVENTLOG_REDIS_REDIS_URL_H_
+#endif  // ADAPTERS_REDIS_REDIS_URL_H_

@@ -1,5 +1,5 @@
-#ifndef ADAPTERS_EVENTLOG_REDIS_REDIS_CONNECTION_H_
-#define ADAPTERS_EVENTLOG_REDIS_REDIS_CONNECTION_H_
+#ifndef ADAPTERS_REDIS_REDIS_CONNECTION_H_
+#define ADAPTERS_REDIS_REDIS_CONNECTION_H_
 
 #include <hiredis/hiredis.h>
 
@@ -15,9 +15,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "adapters/eventlog/redis/redis_url.h"
+#include "adapters/redis/redis_url.h"
 
-namespace inspection::eventlog {
+namespace inspection::redis {
 
 struct RedisTimeouts {
   absl::Duration connect = absl::Seconds(2);
@@ -138,6 +138,6 @@ class RedisConnectionPool {
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-}  // namespace inspection::eventlog
+}  // namespace inspection::redis
 
-#endif  // ADAPTERS_EVENTLOG_REDIS_REDIS_CONNECTION_H_
+#endif  // ADAPTERS_REDIS_REDIS_CONNECTION_H_

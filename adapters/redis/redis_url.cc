@@ -1,4 +1,4 @@
-#include "adapters/eventlog/redis/redis_url.h"
+#include "adapters/redis/redis_url.h"
 
 #include <cctype>
 #include <string>
@@ -6,7 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace inspection::eventlog {
+namespace inspection::redis {
 namespace {
 
 constexpr char kScheme[] = "redis://";
@@ -187,4 +187,4 @@ absl::StatusOr<RedisUrl> ParseRedisUrl(const std::string& url_text) {
   return url;
 }
 
-}  // namespace inspection::eventlog
+}  // namespace inspection::redis

@@ -1,4 +1,4 @@
-#include "adapters/eventlog/redis/redis_url.h"
+#include "adapters/redis/redis_url.h"
 
 #include <string>
 
@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 
-namespace inspection::eventlog {
+namespace inspection::redis {
 namespace {
 
 TEST(RedisUrlTest, FullUrl) {
@@ -106,4 +106,4 @@ TEST(RedisUrlTest, DescribeNeverShowsCredentials) {
 }
 
 }  // namespace
-}  // namespace inspection::eventlog
+}  // namespace inspection::redis

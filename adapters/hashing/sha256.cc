@@ -1,8 +1,8 @@
+#include "adapters/hashing/sha256.h"
+
 #include <openssl/evp.h>
 
-#include "adapters/eventlog/event_log.h"
-
-namespace inspection::eventlog {
+namespace inspection::hashing {
 
 std::string Sha256Hex(const std::string& data) {
   unsigned char digest[EVP_MAX_MD_SIZE];
@@ -18,4 +18,4 @@ std::string Sha256Hex(const std::string& data) {
   return out;
 }
 
-}  // namespace inspection::eventlog
+}  // namespace inspection::hashing

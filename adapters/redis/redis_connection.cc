@@ -1,4 +1,4 @@
-#include "adapters/eventlog/redis/redis_connection.h"
+#include "adapters/redis/redis_connection.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace inspection::eventlog {
+namespace inspection::redis {
 namespace {
 
 // hiredis writes with write(2), which raises SIGPIPE when the server has closed the
@@ -243,4 +243,4 @@ void RedisConnectionPool::DropIdle() {
   // `dropped` closes its connections here, outside the lock.
 }
 
-}  // namespace inspection::eventlog
+}  // namespace inspection::redis
