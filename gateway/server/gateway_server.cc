@@ -161,8 +161,7 @@ token_watch::FetchStatus TokenStatusFetch(const services::ServiceDeps* deps, std
       new services::UnaryEndpoint<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>(
           services::GetTokenStatusEndpoint());
   return [deps, account = std::move(account)](
-             const std::string& uid,
-             absl::AnyInvocable<void(absl::StatusOr<v1::GetTokenStatusResponse>) &&> done) {
+             const std::string& uid, absl::AnyInvocable<void(token_watch::PollResult) &&> done) {
     auto request = std::make_shared<v1::GetTokenStatusRequest>();
     request->set_uid(uid);
     const auto& route = routes::GetRoute(routes::RouteId::kGetTokenStatus);
@@ -175,12 +174,9 @@ token_watch::FetchStatus TokenStatusFetch(const services::ServiceDeps* deps, std
         upstream::CallOptions{.account = account, .bypass_cache = true},
         /*idempotency_key=*/"", std::move(record), std::chrono::steady_clock::now(),
         [done = std::move(done)](services::EndpointResult<v1::GetTokenStatusResponse> out) mutable {
+          // The error as GetTokenStatus answers it (details included): the watch ends with it.
           if (!out.status.ok()) {
-            absl::Status error(static_cast<absl::StatusCode>(out.status.error_code()),
-                               out.status.error_message());
-            error.SetPayload(token_watch::kGrpcStatusDetailsPayloadUrl,
-                             absl::Cord(out.status.error_details()));
-            std::move(done)(std::move(error));
+            std::move(done)(std::move(out.status));
             return;
           }
           std::move(done)(std::move(out.response));

@@ -11,20 +11,20 @@
 
 namespace inspection::token_watch {
 
-bool IsTransientPollError(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kResourceExhausted:
-    case absl::StatusCode::kAborted:
+bool IsTransientPollError(const grpc::Status& status) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    case grpc::StatusCode::ABORTED:
     // INTERNAL/UNKNOWN/DATA_LOSS: a malformed or truncated vendor answer, or a lost
     // callback. Usually a glitch; if it persists, polling at max_backoff costs little.
-    case absl::StatusCode::kInternal:
-    case absl::StatusCode::kUnknown:
-    case absl::StatusCode::kDataLoss:
+    case grpc::StatusCode::INTERNAL:
+    case grpc::StatusCode::UNKNOWN:
+    case grpc::StatusCode::DATA_LOSS:
     // The vendor call was cancelled on our side (e.g. the HTTP client stopping); not the
     // token's fault.
-    case absl::StatusCode::kCancelled:
+    case grpc::StatusCode::CANCELLED:
       return true;
     default:
       return false;
@@ -67,12 +67,12 @@ class WatcherImpl final : public TokenWatch, public std::enable_shared_from_this
   // must not go backwards); then delivers. The caller holds a reference to this watcher.
   void DeliverStatus(uint64_t version, ResponsePtr status) ABSL_LOCKS_EXCLUDED(mu_);
   // Queues on_end(status) unless the watch has ended already; then delivers.
-  void End(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+  void End(grpc::Status status) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Event {
     ResponsePtr status;  // null for the end event
-    absl::Status end;
+    grpc::Status end;
   };
 
   // Appends `event`; returns true if the caller must drain (nobody else is delivering).
@@ -121,8 +121,7 @@ class PollerCore : public std::enable_shared_from_this<PollerCore> {
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
   TokenStatusPoller::Stats stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  void OnPollDone(const std::shared_ptr<UidLoop>& loop, absl::StatusOr<Response> result)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnPollDone(const std::shared_ptr<UidLoop>& loop, PollResult result) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   using WatcherMap = std::map<uint64_t, std::shared_ptr<WatcherImpl>>;
@@ -171,11 +170,12 @@ class PollCompletion {
   PollCompletion& operator=(PollCompletion&&) = delete;
   ~PollCompletion() {
     if (core_ != nullptr) {
-      core_->OnPollDone(loop_, absl::UnknownError("the token status fetch dropped its callback"));
+      core_->OnPollDone(loop_, grpc::Status(grpc::StatusCode::UNKNOWN,
+                                            "the token status fetch dropped its callback"));
     }
   }
 
-  void operator()(absl::StatusOr<Response> result) && {
+  void operator()(PollResult result) && {
     std::shared_ptr<PollerCore> core = std::move(core_);
     core->OnPollDone(loop_, std::move(result));
   }
@@ -196,7 +196,7 @@ void WatcherImpl::Cancel() {
   // being deleted); keep this object alive until Drain returns.
   std::shared_ptr<WatcherImpl> self = shared_from_this();
   if (std::shared_ptr<PollerCore> core = core_.lock()) core->Detach(uid_, id_);
-  End(absl::CancelledError("watch cancelled"));
+  End(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
 }
 
 bool WatcherImpl::EnqueueLocked(Event event) {
@@ -211,12 +211,12 @@ void WatcherImpl::DeliverStatus(uint64_t version, ResponsePtr status) {
     absl::MutexLock lock(&mu_);
     if (ended_ || version <= version_) return;
     version_ = version;
-    if (!EnqueueLocked(Event{std::move(status), absl::OkStatus()})) return;
+    if (!EnqueueLocked(Event{std::move(status), grpc::Status::OK})) return;
   }
   Drain();
 }
 
-void WatcherImpl::End(absl::Status status) {
+void WatcherImpl::End(grpc::Status status) {
   {
     absl::MutexLock lock(&mu_);
     if (ended_) return;
@@ -325,7 +325,9 @@ void PollerCore::Shutdown() {
       for (auto& [id, watcher] : RemoveLocked(loop)) ended.push_back(std::move(watcher));
     }
   }
-  for (const auto& watcher : ended) watcher->End(absl::UnavailableError("gateway shutting down"));
+  for (const auto& watcher : ended) {
+    watcher->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "gateway shutting down"));
+  }
 }
 
 TokenStatusPoller::Stats PollerCore::stats() const {
@@ -376,13 +378,13 @@ bool PollerCore::IsFinal(const Response& response) const {
                    response.token().tradein_status()) != options_.final_statuses.end();
 }
 
-void PollerCore::OnPollDone(const std::shared_ptr<UidLoop>& loop, absl::StatusOr<Response> result) {
+void PollerCore::OnPollDone(const std::shared_ptr<UidLoop>& loop, PollResult result) {
   std::vector<std::shared_ptr<WatcherImpl>> targets;
   WatcherMap dropped;  // released after the lock
   ResponsePtr status;
   uint64_t version = 0;
   bool end = false;
-  absl::Status end_status;
+  grpc::Status end_status;
   {
     absl::MutexLock lock(&mu_);
     loop->in_flight = false;

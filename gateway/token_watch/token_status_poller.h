@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -12,18 +13,45 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "gateway/timers/scheduler.h"
+#include "grpcpp/support/status.h"
 #include "inspection/v1/token.pb.h"
 
 namespace inspection::token_watch {
 
+// One poll's answer: the token's status, or the error exactly as the GetTokenStatus RPC
+// answers it (code, message and google.rpc.Status details, made once by the call core), so a
+// watch that ends on a vendor error ends with what the unary RPC would have said; nothing is
+// re-encoded on the way.
+class PollResult {
+ public:
+  // NOLINTNEXTLINE(google-explicit-constructor): a status is a result
+  PollResult(v1::GetTokenStatusResponse response) : response_(std::move(response)) {}
+  // An error; an OK status here (a fetch that forgot its answer) reads as INTERNAL.
+  // NOLINTNEXTLINE(google-explicit-constructor): an error is a result
+  PollResult(grpc::Status error)
+      : status_(error.ok() ? grpc::Status(grpc::StatusCode::INTERNAL,
+                                          "the token status fetch answered OK without a status")
+                           : std::move(error)) {}
+
+  bool ok() const { return status_.ok(); }
+  const grpc::Status& status() const { return status_; }
+  // The token's status; only when ok().
+  const v1::GetTokenStatusResponse& operator*() const& { return response_; }
+  v1::GetTokenStatusResponse& operator*() & { return response_; }
+  v1::GetTokenStatusResponse&& operator*() && { return std::move(response_); }
+
+ private:
+  grpc::Status status_;
+  v1::GetTokenStatusResponse response_;
+};
+
 // Asks the vendor for a token's status (GET tokenmanager/test?deviceId=<uid>-pwa).
 // Asynchronous: must call `done` exactly once, on any thread, possibly before returning.
-// Errors are absl statuses with gRPC codes (see IsTransientPollError). If `done` is
-// destroyed without being called the poller counts it as an UNKNOWN (transient) error, so a
-// lost callback does not stop the token's polling for good.
-using FetchStatus = std::function<void(
-    const std::string& uid,
-    absl::AnyInvocable<void(absl::StatusOr<v1::GetTokenStatusResponse>) &&> done)>;
+// Errors carry gRPC codes (see IsTransientPollError). If `done` is destroyed without being
+// called the poller counts it as an UNKNOWN (transient) error, so a lost callback does not
+// stop the token's polling for good.
+using FetchStatus =
+    std::function<void(const std::string& uid, absl::AnyInvocable<void(PollResult) &&> done)>;
 
 struct TokenStatusPollerOptions {
   // Time from the end of one poll to the start of the next, after a success. At least 1 ms
@@ -54,7 +82,7 @@ struct TokenStatusPollerOptions {
 // poll would only repeat: INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED,
 // UNAUTHENTICATED, FAILED_PRECONDITION, OUT_OF_RANGE, UNIMPLEMENTED; those end the
 // token's watchers at once with the error. (OK is not an error: false.)
-bool IsTransientPollError(const absl::Status& status);
+bool IsTransientPollError(const grpc::Status& status);
 
 // The delay before the next poll after `consecutive_errors` (>= 1) transient errors in a
 // row, before jitter: min(interval * 2^(consecutive_errors - 1), max_backoff).
@@ -109,7 +137,7 @@ class TokenWatch {
 class TokenStatusPoller {
  public:
   using StatusCallback = absl::AnyInvocable<void(const v1::GetTokenStatusResponse&)>;
-  using EndCallback = absl::AnyInvocable<void(absl::Status) &&>;
+  using EndCallback = absl::AnyInvocable<void(grpc::Status) &&>;
 
   struct Stats {
     uint64_t polls_issued = 0;  // fetches started, all uids, since construction

@@ -21,17 +21,6 @@ constexpr char kReasonInvalidRequest[] = "INVALID_REQUEST";
 
 }  // namespace
 
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  std::string details;
-  if (absl::optional<absl::Cord> payload = status.GetPayload(kGrpcStatusDetailsPayloadUrl)) {
-    details = std::string(*payload);
-  }
-  // absl and gRPC share the canonical code numbers.
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()),
-                      std::move(details));
-}
-
 grpc::Status ValidateWatchUid(const std::string& uid) {
   // The same rules as GetTokenStatus: one definition, in gateway/validation.
   v1::GetTokenStatusRequest request;
@@ -80,13 +69,13 @@ WatchTokenStatusReactor::WatchTokenStatusReactor(TokenStatusPoller* poller, cons
     absl::MutexLock lock(&mu_);
     absl::StatusOr<std::shared_ptr<TokenWatch>> watch = poller->Watch(
         uid, [this](const v1::GetTokenStatusResponse& status) { OnStatus(status); },
-        [this](absl::Status status) { OnEnd(std::move(status)); });
+        [this](grpc::Status status) { OnEnd(std::move(status)); });
     if (watch.ok()) {
       watch_ = *std::move(watch);
     } else {
       // Poller shut down: no callback will come.
       finished_ = true;
-      failed = ToGrpcStatus(watch.status());
+      failed = grpc::Status(grpc::StatusCode::UNAVAILABLE, std::string(watch.status().message()));
     }
   }
   if (!failed.ok()) Finish(std::move(failed));
@@ -106,11 +95,11 @@ void WatchTokenStatusReactor::OnStatus(const v1::GetTokenStatusResponse& status)
   Perform(next);
 }
 
-void WatchTokenStatusReactor::OnEnd(absl::Status status) {
+void WatchTokenStatusReactor::OnEnd(grpc::Status status) {
   Next next;
   {
     absl::MutexLock lock(&mu_);
-    end_ = ToGrpcStatus(status);
+    end_ = std::move(status);
     next = NextLocked();
   }
   Perform(next);

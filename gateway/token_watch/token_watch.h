@@ -15,16 +15,6 @@
 
 namespace inspection::token_watch {
 
-// An absl::Status may carry the rich gRPC error details (a serialized google.rpc.Status
-// with ErrorInfo, RetryInfo...) as a payload under this type URL; ToGrpcStatus passes them
-// on as the grpc::Status binary details. FetchStatus should attach them to its errors
-// (ApiError::ToGrpcStatus().error_details()) so a watch ending on a vendor error carries the
-// same details as GetTokenStatus would.
-inline constexpr char kGrpcStatusDetailsPayloadUrl[] = "type.googleapis.com/google.rpc.Status";
-
-// The code, message and (if present) kGrpcStatusDetailsPayloadUrl details of `status`.
-grpc::Status ToGrpcStatus(const absl::Status& status);
-
 // The WatchTokenStatus uid rules, the same as GetTokenStatus's (the uid goes into the vendor
 // URL as deviceId=<uid>-pwa): required; no '/', '?', '#', '&', spaces or control
 // characters; not "." or ".."; no "-pwa" suffix. OK, or INVALID_ARGUMENT whose details are
@@ -63,7 +53,7 @@ class WatchTokenStatusReactor final
   enum class Next { kNothing, kWrite, kFinish };
 
   void OnStatus(const v1::GetTokenStatusResponse& status) ABSL_LOCKS_EXCLUDED(mu_);
-  void OnEnd(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnEnd(grpc::Status status) ABSL_LOCKS_EXCLUDED(mu_);
   // Picks the next stream operation; the caller performs it after unlocking, so that no
   // gRPC operation is started with mu_ held (a reaction run inline would take mu_ again).
   Next NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

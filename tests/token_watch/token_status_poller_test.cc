@@ -22,7 +22,17 @@ using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::IsEmpty;
 using Response = v1::GetTokenStatusResponse;
-using Done = absl::AnyInvocable<void(absl::StatusOr<Response>) &&>;
+using Done = absl::AnyInvocable<void(PollResult) &&>;
+
+grpc::Status Err(grpc::StatusCode code, const std::string& message) {
+  return grpc::Status(code, message);
+}
+
+// "OK" or "NOT_FOUND: token not found", for the recorded events.
+std::string Text(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message())
+      .ToString();
+}
 
 // A status response for token `uid` with vendor tradeinStatus `raw`.
 Response TokenStatus(int raw, bool expired = false, const std::string& uid = "tok") {
@@ -42,15 +52,15 @@ class FakeFetch {
  public:
   explicit FakeFetch(timers::ManualScheduler* clock) : clock_(clock) {}
 
-  void Script(const std::string& uid, std::vector<absl::StatusOr<Response>> results) {
-    scripts_[uid] = std::deque<absl::StatusOr<Response>>(results.begin(), results.end());
+  void Script(const std::string& uid, std::vector<PollResult> results) {
+    scripts_[uid] = std::deque<PollResult>(results.begin(), results.end());
   }
   void set_hold(bool hold) { hold_ = hold; }
 
   FetchStatus AsFetch() {
     return [this](const std::string& uid, Done done) {
       call_times_[uid].push_back(clock_->Now());
-      absl::StatusOr<Response> result = Next(uid);
+      PollResult result = Next(uid);
       if (hold_) {
         parked_.emplace_back(std::move(result), std::move(done));
       } else {
@@ -61,7 +71,7 @@ class FakeFetch {
 
   // Completes the oldest parked call with the result scripted when it was made, or with
   // `override_result` if given.
-  void CompleteParked(std::optional<absl::StatusOr<Response>> override_result = std::nullopt) {
+  void CompleteParked(std::optional<PollResult> override_result = std::nullopt) {
     ASSERT_FALSE(parked_.empty());
     auto [result, done] = std::move(parked_.front());
     parked_.pop_front();
@@ -84,22 +94,22 @@ class FakeFetch {
   }
 
  private:
-  absl::StatusOr<Response> Next(const std::string& uid) {
+  PollResult Next(const std::string& uid) {
     auto found = scripts_.find(uid);
     if (found == scripts_.end() || found->second.empty()) {
-      return absl::InternalError(absl::StrCat("no script for ", uid));
+      return Err(grpc::StatusCode::INTERNAL, absl::StrCat("no script for ", uid));
     }
-    std::deque<absl::StatusOr<Response>>& script = found->second;
-    absl::StatusOr<Response> result = script.front();
+    std::deque<PollResult>& script = found->second;
+    PollResult result = script.front();
     if (script.size() > 1) script.pop_front();
     return result;
   }
 
   timers::ManualScheduler* const clock_;
   bool hold_ = false;
-  std::map<std::string, std::deque<absl::StatusOr<Response>>> scripts_;
+  std::map<std::string, std::deque<PollResult>> scripts_;
   std::map<std::string, std::vector<absl::Time>> call_times_;
-  std::deque<std::pair<absl::StatusOr<Response>, Done>> parked_;
+  std::deque<std::pair<PollResult, Done>> parked_;
 };
 
 // What one watcher saw, in order: "0", "1", "2 expired", "end OK", "end NOT_FOUND: ...".
@@ -114,9 +124,9 @@ class Recorder {
     };
   }
   TokenStatusPoller::EndCallback OnEnd() {
-    return [this](absl::Status status) {
+    return [this](grpc::Status status) {
       absl::MutexLock lock(&mu_);
-      events_.push_back(status.ok() ? "end OK" : absl::StrCat("end ", status.ToString()));
+      events_.push_back(status.ok() ? "end OK" : absl::StrCat("end ", Text(status)));
     };
   }
   std::vector<std::string> events() const {
@@ -357,10 +367,11 @@ TEST_F(TokenStatusPollerTest, WatcherJoiningAFinishingLoopReusesItsPollInFlight)
 }
 
 TEST_F(TokenStatusPollerTest, TransientErrorsBackOffExactlyAndASuccessResetsTheBackoff) {
-  const absl::Status unavailable = absl::UnavailableError("vendor down");
-  fetch_.Script("tok", {unavailable, unavailable, unavailable, unavailable, unavailable,
-                        unavailable, TokenStatus(0), absl::DeadlineExceededError("slow"),
-                        absl::ResourceExhaustedError("429"), TokenStatus(1)});
+  const grpc::Status unavailable = Err(grpc::StatusCode::UNAVAILABLE, "vendor down");
+  fetch_.Script("tok",
+                {unavailable, unavailable, unavailable, unavailable, unavailable, unavailable,
+                 TokenStatus(0), Err(grpc::StatusCode::DEADLINE_EXCEEDED, "slow"),
+                 Err(grpc::StatusCode::RESOURCE_EXHAUSTED, "429"), TokenStatus(1)});
   Recorder& a = NewRecorder();
   auto watch = Watch("tok", a);
   scheduler_.RunDue();
@@ -385,7 +396,7 @@ TEST_F(TokenStatusPollerTest, BackoffDelaySequence) {
 
 TEST_F(TokenStatusPollerTest, JitterHookShapesErrorBackoffsOnly) {
   options_.backoff_jitter = [](absl::Duration delay) { return delay / 2; };
-  const absl::Status unavailable = absl::UnavailableError("vendor down");
+  const grpc::Status unavailable = Err(grpc::StatusCode::UNAVAILABLE, "vendor down");
   fetch_.Script("tok", {unavailable, unavailable, unavailable, TokenStatus(0)});
   Recorder& a = NewRecorder();
   auto watch = Watch("tok", a);
@@ -395,10 +406,12 @@ TEST_F(TokenStatusPollerTest, JitterHookShapesErrorBackoffsOnly) {
 }
 
 TEST_F(TokenStatusPollerTest, NonTransientErrorsEndTheWatchersAtOnce) {
-  for (const absl::Status& error :
-       {absl::NotFoundError("no such token"), absl::PermissionDeniedError("forbidden"),
-        absl::UnauthenticatedError("bad key"), absl::InvalidArgumentError("bad uid")}) {
-    SCOPED_TRACE(error.ToString());
+  for (const grpc::Status& error :
+       std::vector<grpc::Status>{Err(grpc::StatusCode::NOT_FOUND, "no such token"),
+                                 Err(grpc::StatusCode::PERMISSION_DENIED, "forbidden"),
+                                 Err(grpc::StatusCode::UNAUTHENTICATED, "bad key"),
+                                 Err(grpc::StatusCode::INVALID_ARGUMENT, "bad uid")}) {
+    SCOPED_TRACE(Text(error));
     timers::ManualScheduler scheduler;
     FakeFetch fetch(&scheduler);
     fetch.Script("tok", {TokenStatus(0), error});
@@ -409,7 +422,7 @@ TEST_F(TokenStatusPollerTest, NonTransientErrorsEndTheWatchersAtOnce) {
     scheduler.RunDue();
     scheduler.AdvanceBy(absl::Seconds(2));
 
-    const std::string end = absl::StrCat("end ", error.ToString());
+    const std::string end = absl::StrCat("end ", Text(error));
     EXPECT_THAT(a.events(), ElementsAre("0", end));
     EXPECT_THAT(b.events(), ElementsAre("0", end));
     EXPECT_EQ(poller.stats().watchers, 0u);
@@ -420,7 +433,7 @@ TEST_F(TokenStatusPollerTest, NonTransientErrorsEndTheWatchersAtOnce) {
 }
 
 TEST_F(TokenStatusPollerTest, NotFoundBeforeAnyStatusEndsWithNotFound) {
-  fetch_.Script("tok", {absl::NotFoundError("token not found")});
+  fetch_.Script("tok", {Err(grpc::StatusCode::NOT_FOUND, "token not found")});
   Recorder& a = NewRecorder();
   auto watch = Watch("tok", a);
   scheduler_.RunDue();
@@ -429,8 +442,9 @@ TEST_F(TokenStatusPollerTest, NotFoundBeforeAnyStatusEndsWithNotFound) {
 
 TEST_F(TokenStatusPollerTest, MaxConsecutiveErrorsEndsTheWatchersWithTheLastError) {
   options_.max_consecutive_errors = 3;
-  fetch_.Script("tok", {TokenStatus(0), absl::UnavailableError("down 1"),
-                        absl::UnavailableError("down 2"), absl::DeadlineExceededError("down 3")});
+  fetch_.Script("tok", {TokenStatus(0), Err(grpc::StatusCode::UNAVAILABLE, "down 1"),
+                        Err(grpc::StatusCode::UNAVAILABLE, "down 2"),
+                        Err(grpc::StatusCode::DEADLINE_EXCEEDED, "down 3")});
   Recorder& a = NewRecorder();
   auto watch = Watch("tok", a);
   scheduler_.RunDue();
@@ -522,7 +536,7 @@ TEST_F(TokenStatusPollerTest, CancelFromInsideOnStatusEndsRightAfterIt) {
         watch->Cancel();
         events.push_back("cancel returned");
       },
-      [&](absl::Status status) { events.push_back(absl::StrCat("end ", status.ToString())); });
+      [&](grpc::Status status) { events.push_back(absl::StrCat("end ", Text(status))); });
   ASSERT_TRUE(registered.ok());
   watch = *registered;
   scheduler_.RunDue();
@@ -587,19 +601,27 @@ TEST_F(TokenStatusPollerTest, ShutdownEndsEveryWatchWithUnavailable) {
 }
 
 TEST(IsTransientPollErrorTest, ClassifiesCodes) {
-  for (absl::StatusCode code : {absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded,
-                                absl::StatusCode::kResourceExhausted, absl::StatusCode::kAborted,
-                                absl::StatusCode::kInternal, absl::StatusCode::kUnknown,
-                                absl::StatusCode::kDataLoss, absl::StatusCode::kCancelled}) {
-    EXPECT_TRUE(IsTransientPollError(absl::Status(code, "x"))) << code;
+  for (grpc::StatusCode code :
+       {grpc::StatusCode::UNAVAILABLE, grpc::StatusCode::DEADLINE_EXCEEDED,
+        grpc::StatusCode::RESOURCE_EXHAUSTED, grpc::StatusCode::ABORTED, grpc::StatusCode::INTERNAL,
+        grpc::StatusCode::UNKNOWN, grpc::StatusCode::DATA_LOSS, grpc::StatusCode::CANCELLED}) {
+    EXPECT_TRUE(IsTransientPollError(grpc::Status(code, "x"))) << code;
   }
-  for (absl::StatusCode code :
-       {absl::StatusCode::kOk, absl::StatusCode::kInvalidArgument, absl::StatusCode::kNotFound,
-        absl::StatusCode::kAlreadyExists, absl::StatusCode::kPermissionDenied,
-        absl::StatusCode::kUnauthenticated, absl::StatusCode::kFailedPrecondition,
-        absl::StatusCode::kOutOfRange, absl::StatusCode::kUnimplemented}) {
-    EXPECT_FALSE(IsTransientPollError(absl::Status(code, "x"))) << code;
+  for (grpc::StatusCode code :
+       {grpc::StatusCode::OK, grpc::StatusCode::INVALID_ARGUMENT, grpc::StatusCode::NOT_FOUND,
+        grpc::StatusCode::ALREADY_EXISTS, grpc::StatusCode::PERMISSION_DENIED,
+        grpc::StatusCode::UNAUTHENTICATED, grpc::StatusCode::FAILED_PRECONDITION,
+        grpc::StatusCode::OUT_OF_RANGE, grpc::StatusCode::UNIMPLEMENTED}) {
+    EXPECT_FALSE(IsTransientPollError(grpc::Status(code, "x"))) << code;
   }
+}
+
+// A fetch that answers OK with no status is an error the watcher can read, never a
+// silently empty status.
+TEST(PollResultTest, AnOkStatusWithoutAResponseIsInternal) {
+  PollResult result(grpc::Status::OK);
+  EXPECT_FALSE(result.ok());
+  EXPECT_EQ(result.status().error_code(), grpc::StatusCode::INTERNAL);
 }
 
 }  // namespace

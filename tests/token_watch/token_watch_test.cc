@@ -7,12 +7,12 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -27,9 +27,8 @@ namespace inspection::token_watch {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::IsEmpty;
 using Response = v1::GetTokenStatusResponse;
-using Done = absl::AnyInvocable<void(absl::StatusOr<Response>) &&>;
+using Done = absl::AnyInvocable<void(PollResult) &&>;
 
 constexpr std::chrono::seconds kDeadline{10};
 
@@ -94,17 +93,26 @@ class WatchTokenStatusTest : public ::testing::Test {
       absl::MutexLock lock(&mu_);
       call = calls_[uid]++;
     }
-    absl::StatusOr<Response> result;
+    std::optional<PollResult> result;
     if (absl::StartsWith(uid, "walk-")) {
       static constexpr int kWalk[] = {0, 0, 1, 1, 2};
       result = call < 5 ? TokenStatus(uid, kWalk[call]) : TokenStatus(uid, 2, /*expired=*/true);
     } else if (absl::StartsWith(uid, "steady-")) {
       result = TokenStatus(uid, 0);
     } else {
-      result = absl::NotFoundError("token not found");
+      // As the call core answers a vendor 404: code, message and google.rpc.Status details.
+      google::rpc::Status rich;
+      rich.set_code(grpc::StatusCode::NOT_FOUND);
+      rich.set_message("token not found");
+      google::rpc::ErrorInfo info;
+      info.set_reason("VENDOR_NOT_FOUND");
+      info.set_domain("inspection-gateway");
+      rich.add_details()->PackFrom(info);
+      result =
+          grpc::Status(grpc::StatusCode::NOT_FOUND, "token not found", rich.SerializeAsString());
     }
     scheduler_.RunAfter(absl::Milliseconds(1),
-                        [done = std::move(done), result = std::move(result)]() mutable {
+                        [done = std::move(done), result = *std::move(result)]() mutable {
                           std::move(done)(std::move(result));
                         });
   }
@@ -196,6 +204,13 @@ TEST_F(WatchTokenStatusTest, VendorNotFoundEndsTheStreamWithNotFound) {
   const grpc::Status status = reader->Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(status.error_message(), "token not found");
+  // The details the fetch answered with reach the client unchanged (nothing re-encoded).
+  google::rpc::Status details;
+  ASSERT_TRUE(details.ParseFromString(status.error_details()));
+  ASSERT_EQ(details.details_size(), 1);
+  google::rpc::ErrorInfo info;
+  ASSERT_TRUE(details.details(0).UnpackTo(&info));
+  EXPECT_EQ(info.reason(), "VENDOR_NOT_FOUND");
 }
 
 TEST_F(WatchTokenStatusTest, ClientCancelReleasesTheWatch) {
@@ -304,29 +319,6 @@ TEST(ValidateWatchUidTest, ReportsEachBrokenRule) {
   }
   EXPECT_THAT(fields, ElementsAre("uid", "uid"));
   EXPECT_EQ(reason, "inspection-gateway/INVALID_REQUEST");
-}
-
-TEST(ToGrpcStatusTest, KeepsCodeMessageAndRichDetails) {
-  EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
-
-  google::rpc::Status rich;
-  rich.set_code(grpc::StatusCode::UNAVAILABLE);
-  google::rpc::RetryInfo retry;
-  retry.mutable_retry_delay()->set_seconds(3);
-  rich.add_details()->PackFrom(retry);
-  absl::Status status = absl::UnavailableError("vendor down");
-  status.SetPayload(kGrpcStatusDetailsPayloadUrl, absl::Cord(rich.SerializeAsString()));
-
-  const grpc::Status converted = ToGrpcStatus(status);
-  EXPECT_EQ(converted.error_code(), grpc::StatusCode::UNAVAILABLE);
-  EXPECT_EQ(converted.error_message(), "vendor down");
-  google::rpc::Status parsed;
-  ASSERT_TRUE(parsed.ParseFromString(converted.error_details()));
-  ASSERT_EQ(parsed.details_size(), 1);
-  ASSERT_TRUE(parsed.details(0).UnpackTo(&retry));
-  EXPECT_EQ(retry.retry_delay().seconds(), 3);
-
-  EXPECT_THAT(ToGrpcStatus(absl::NotFoundError("gone")).error_details(), IsEmpty());
 }
 
 }  // namespace
