@@ -1,5 +1,9 @@
 #include "adapters/http/curl_transport.h"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
 #include <mutex>
 #include <system_error>
 #include <utility>
@@ -57,8 +61,10 @@ namespace internal {
 // Everything one exchange needs; heap-allocated and never moved, because libcurl keeps raw
 // pointers into it (error buffer, callback user data, POSTFIELDS pointing into request.body).
 struct CurlExchange {
+  // The easy handle goes back to the transport's pool before this runs (ReleaseHandle);
+  // one still here was never handed out to libcurl's multi handle, or belongs to a
+  // transport that is going away.
   ~CurlExchange() {
-    // Only called once the handle is out of the multi handle (or was never in it).
     if (easy != nullptr) curl_easy_cleanup(easy);
     curl_slist_free_all(header_list);
   }
@@ -182,6 +188,14 @@ absl::StatusOr<std::unique_ptr<CurlTransport>> CurlTransport::Create(CurlTranspo
         absl::StrCat("libcurl >= 7.68.0 required (curl_multi_poll/wakeup), found ",
                      info == nullptr ? "unknown" : info->version));
   }
+  if (!options.ca_file.empty()) {
+    FILE* ca = std::fopen(options.ca_file.c_str(), "r");
+    if (ca == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot read the CA file ", options.ca_file, ": ", std::strerror(errno)));
+    }
+    std::fclose(ca);
+  }
   CURLM* multi = curl_multi_init();
   if (multi == nullptr) return absl::InternalError("curl_multi_init failed");
   curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, options.max_total_connections);
@@ -191,6 +205,16 @@ absl::StatusOr<std::unique_ptr<CurlTransport>> CurlTransport::Create(CurlTranspo
 
   // From here the transport owns `multi`; its destructor cleans it up on every path.
   std::unique_ptr<CurlTransport> transport(new CurlTransport(std::move(options), multi));
+  // DNS answers and TLS sessions shared by all easy handles. Handles are set up on callers'
+  // threads and run on the loop thread, hence the locks.
+  CURLSH* share = curl_share_init();
+  if (share == nullptr) return absl::InternalError("curl_share_init failed");
+  transport->share_ = share;
+  curl_share_setopt(share, CURLSHOPT_LOCKFUNC, &CurlTransport::LockShare);
+  curl_share_setopt(share, CURLSHOPT_UNLOCKFUNC, &CurlTransport::UnlockShare);
+  curl_share_setopt(share, CURLSHOPT_USERDATA, transport.get());
+  curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+  curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
   try {
     transport->loop_ = std::thread([t = transport.get()] { t->Run(); });
     transport->loop_id_ = transport->loop_.get_id();
@@ -206,7 +230,63 @@ CurlTransport::CurlTransport(CurlTransportOptions options, CURLM* multi)
 CurlTransport::~CurlTransport() {
   Shutdown();
   // The loop has failed and released every exchange; no easy handle is attached any more.
+  {
+    absl::MutexLock lock(&handles_mu_);
+    for (CURL* easy : idle_handles_) curl_easy_cleanup(easy);
+    idle_handles_.clear();
+  }
   curl_multi_cleanup(multi_);
+  // After every handle that used it is gone.
+  if (share_ != nullptr) curl_share_cleanup(share_);
+}
+
+absl::Mutex& CurlTransport::ShareMutex(int data) const {
+  switch (data) {
+    case CURL_LOCK_DATA_DNS:
+      return share_dns_mu_;
+    case CURL_LOCK_DATA_SSL_SESSION:
+      return share_ssl_mu_;
+    default:
+      return share_other_mu_;
+  }
+}
+
+void CurlTransport::LockShare(CURL*, curl_lock_data data, curl_lock_access,
+                              void* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  static_cast<const CurlTransport*>(self)->ShareMutex(data).Lock();
+}
+
+void CurlTransport::UnlockShare(CURL*, curl_lock_data data,
+                                void* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  static_cast<const CurlTransport*>(self)->ShareMutex(data).Unlock();
+}
+
+CURL* CurlTransport::AcquireHandle() const {
+  {
+    absl::MutexLock lock(&handles_mu_);
+    if (!idle_handles_.empty()) {
+      CURL* easy = idle_handles_.back();
+      idle_handles_.pop_back();
+      return easy;
+    }
+  }
+  CURL* easy = curl_easy_init();
+  if (easy != nullptr) handles_created_.fetch_add(1, std::memory_order_acq_rel);
+  return easy;
+}
+
+void CurlTransport::ReleaseHandle(CURL* easy) const {
+  // Back to a freshly initialised state (options, private pointer, callbacks); libcurl keeps
+  // the handle's buffers, and the connections stay in the multi handle's pool.
+  curl_easy_reset(easy);
+  {
+    absl::MutexLock lock(&handles_mu_);
+    if (idle_handles_.size() < options_.max_idle_handles) {
+      idle_handles_.push_back(easy);
+      return;
+    }
+  }
+  curl_easy_cleanup(easy);
 }
 
 void CurlTransport::Shutdown() {
@@ -228,10 +308,9 @@ void CurlTransport::Send(HttpRequest request, HttpCallback done) {
   exchange->request = std::move(request);
   exchange->done = std::move(done);
   exchange->max_response_bytes = options_.max_response_bytes;
-  // Building the easy handle here spreads that CPU work over the callers' threads and keeps
-  // the single loop thread for I/O. Easy handles are not reused: connection reuse lives in the
-  // multi handle's pool, not in the easy handle, so a fresh handle costs a few allocations and
-  // rules out state leaking from one request's options into the next.
+  // Setting up the easy handle here spreads that CPU work over the callers' threads and keeps
+  // the single loop thread for I/O. Handles come from a pool of idle ones, reset when they
+  // were put back (curl_easy_reset), so no option leaks from one request into the next.
   Prepare(*exchange);
   {
     absl::MutexLock lock(&mu_);
@@ -275,12 +354,14 @@ void CurlTransport::Prepare(Exchange& exchange) const {
     has_expect |= absl::EqualsIgnoreCase(name, "expect");
   }
 
-  CURL* easy = curl_easy_init();
+  CURL* easy = AcquireHandle();
   if (easy == nullptr) {
     exchange.prepare_error = "curl_easy_init failed";
     return;
   }
   exchange.easy = easy;
+  curl_easy_setopt(easy, CURLOPT_SHARE, share_);
+  if (!options_.ca_file.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, options_.ca_file.c_str());
 
   curl_easy_setopt(easy, CURLOPT_PRIVATE, &exchange);
   curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, exchange.error_buffer);
@@ -442,8 +523,10 @@ void CurlTransport::Finish(std::unique_ptr<Exchange> exchange, CURLcode code) {
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
     case CURLE_COULDNT_CONNECT:
-    // A failed TLS handshake is a failed connect: no HTTP byte has been written yet.
+    // A failed TLS handshake, or a peer certificate that is not trusted, is a failed
+    // connect: no HTTP byte has been written yet.
     case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
       result.error = TransportError::kConnect;
       result.request_sent = false;
       break;
@@ -498,6 +581,8 @@ void CurlTransport::Finish(std::unique_ptr<Exchange> exchange, CURLcode code) {
   }
   HttpCallback done = std::move(exchange->done);
   // Release the handle and buffers before user code runs.
+  ReleaseHandle(exchange->easy);
+  exchange->easy = nullptr;
   exchange.reset();
   in_flight_.fetch_sub(1, std::memory_order_acq_rel);
   std::move(done)(std::move(result));
@@ -511,6 +596,10 @@ void CurlTransport::FailOther(std::unique_ptr<Exchange> exchange, const char* de
   // An exchange cut short by shutdown may already be on the wire.
   result.request_sent = exchange->easy != nullptr && MaybeWritten(exchange->easy);
   HttpCallback done = std::move(exchange->done);
+  if (exchange->easy != nullptr) {
+    ReleaseHandle(exchange->easy);
+    exchange->easy = nullptr;
+  }
   exchange.reset();
   in_flight_.fetch_sub(1, std::memory_order_acq_rel);
   std::move(done)(std::move(result));

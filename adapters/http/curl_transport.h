@@ -41,6 +41,13 @@ struct CurlTransportOptions {
   // uses HTTP/1.1. false: HTTP/1.1 everywhere.
   bool http2 = true;
   std::string user_agent = "inspection-gateway";
+  // PEM file of the certificate authorities trusted for https:// peers; empty: the system's
+  // bundle (libcurl's default). For a vendor behind a private CA or a TLS-inspecting proxy.
+  std::string ca_file;
+  // Easy handles kept for reuse once their exchange ends (each keeps its buffers, so a reused
+  // one costs a reset instead of an allocation and setup). Past this many idle ones, finished
+  // handles are freed.
+  size_t max_idle_handles = 256;
 };
 
 // HttpTransport on libcurl's multi interface, driven by ONE event-loop thread.
@@ -48,12 +55,17 @@ struct CurlTransportOptions {
 // Send() may be called from any thread: it prepares the request, queues it under a mutex and
 // wakes the loop (curl_multi_wakeup); the loop adds it to the multi handle and waits on all
 // sockets with curl_multi_poll. However many exchanges are in flight, the transport owns
-// exactly one thread. Connections are pooled and kept alive by the multi handle; redirects are
-// never followed; `Expect: 100-continue` is never sent; only http:// and https:// URLs work.
+// exactly one thread. Connections are pooled and kept alive by the multi handle (HTTP/2 streams
+// share one connection when the peer offers h2 through ALPN); easy handles are reused (a pool
+// of idle ones, reset between exchanges); DNS answers and TLS sessions are shared by all
+// handles (a CURLSH), so a new connection to a known host resumes its TLS session instead of
+// a full handshake. Redirects are never followed; `Expect: 100-continue` is never sent; only
+// http:// and https:// URLs work.
 //
 // Error mapping (HttpResult::error):
 //   complete response, any status            -> kNone (status in response.status)
-//   DNS failure, TCP refused, TLS handshake  -> kConnect (request_sent == false)
+//   DNS failure, TCP refused, TLS handshake,
+//   untrusted peer certificate               -> kConnect (request_sent == false)
 //   request timeout (connect or later)       -> kTimeout (request_sent tells the phase)
 //   write failure while sending              -> kSend
 //   reset / empty reply / truncated body /
@@ -96,6 +108,9 @@ class CurlTransport final : public HttpTransport {
   // Exchanges accepted by Send() whose callback has not started yet. Thread-safe.
   size_t InFlight() const { return in_flight_.load(std::memory_order_acquire); }
 
+  // Easy handles created so far (reused ones are counted once). Thread-safe.
+  size_t HandlesCreated() const { return handles_created_.load(std::memory_order_acquire); }
+
  private:
   using Exchange = internal::CurlExchange;
 
@@ -117,8 +132,25 @@ class CurlTransport final : public HttpTransport {
   // On shutdown: fails every exchange still queued or active.
   void FailAllPending();
 
+  // CURLSHOPT_LOCKFUNC / UNLOCKFUNC: one mutex per kind of shared data.
+  absl::Mutex& ShareMutex(int data) const;
+  static void LockShare(CURL* easy, curl_lock_data data, curl_lock_access access, void* self);
+  static void UnlockShare(CURL* easy, curl_lock_data data, void* self);
+  // An idle easy handle (reset), or a new one; null if libcurl cannot allocate one.
+  CURL* AcquireHandle() const;
+  // Takes back a handle whose exchange ended (it is out of the multi handle).
+  void ReleaseHandle(CURL* easy) const;
+
   const CurlTransportOptions options_;
   CURLM* const multi_;
+  // DNS and TLS session caches shared by every easy handle (locks below).
+  CURLSH* share_ = nullptr;
+  mutable absl::Mutex share_dns_mu_;
+  mutable absl::Mutex share_ssl_mu_;
+  mutable absl::Mutex share_other_mu_;
+
+  mutable absl::Mutex handles_mu_;
+  mutable std::vector<CURL*> idle_handles_ ABSL_GUARDED_BY(handles_mu_);
 
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Exchange>> queue_ ABSL_GUARDED_BY(mu_);
@@ -128,6 +160,7 @@ class CurlTransport final : public HttpTransport {
   std::unordered_map<CURL*, std::unique_ptr<Exchange>> active_;
 
   std::atomic<size_t> in_flight_{0};
+  mutable std::atomic<size_t> handles_created_{0};
   // Serialises Shutdown() callers around loop_.join().
   absl::Mutex join_mu_;
   std::thread loop_;

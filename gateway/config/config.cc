@@ -502,6 +502,11 @@ const std::vector<KeySpec>& Keys() {
       IntegerKey(
           "upstream.max_connections", [](auto& c) -> auto& { return c.upstream.max_connections; },
           1, kMaxInt, "N", "Most connections open to the vendor at once."),
+      StringKey(
+          "upstream.ca_file", [](auto& c) -> auto& { return c.upstream.ca_file; }, OptionalPath,
+          "PATH",
+          "PEM file of the certificate authorities trusted for an https:// vendor (a private "
+          "CA, a TLS-inspecting proxy); empty: the system's bundle."),
       EnumKey<vendor::KeySpelling>(
           "background_removal.position_ratio_key",
           [](auto& c) -> auto& { return c.background_removal.position_ratio_key; },
@@ -722,8 +727,8 @@ const std::vector<KeySpec>& Keys() {
       IntegerKey(
           "streams.queue_max_bytes", [](auto& c) -> auto& { return c.streams.queue_max_bytes; },
           1024, int64_t{1} << 40, "BYTES",
-          "Memory the events waiting for one stream behind the one being written may hold (a "
-          "larger event is still sent); past it, as past queue_size. Worst case for all "
+          "Bytes (wire size) of the events waiting for one stream behind the one being written "
+          "(a larger event is still sent); past it, as past queue_size. Worst case for all "
           "streams: max_total times this."),
       IntegerKey(
           "streams.catchup_events_per_turn",

@@ -59,6 +59,8 @@ struct UpstreamSection {
   absl::Duration connect_timeout = absl::FromChrono(ComponentDefaults().connect_timeout);
   // upstream.max_connections (default 1024, >= 1): cap on open connections to the vendor.
   int max_connections = ComponentDefaults().max_connections;
+  // upstream.ca_file (default ""): PEM CAs trusted for an https:// vendor; "": the system's.
+  std::string ca_file = ComponentDefaults().upstream_ca_file;
 };
 
 struct BackgroundRemovalSection {

@@ -204,6 +204,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
     http::CurlTransportOptions curl;
     curl.connect_timeout = opts.connect_timeout;
     curl.max_total_connections = opts.max_connections;
+    curl.ca_file = opts.upstream_ca_file;
     auto transport = http::CurlTransport::Create(curl);
     if (!transport.ok()) return transport.status();
     server->transport_ = std::shared_ptr<http::HttpTransport>(std::move(*transport));

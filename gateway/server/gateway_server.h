@@ -93,6 +93,8 @@ struct GatewayServerOptions {
   // Transport settings used when no transport is injected.
   std::chrono::milliseconds connect_timeout{2000};
   int max_connections = 1024;
+  // PEM CAs trusted for an https:// vendor; empty: the system's bundle.
+  std::string upstream_ca_file;
   // Injected transport (tests); when null the server builds a CurlTransport.
   std::shared_ptr<http::HttpTransport> transport;
   // Told about every finished RPC; null for none. Must outlive the server.

@@ -25,14 +25,11 @@ grpc::ServerUnaryReactor* DamageServiceImpl::DetectDamage(grpc::CallbackServerCo
   return RunUnary(context, request, response, deps_, detect_damage_);
 }
 
-grpc::ServerWriteReactor<v1::StreamDamageResultsResponse>* DamageServiceImpl::StreamDamageResults(
-    grpc::CallbackServerContext* context, const v1::StreamDamageResultsRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResults(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request) {
   using Reactor = streaming::EventStreamReactor<v1::StreamDamageResultsResponse>;
   auto* reactor = new Reactor(
       deps_.hub, deps_.stream_queue,
-      [](const v1::Event& event, v1::StreamDamageResultsResponse* out) {
-        *out->mutable_event() = event;
-      },
       // createReport is the last event of a damage detection: the report exists.
       [](const v1::Event& event) { return event.event_name() == v1::EVENT_NAME_CREATE_REPORT; });
 
@@ -44,6 +41,16 @@ grpc::ServerWriteReactor<v1::StreamDamageResultsResponse>* DamageServiceImpl::St
     return reactor;
   }
   reactor->HoldUntilDone(std::move(slot));
+  v1::StreamDamageResultsRequest parsed;
+  if (!streaming::ParseRawRequest(*raw_request, &parsed)) {
+    reactor->End(
+        errors::ApiError::InvalidRequest(
+            {{"", "the request is not a serialized inspection.v1.StreamDamageResultsRequest"}})
+            .ToGrpcStatus(),
+        /*as_is=*/true);
+    return reactor;
+  }
+  const v1::StreamDamageResultsRequest* request = &parsed;
   v1::DetectDamageRequest submit;
   *submit.mutable_urls() = request->urls();
   validation::Violations violations = validation::ValidateDetectDamage(submit, deps_.limits);
@@ -85,7 +92,7 @@ grpc::ServerWriteReactor<v1::StreamDamageResultsResponse>* DamageServiceImpl::St
       first.mutable_submitted()->ParseFromString(outcome.response);
       const std::string inspection_id = first.submitted().inspection_id();
       context->AddInitialMetadata("idempotency-replayed", "true");
-      handle.Send(std::move(first));
+      handle.Send(first);
       streaming::EventFilter filter;
       filter.inspection_id = inspection_id;
       filter.account = account;
@@ -138,7 +145,7 @@ grpc::ServerWriteReactor<v1::StreamDamageResultsResponse>* DamageServiceImpl::St
         v1::StreamDamageResultsResponse first;
         first.mutable_submitted()->Swap(&out.response);
         const std::string inspection_id = first.submitted().inspection_id();
-        handle.Send(std::move(first));
+        handle.Send(first);
         if (inspection_id.empty()) {
           errors::ApiError error;
           error.code = absl::StatusCode::kFailedPrecondition;

@@ -11,7 +11,11 @@ namespace inspection::services {
 // inspection.v1.DamageService: each RPC is one vendor call, described by its UnaryEndpoint
 // (route, validation, request encoding, response decoding). Thread-safe; `deps` must
 // outlive the service.
-class DamageServiceImpl final : public v1::DamageService::CallbackService {
+// StreamDamageResults is registered raw: its reactor writes each event's shared,
+// serialized-once bytes (streaming::EventStreamReactor); clients see
+// StreamDamageResultsResponse as declared.
+class DamageServiceImpl final : public v1::DamageService::WithRawCallbackMethod_StreamDamageResults<
+                                    v1::DamageService::CallbackService> {
  public:
   explicit DamageServiceImpl(const ServiceDeps& deps);
 
@@ -20,8 +24,9 @@ class DamageServiceImpl final : public v1::DamageService::CallbackService {
                                          v1::DetectDamageResponse* response) override;
 
   // Submits like DetectDamage, then streams the inspection's events until createReport.
-  grpc::ServerWriteReactor<v1::StreamDamageResultsResponse>* StreamDamageResults(
-      grpc::CallbackServerContext* context, const v1::StreamDamageResultsRequest* request) override;
+  // `request` holds a serialized StreamDamageResultsRequest.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* StreamDamageResults(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
 
  private:
   const ServiceDeps& deps_;

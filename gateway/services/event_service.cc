@@ -30,11 +30,10 @@ validation::Violations ValidateSubscribe(const v1::SubscribeRequest& request) {
   return violations;
 }
 
-grpc::ServerWriteReactor<v1::SubscribeResponse>* EventServiceImpl::Subscribe(
-    grpc::CallbackServerContext* context, const v1::SubscribeRequest* request) {
-  auto* reactor = new streaming::EventStreamReactor<v1::SubscribeResponse>(
-      deps_.hub, deps_.stream_queue,
-      [](const v1::Event& event, v1::SubscribeResponse* out) { *out->mutable_event() = event; });
+grpc::ServerWriteReactor<grpc::ByteBuffer>* EventServiceImpl::Subscribe(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request) {
+  auto* reactor =
+      new streaming::EventStreamReactor<v1::SubscribeResponse>(deps_.hub, deps_.stream_queue);
   std::shared_ptr<void> slot;
   if (auto denied = AdmitStream(*context, deps_, "/inspection.v1.EventService/Subscribe", &slot);
       denied.has_value()) {
@@ -42,6 +41,15 @@ grpc::ServerWriteReactor<v1::SubscribeResponse>* EventServiceImpl::Subscribe(
     return reactor;
   }
   reactor->HoldUntilDone(std::move(slot));
+  v1::SubscribeRequest parsed;
+  if (!streaming::ParseRawRequest(*raw_request, &parsed)) {
+    reactor->End(errors::ApiError::InvalidRequest(
+                     {{"", "the request is not a serialized inspection.v1.SubscribeRequest"}})
+                     .ToGrpcStatus(),
+                 /*as_is=*/true);
+    return reactor;
+  }
+  const v1::SubscribeRequest* request = &parsed;
   validation::Violations violations = ValidateSubscribe(*request);
   if (!violations.empty()) {
     reactor->End(errors::ApiError::InvalidRequest(std::move(violations)).ToGrpcStatus(),

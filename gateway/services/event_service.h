@@ -9,12 +9,16 @@
 namespace inspection::services {
 
 // inspection.v1.EventService: vendor events from the event log as gRPC streams.
-class EventServiceImpl final : public v1::EventService::CallbackService {
+// Subscribe is registered raw: its reactor writes each event's shared, serialized-once bytes
+// (streaming::EventStreamReactor); clients see SubscribeResponse as declared.
+class EventServiceImpl final
+    : public v1::EventService::WithRawCallbackMethod_Subscribe<v1::EventService::CallbackService> {
  public:
   explicit EventServiceImpl(const ServiceDeps& deps) : deps_(deps) {}
 
-  grpc::ServerWriteReactor<v1::SubscribeResponse>* Subscribe(
-      grpc::CallbackServerContext* context, const v1::SubscribeRequest* request) override;
+  // `request` holds a serialized SubscribeRequest.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Subscribe(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request) override;
 
  private:
   const ServiceDeps& deps_;

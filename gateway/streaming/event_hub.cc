@@ -29,20 +29,24 @@ bool EventFilter::Matches(const eventlog::NewEvent& event) const {
 
 namespace {
 
-// An event converted for the subscribers that want it: done at most once per event, and
-// only when one does.
-struct ConvertedEvent {
-  std::shared_ptr<const v1::Event> event;
-  size_t bytes = 0;
-};
-
-ConvertedEvent Convert(const eventlog::StoredEvent& stored) {
-  auto event = std::make_shared<const v1::Event>(ToApiEvent(stored));
-  const size_t bytes = event->SpaceUsedLong();
-  return {std::move(event), bytes};
+// An event converted (and serialized) for the subscribers that want it: done at most once
+// per event, and only when one does.
+std::shared_ptr<const EncodedEvent> Convert(const eventlog::StoredEvent& stored) {
+  return EncodeEvent(ToApiEvent(stored));
 }
 
 }  // namespace
+
+std::shared_ptr<const EncodedEvent> EncodeEvent(v1::Event event) {
+  auto encoded = std::make_shared<EncodedEvent>();
+  encoded->event = std::move(event);
+  const std::string wire = encoded->event.SerializeAsString();
+  encoded->wire = grpc::Slice(wire);
+  // What the subscribers' queues hold of it: the message (for the final-event test) is the
+  // hub's alone; each queue holds a reference to the wire bytes and a small header.
+  encoded->bytes = wire.size();
+  return encoded;
+}
 
 v1::Event ToApiEvent(const eventlog::StoredEvent& stored) {
   v1::Event out;
@@ -139,8 +143,7 @@ size_t EventHub::SubscriberCount() const {
   return subscriptions_.size() - std::min(subscriptions_.size(), removed_.size());
 }
 
-bool EventHub::Offer(Subscription& subscription, const std::shared_ptr<const v1::Event>& event,
-                     size_t bytes) {
+bool EventHub::Offer(Subscription& subscription, const std::shared_ptr<const EncodedEvent>& event) {
   if (subscription.sink->Room() == 0) {
     if (options_.metrics != nullptr) {
       options_.metrics->RecordDroppedSubscriber(metrics::StreamDropReason::kSlowConsumer);
@@ -150,7 +153,7 @@ bool EventHub::Offer(Subscription& subscription, const std::shared_ptr<const v1:
         "the subscriber fell behind: its queue of events is full; resume from the last cursor"));
     return false;
   }
-  return subscription.sink->Deliver(event, bytes);
+  return subscription.sink->Deliver(event);
 }
 
 void EventHub::DispatchTail() {
@@ -193,14 +196,14 @@ void EventHub::DispatchTail() {
     if (page->empty()) return;
     for (const eventlog::StoredEvent& stored : *page) {
       if (options_.on_event) options_.on_event(stored);
-      ConvertedEvent converted;  // on the first subscriber that wants it
+      std::shared_ptr<const EncodedEvent> converted;  // on the first subscriber that wants it
       for (auto& [id, subscription] : live) {
         absl::StatusOr<int> order = eventlog::CompareCursors(stored.cursor, subscription->position);
         if (order.ok() && *order <= 0) continue;  // it already has this one (caught up past it)
         subscription->position = stored.cursor;
         if (!subscription->filter.Matches(stored.event)) continue;
-        if (converted.event == nullptr) converted = Convert(stored);
-        if (!Offer(*subscription, converted.event, converted.bytes)) {
+        if (converted == nullptr) converted = Convert(stored);
+        if (!Offer(*subscription, converted)) {
           // Ended: out of the live dispatch at once (DispatchTail runs several times a
           // turn; the subscription is erased at the next turn).
           subscription->live = false;
@@ -268,8 +271,7 @@ void EventHub::CatchUp(Subscription& subscription) {
     // Matched on the stored columns: a filter that wants nothing converts nothing.
     if (subscription.filter.Matches(stored.event)) {
       if (subscription.sink->Room() == 0) return;  // full: continue from `position` later
-      ConvertedEvent converted = Convert(stored);
-      if (!subscription.sink->Deliver(std::move(converted.event), converted.bytes)) {
+      if (!subscription.sink->Deliver(Convert(stored))) {
         subscription.sink.reset();
         return;
       }

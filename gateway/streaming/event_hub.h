@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include <grpcpp/support/slice.h>
 #include <grpcpp/support/status.h>
 
 #include "absl/synchronization/mutex.h"
@@ -26,9 +27,10 @@ namespace inspection::streaming {
 // streams.queue_max_bytes).
 struct StreamQueueLimits {
   size_t max_events = 1000;
-  // Memory of the events waiting behind the write in flight (protobuf SpaceUsedLong); an
-  // event larger than this is still queued when none is waiting, so a stream that reads
-  // never stalls or ends on one big event.
+  // Bytes of the events waiting behind the write in flight (their wire size: the bytes are
+  // shared with every other stream carrying them, so this bounds what this stream keeps
+  // alive); an event larger than this is still queued when none is waiting, so a stream
+  // that reads never stalls or ends on one big event.
   size_t max_bytes = size_t{4} << 20;
 };
 
@@ -45,6 +47,18 @@ struct EventFilter {
   bool Matches(const eventlog::NewEvent& event) const;
 };
 
+// An event as the hub hands it to every subscriber that wants it: converted and
+// serialized once, then shared by reference, so that one more subscriber costs a
+// reference and a write, not a copy and a serialization.
+struct EncodedEvent {
+  v1::Event event;   // for filters, the final-event test and the cursor
+  grpc::Slice wire;  // event's wire bytes (ref-counted: every write shares them)
+  size_t bytes = 0;  // what it is counted as against a queue's byte bound
+};
+
+// The hub's conversion: ToApiEvent, then the wire bytes.
+std::shared_ptr<const EncodedEvent> EncodeEvent(v1::Event event);
+
 // The receiving end of a subscription (a gRPC stream). Called on the hub's thread only.
 class EventSink {
  public:
@@ -52,10 +66,9 @@ class EventSink {
   // Room left in the sink's bounded queue, in events; 0 also when its byte bound is
   // reached. Asked before every Deliver.
   virtual size_t Room() const = 0;
-  // Queues `event` for the client; `bytes` is the memory a copy of it holds
-  // (SpaceUsedLong, computed once per event by the hub). Returns false when the sink is
-  // already closed.
-  virtual bool Deliver(std::shared_ptr<const v1::Event> event, size_t bytes) = 0;
+  // Queues `event` for the client (event->bytes counts against its byte bound). Returns
+  // false when the sink is already closed.
+  virtual bool Deliver(std::shared_ptr<const EncodedEvent> event) = 0;
   // Ends the stream with `status` (OUT_OF_RANGE for an expired cursor, RESOURCE_EXHAUSTED
   // when it fell behind, UNAVAILABLE on shutdown). The sink adds its last cursor.
   virtual void End(const grpc::Status& status) = 0;
@@ -148,8 +161,7 @@ class EventHub {
   void DispatchTail();
   // One slice of a subscriber's catch-up (at most catchup_events_per_turn events).
   void CatchUp(Subscription& subscription);
-  bool Offer(Subscription& subscription, const std::shared_ptr<const v1::Event>& event,
-             size_t bytes);
+  bool Offer(Subscription& subscription, const std::shared_ptr<const EncodedEvent>& event);
 
   eventlog::EventLog* const log_;
   const Options options_;

@@ -8,31 +8,50 @@
 #include <string>
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/slice.h>
+
+#include <cstdio>
+#include <cstdlib>
 
 #include "absl/synchronization/mutex.h"
 #include "gateway/errors/api_error.h"
 #include "gateway/streaming/event_hub.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
 
 namespace inspection::streaming {
 
-// A server stream of events from the hub, for any response type: keeps one write in
+// Parses a raw request (the event streams are registered as raw methods, see below).
+// False when the bytes are not a `Message`.
+template <class Message>
+bool ParseRawRequest(const grpc::ByteBuffer& request, Message* out) {
+  grpc::ByteBuffer copy(request);  // shares the slices
+  return grpc::SerializationTraits<Message>::Deserialize(&copy, out).ok();
+}
+
+// A server stream of events from the hub, for a response message with an `Event event`
+// field (SubscribeResponse, StreamDamageResultsResponse): keeps one write in
 // flight, buffers at most `limits` (events and bytes; the hub ends a live stream with
 // RESOURCE_EXHAUSTED beyond that, and pauses a catching-up one), never calls Finish while
 // a write is outstanding, and ends every error
 // with ErrorInfo.metadata["last_cursor"]: the cursor of the last event written, from
 // which the client resumes with no gap and no duplicate. Deletes itself in OnDone.
+//
+// It writes raw bytes (the method is registered with WithRawCallbackMethod_*): each event
+// is serialized once by the hub, and every stream writes the same ref-counted bytes behind
+// a header of its own (the tag and length of Response's `event` field), which is exactly
+// the encoding of a Response holding that event. The client sees the typed message.
 template <class Response>
-class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
+class EventStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  // Builds the message for one event.
-  using Wrap = std::function<void(const v1::Event&, Response*)>;
   // True for the event after which the stream is complete (then Finish(OK)).
   using IsFinal = std::function<bool(const v1::Event&)>;
 
-  EventStreamReactor(EventHub* hub, StreamQueueLimits limits, Wrap wrap, IsFinal is_final = nullptr)
+  EventStreamReactor(EventHub* hub, StreamQueueLimits limits, IsFinal is_final = nullptr)
       : hub_(hub),
         limits_(limits),
-        wrap_(std::move(wrap)),
         is_final_(std::move(is_final)),
         link_(std::make_shared<Link>(this)) {}
 
@@ -51,11 +70,22 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
   }
 
   // Queues a message that is not an event (the first message of StreamDamageResults).
-  void Send(Response response) {
+  void Send(const Response& response) {
+    grpc::Slice bytes(response.SerializeAsString());
     absl::MutexLock lock(&mu_);
     if (finished_) return;
-    queue_.push_back({std::move(response), std::string(), false, 0});
+    queue_.push_back({grpc::ByteBuffer(&bytes, 1), std::string(), false, 0});
     MaybeWriteLocked();
+  }
+
+  // The bytes in front of an event's wire bytes that make them a Response: the tag of
+  // Response's `event` field (length-delimited) and the length.
+  static std::string EventHeader(size_t length) {
+    static const uint32_t tag = EventFieldTag();
+    uint8_t header[5 + 10];  // a varint32 tag, a varint64 length
+    uint8_t* end = google::protobuf::io::CodedOutputStream::WriteVarint32ToArray(tag, header);
+    end = google::protobuf::io::CodedOutputStream::WriteVarint64ToArray(length, end);
+    return std::string(reinterpret_cast<const char*>(header), end - header);
   }
 
   // Ends the stream now (pending messages are dropped if a status is not OK). The
@@ -72,9 +102,9 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
   // for asynchronous work that finishes after a possible cancellation.
   class Handle {
    public:
-    void Send(Response response) const {
+    void Send(const Response& response) const {
       absl::MutexLock lock(&link_->mu_);
-      if (link_->reactor_ != nullptr) link_->reactor_->Send(std::move(response));
+      if (link_->reactor_ != nullptr) link_->reactor_->Send(response);
     }
     void Attach(EventFilter filter, std::string after_cursor, bool from_start) const {
       absl::MutexLock lock(&link_->mu_);
@@ -142,7 +172,7 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
  private:
   std::shared_ptr<void> guard_;
   struct Item {
-    Response message;
+    grpc::ByteBuffer message;
     std::string cursor;  // of the event it carries; empty for other messages
     bool final = false;
     size_t bytes = 0;  // counted against limits_.max_bytes
@@ -162,9 +192,9 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
       absl::MutexLock lock(&mu_);
       return reactor_ == nullptr ? 0 : reactor_->Room();
     }
-    bool Deliver(std::shared_ptr<const v1::Event> event, size_t bytes) override {
+    bool Deliver(std::shared_ptr<const EncodedEvent> event) override {
       absl::MutexLock lock(&mu_);
-      return reactor_ != nullptr && reactor_->DeliverEvent(*event, bytes);
+      return reactor_ != nullptr && reactor_->DeliverEvent(*event);
     }
     void End(const grpc::Status& status) override {
       absl::MutexLock lock(&mu_);
@@ -187,12 +217,30 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
     return queue_.size() >= limits_.max_events ? 0 : limits_.max_events - queue_.size();
   }
 
-  bool DeliverEvent(const v1::Event& event, size_t bytes) {
+  // The field number of Response's `event` field as a wire tag; a Response without a
+  // singular `Event event` field is a programming error, caught on the first stream.
+  static uint32_t EventFieldTag() {
+    const google::protobuf::FieldDescriptor* field =
+        Response::descriptor()->FindFieldByName("event");
+    if (field == nullptr || field->is_repeated() ||
+        field->message_type() != v1::Event::descriptor()) {
+      std::fprintf(stderr, "EventStreamReactor: %s has no `Event event` field\n",
+                   Response::descriptor()->full_name().c_str());
+      std::abort();
+    }
+    return google::protobuf::internal::WireFormatLite::MakeTag(
+        field->number(), google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+  }
+
+  bool DeliverEvent(const EncodedEvent& event) {
+    // Two slices: this stream's header (a few bytes), then the shared event bytes (a
+    // reference, not a copy).
+    const grpc::Slice slices[2] = {grpc::Slice(EventHeader(event.wire.size())), event.wire};
     absl::MutexLock lock(&mu_);
     if (finished_ || pending_finish_.has_value()) return false;
-    Item item{Response(), event.cursor(), is_final_ && is_final_(event), bytes};
-    wrap_(event, &item.message);
-    queued_bytes_ += bytes;
+    Item item{grpc::ByteBuffer(slices, 2), event.event.cursor(),
+              is_final_ && is_final_(event.event), event.bytes};
+    queued_bytes_ += item.bytes;
     queue_.push_back(std::move(item));
     MaybeWriteLocked();
     return true;
@@ -263,7 +311,6 @@ class EventStreamReactor : public grpc::ServerWriteReactor<Response> {
 
   EventHub* const hub_;
   const StreamQueueLimits limits_;
-  const Wrap wrap_;
   const IsFinal is_final_;
   const std::shared_ptr<Link> link_;
 

@@ -67,6 +67,7 @@ TEST(ServerOptionsTest, DefaultsAreTheComponentsOwn) {
   EXPECT_EQ(options.vendor.max_attempt_timeout, defaults.vendor.max_attempt_timeout);
   EXPECT_EQ(options.connect_timeout, defaults.connect_timeout);
   EXPECT_EQ(options.max_connections, defaults.max_connections);
+  EXPECT_EQ(options.upstream_ca_file, defaults.upstream_ca_file);
   EXPECT_EQ(options.mapper.position_ratio_key, defaults.mapper.position_ratio_key);
   EXPECT_EQ(options.mapper.wheel_box_key, defaults.mapper.wheel_box_key);
   EXPECT_EQ(options.mapper.test_webhook_params, defaults.mapper.test_webhook_params);
@@ -157,7 +158,8 @@ TEST(ServerOptionsTest, EverySettingReachesItsComponent) {
   ConfigFile file(R"({
     "upstream_url": "http://vendor.test/api", "webapp_url": "http://app.test",
     "grpc_addr": "127.0.0.1:6001", "webhook_addr": "[::1]:6002", "admin_addr": "127.0.0.3:6003",
-    "upstream": {"timeout_ms": 1234, "connect_timeout_ms": 345, "max_connections": 77},
+    "upstream": {"timeout_ms": 1234, "connect_timeout_ms": 345, "max_connections": 77,
+                 "ca_file": "/etc/vendor-ca.pem"},
     "background_removal": {"position_ratio_key": "plural", "wheel_box_key": "singular"},
     "test_webhook": {"params_in": "body"},
     "damage": {"inspection_id_pointers": ["/a", "/b/c"]},
@@ -202,6 +204,7 @@ TEST(ServerOptionsTest, EverySettingReachesItsComponent) {
   EXPECT_EQ(Ms(o.vendor.max_attempt_timeout), 1234);
   EXPECT_EQ(Ms(o.connect_timeout), 345);
   EXPECT_EQ(o.max_connections, 77);
+  EXPECT_EQ(o.upstream_ca_file, "/etc/vendor-ca.pem");
   EXPECT_EQ(o.mapper.position_ratio_key, vendor::KeySpelling::kPlural);
   EXPECT_EQ(o.mapper.wheel_box_key, vendor::KeySpelling::kSingular);
   EXPECT_EQ(o.mapper.test_webhook_params, vendor::ParamsPlacement::kBody);

@@ -88,11 +88,14 @@ class TestSink final : public EventSink {
   TestSink(size_t room, std::function<void()> on_deliver = nullptr)
       : room_(room), on_deliver_(std::move(on_deliver)) {}
   size_t Room() const override { return room_; }
-  bool Deliver(std::shared_ptr<const v1::Event> event, size_t bytes) override {
-    EXPECT_GT(bytes, 0u);
+  bool Deliver(std::shared_ptr<const EncodedEvent> event) override {
+    // The shared wire bytes are the event's serialization, counted at their size.
+    EXPECT_EQ(event->bytes, event->wire.size());
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(event->wire.begin()), event->wire.size()),
+              event->event.SerializeAsString());
     if (on_deliver_) on_deliver_();
     absl::MutexLock lock(&mu_);
-    delivered_.push_back(event->inspection_id());
+    delivered_.push_back(event->event.inspection_id());
     return true;
   }
   void End(const grpc::Status& status) override {

@@ -37,8 +37,8 @@ class Sink final : public EventSink {
   explicit Sink(size_t room) : room_(room) {}
   size_t Room() const override { return room_; }
   // A queue that the test drains by hand: each delivery takes one place.
-  bool Deliver(std::shared_ptr<const v1::Event> event, size_t) override {
-    delivered.push_back(event->inspection_id());
+  bool Deliver(std::shared_ptr<const EncodedEvent> event) override {
+    delivered.push_back(event->event.inspection_id());
     if (room_ > 0) --room_;
     return true;
   }

@@ -13,6 +13,7 @@
 #include "adapters/eventlog/event_log.h"
 #include "gateway/streaming/event_hub.h"
 #include "gateway/streaming/event_stream.h"
+#include "inspection/v1/damage.pb.h"
 #include "inspection/v1/event.grpc.pb.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait.h"
@@ -37,17 +38,16 @@ class CountingReactor final : public EventStreamReactor<v1::SubscribeResponse> {
 
 // Subscribe: sends one message far larger than the HTTP/2 flow-control window (so the
 // write stays in flight while the client does not read), then asks to end the stream.
-class StallingService final : public v1::EventService::CallbackService {
+class StallingService final
+    : public v1::EventService::WithRawCallbackMethod_Subscribe<v1::EventService::CallbackService> {
  public:
   explicit StallingService(EventHub* hub) : hub_(hub) {}
-  grpc::ServerWriteReactor<v1::SubscribeResponse>* Subscribe(grpc::CallbackServerContext*,
-                                                             const v1::SubscribeRequest*) override {
-    auto* reactor = new CountingReactor(
-        hub_, StreamQueueLimits{10},
-        [](const v1::Event& event, v1::SubscribeResponse* out) { *out->mutable_event() = event; });
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Subscribe(grpc::CallbackServerContext*,
+                                                        const grpc::ByteBuffer*) override {
+    auto* reactor = new CountingReactor(hub_, StreamQueueLimits{10});
     v1::SubscribeResponse big;
     big.mutable_event()->mutable_payload()->set_string_value(std::string(8 * 1024 * 1024, 'x'));
-    reactor->Send(std::move(big));
+    reactor->Send(big);
     reactor->End(grpc::Status::OK);  // a finish pending behind the write in flight
     ++started_;
     return reactor;
@@ -92,6 +92,38 @@ TEST(EventStreamReactorTest, ACancelWhileAFinishIsPendingStillFinishes) {
       WaitUntil([&] { return reactors_done.load() == before + 3; }, std::chrono::seconds(20)))
       << "done: " << reactors_done.load() - before << " of 3";
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+}
+
+// What a stream writes for an event, its own header before the hub's shared bytes, is
+// the encoding of the typed response holding that event: for both stream responses, small
+// and large events (a one-byte and a three-byte length), and the oneof of
+// StreamDamageResultsResponse.
+template <class Response>
+void ExpectHeaderAndSharedBytesParseAs(size_t payload_bytes) {
+  v1::Event event;
+  event.set_cursor("s:42");
+  event.set_event_name(v1::EVENT_NAME_CREATE_REPORT);
+  event.set_inspection_id("insp-1");
+  event.mutable_payload()->set_string_value(std::string(payload_bytes, 'p'));
+  std::shared_ptr<const EncodedEvent> encoded = EncodeEvent(event);
+  const std::string wire(reinterpret_cast<const char*>(encoded->wire.begin()),
+                         encoded->wire.size());
+  EXPECT_EQ(wire, event.SerializeAsString());
+
+  Response parsed;
+  ASSERT_TRUE(parsed.ParseFromString(
+      absl::StrCat(EventStreamReactor<Response>::EventHeader(wire.size()), wire)));
+  ASSERT_TRUE(parsed.has_event());
+  EXPECT_EQ(parsed.event().SerializeAsString(), wire);
+  EXPECT_EQ(parsed.event().cursor(), "s:42");
+}
+
+TEST(EventStreamReactorTest, AnEventWrittenAsHeaderAndSharedBytesIsTheTypedResponse) {
+  for (size_t payload : {size_t{10}, size_t{300}, size_t{200000}}) {
+    SCOPED_TRACE(payload);
+    ExpectHeaderAndSharedBytesParseAs<v1::SubscribeResponse>(payload);
+    ExpectHeaderAndSharedBytesParseAs<v1::StreamDamageResultsResponse>(payload);
+  }
 }
 
 }  // namespace

@@ -8,6 +8,10 @@
 #include <mutex>
 #include <thread>
 
+#include <grpcpp/generic/generic_stub.h>
+
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 #include "inspection/v1/event.grpc.pb.h"
 #include "sandbox/emulator/sandbox_server.h"
 #include "tests/integration/gateway_fixture.h"
@@ -114,6 +118,57 @@ class StreamingTest : public GatewayTest {
 
   std::unique_ptr<v1::EventService::Stub> events_;
 };
+
+// Subscribe and StreamDamageResults are raw methods (they write shared, serialized-once
+// bytes): bytes that are not the request message get INVALID_ARGUMENT with the reason
+// INVALID_REQUEST, as a typed method's validation errors do, and the gateway serves on.
+TEST_F(StreamingTest, AStreamRequestThatIsNotTheMessageIsInvalidArgument) {
+  StartStreamingGateway();
+  grpc::GenericStub generic(channel_);
+  for (const char* method : {"/inspection.v1.EventService/Subscribe",
+                             "/inspection.v1.DamageService/StreamDamageResults"}) {
+    SCOPED_TRACE(method);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    grpc::CompletionQueue cq;
+    // Field 1 as a length-delimited value 200 bytes long, followed by 1 byte: truncated.
+    const std::string garbage = "\x0a\xc8\x01x";
+    grpc::Slice slice(garbage);
+    grpc::ByteBuffer request(&slice, 1);
+    auto call = generic.PrepareCall(&context, method, &cq);
+    void* tag = nullptr;
+    bool ok = false;
+    call->StartCall(reinterpret_cast<void*>(1));
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    ASSERT_TRUE(ok);
+    call->Write(request, reinterpret_cast<void*>(2));
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    call->WritesDone(reinterpret_cast<void*>(3));
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    grpc::ByteBuffer response;
+    call->Read(&response, reinterpret_cast<void*>(4));
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_FALSE(ok);  // no message: the stream ends
+    grpc::Status status;
+    call->Finish(&status, reinterpret_cast<void*>(5));
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    google::rpc::Status details;
+    ASSERT_TRUE(details.ParseFromString(status.error_details()));
+    google::rpc::ErrorInfo info;
+    ASSERT_GE(details.details_size(), 1);
+    ASSERT_TRUE(details.details(0).UnpackTo(&info));
+    EXPECT_EQ(info.reason(), "INVALID_REQUEST");
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+  }
+  // A well-formed Subscribe on the same channel still streams.
+  auto stream = Subscribe(v1::SubscribeRequest());
+  WaitSubscribers(1);
+  ASSERT_EQ(PostWebhook(Event("newInspection", "after-garbage")), 200);
+  EXPECT_TRUE(stream->WaitFor(1));
+}
 
 TEST_F(StreamingTest, WebhooksReachSubscribersInOrderWithCursors) {
   auto stream = Subscribe(v1::SubscribeRequest());

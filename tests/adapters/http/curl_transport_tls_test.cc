@@ -1,0 +1,147 @@
+// CurlTransport's reuse of what is expensive: easy handles (a pool), and for an https://
+// vendor the trust anchor (upstream.ca_file) and TLS sessions. The server is cpp-httplib's
+// SSLServer with a throwaway CA made at test time (tests/support/test_pki).
+#include <httplib.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "adapters/http/curl_transport.h"
+#include "tests/support/fake_vendor.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/test_pki.h"
+
+namespace inspection::http {
+namespace {
+
+using ::inspection::testing::FakeVendor;
+using ::inspection::testing::ScriptedResponse;
+using ::inspection::testing::TempDir;
+using ::inspection::testing::TestPki;
+using ::testing::HasSubstr;
+
+constexpr std::chrono::milliseconds kTimeout{10000};
+
+HttpResult Exchange(CurlTransport& transport, const std::string& url) {
+  std::promise<HttpResult> promise;
+  std::future<HttpResult> future = promise.get_future();
+  HttpRequest request;
+  request.method = "GET";
+  request.url = url;
+  request.timeout = kTimeout;
+  transport.Send(std::move(request),
+                 [&promise](HttpResult result) { promise.set_value(std::move(result)); });
+  if (future.wait_for(kTimeout + std::chrono::seconds(5)) != std::future_status::ready) {
+    ADD_FAILURE() << "no result within the deadline";
+    return {};
+  }
+  return future.get();
+}
+
+// An HTTPS server on 127.0.0.1 with a certificate of a throwaway CA.
+class TlsServer {
+ public:
+  explicit TlsServer(const TestPki& pki)
+      : server_(pki.Path("server.pem").c_str(), pki.Path("server.key").c_str()) {
+    server_.Get("/ping", [](const httplib::Request&, httplib::Response& response) {
+      response.set_content(R"({"pong":true})", "application/json");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    // bind_to_any_port already listens: connections wait in the backlog until accepted.
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~TlsServer() {
+    server_.stop();
+    thread_.join();
+  }
+  bool ok() { return port_ > 0 && server_.is_valid(); }
+  std::string Url(const std::string& path) const {
+    return "https://127.0.0.1:" + std::to_string(port_) + path;
+  }
+
+ private:
+  httplib::SSLServer server_;
+  int port_ = -1;
+  std::thread thread_;
+};
+
+TEST(CurlTransportTlsTest, AnHttpsVendorIsTrustedThroughTheConfiguredCaFileOnly) {
+  TempDir dir;
+  TestPki pki(dir.path());
+  ASSERT_TRUE(pki.ok()) << pki.error();
+  ASSERT_TRUE(pki.Issue("server", "vendor.test", "IP:127.0.0.1,DNS:localhost")) << pki.error();
+  TlsServer server(pki);
+  ASSERT_TRUE(server.ok());
+
+  CurlTransportOptions trusting;
+  trusting.ca_file = pki.Path("ca.pem");
+  auto transport = CurlTransport::Create(trusting);
+  ASSERT_TRUE(transport.ok()) << transport.status();
+  for (int i = 0; i < 5; ++i) {
+    const HttpResult result = Exchange(**transport, server.Url("/ping"));
+    ASSERT_EQ(result.error, TransportError::kNone) << result.error_detail;
+    EXPECT_EQ(result.response.status, 200);
+    EXPECT_EQ(result.response.body, R"({"pong":true})");
+  }
+  // Sequential calls share one easy handle (the pool), whatever their number.
+  EXPECT_EQ((*transport)->HandlesCreated(), 1u);
+
+  // Without the CA the certificate is refused before any byte of the request is sent: a
+  // connect failure, safe to retry on another path.
+  auto system_only = CurlTransport::Create({});
+  ASSERT_TRUE(system_only.ok()) << system_only.status();
+  const HttpResult refused = Exchange(**system_only, server.Url("/ping"));
+  EXPECT_EQ(refused.error, TransportError::kConnect) << refused.error_detail;
+  EXPECT_FALSE(refused.request_sent);
+}
+
+TEST(CurlTransportTlsTest, AnUnreadableCaFileIsRefusedAtCreation) {
+  CurlTransportOptions options;
+  options.ca_file = "/nonexistent/vendor-ca.pem";
+  auto transport = CurlTransport::Create(options);
+  ASSERT_FALSE(transport.ok());
+  EXPECT_EQ(transport.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(transport.status().message(), HasSubstr("/nonexistent/vendor-ca.pem"));
+}
+
+// Handles are reused across exchanges, and a reused handle carries nothing over from its
+// previous exchange (curl_easy_reset): a POST's body and method do not leak into a GET.
+TEST(CurlTransportTlsTest, AReusedHandleCarriesNothingOverFromItsLastExchange) {
+  FakeVendor vendor;
+  ASSERT_TRUE(vendor.Start());
+  ScriptedResponse reply;
+  reply.status = 200;
+  reply.body = "{}";
+  vendor.RespondWith(reply);
+  auto transport = CurlTransport::Create({});
+  ASSERT_TRUE(transport.ok()) << transport.status();
+
+  HttpRequest post;
+  post.method = "POST";
+  post.url = vendor.BaseUrl() + "/first";
+  post.body = R"({"a":1})";
+  post.headers.emplace_back("x-first", "1");
+  post.timeout = kTimeout;
+  std::promise<HttpResult> posted;
+  (*transport)->Send(std::move(post), [&](HttpResult r) { posted.set_value(std::move(r)); });
+  ASSERT_EQ(posted.get_future().get().error, TransportError::kNone);
+
+  const HttpResult got = Exchange(**transport, vendor.BaseUrl() + "/second");
+  ASSERT_EQ(got.error, TransportError::kNone) << got.error_detail;
+  EXPECT_EQ((*transport)->HandlesCreated(), 1u);
+  const auto requests = vendor.Requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[1].method, "GET");
+  EXPECT_EQ(requests[1].path, "/second");
+  EXPECT_TRUE(requests[1].body.empty());
+  for (const auto& [name, value] : requests[1].headers) EXPECT_NE(name, "x-first");
+}
+
+}  // namespace
+}  // namespace inspection::http
