@@ -18,6 +18,8 @@
 // event within 60 s.
 #include <httplib.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -136,9 +138,12 @@ int main(int argc, char** argv) {
       std::lock_guard<std::mutex> lock(shared.mu);
       shared.received.clear();
     }
-    // A body of its own each time: the same body twice would be one (deduplicated) event.
+    // A body of its own each time, across clients too: the same body twice would be one
+    // (deduplicated) event.
+    static const std::string run = std::to_string(
+        std::chrono::system_clock::now().time_since_epoch().count() ^ (int64_t{getpid()} << 40));
     const std::string body = R"({"event": "createReport", "inspectionId": "bench-fanout", "n": )" +
-                             std::to_string(++posts) + "}";
+                             std::to_string(++posts) + R"(, "run": ")" + run + R"("})";
     const auto sent = Clock::now();
     auto response = client.Post(webhook.substr(path_start).c_str(), {{"x-api-key", key}}, body,
                                 "application/json");

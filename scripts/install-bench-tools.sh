@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the load generators of `make bench` (bench/run.py) on Debian bookworm:
-# h2load (nghttp2-client) and wrk. Idempotent. Not needed by `make test`.
+# h2load (nghttp2-client), wrk, and HAProxy with openssl (the TLS terminator in front of the
+# sandbox in the tls_hop scenario). Idempotent. Not needed by `make test`.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=scripts/apt-install.sh
 . "$here/apt-install.sh"
-apt_install_missing install-bench-tools nghttp2-client wrk
-echo "install-bench-tools: ok (h2load $(h2load --version 2>/dev/null | head -1 | awk '{print $NF}'), $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}'))"
+apt_install_missing install-bench-tools nghttp2-client wrk haproxy openssl
+echo "install-bench-tools: ok (h2load $(h2load --version 2>/dev/null | head -1 | awk '{print $NF}'), $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}'), $(/usr/sbin/haproxy -v 2>/dev/null | head -1 | awk '{print $1, $3}'))"

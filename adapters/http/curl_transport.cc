@@ -1,5 +1,10 @@
 #include "adapters/http/curl_transport.h"
 
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -21,12 +26,11 @@ using Clock = std::chrono::steady_clock;
 
 constexpr char kShutDown[] = "transport shut down";
 
-// curl_multi_poll() and curl_multi_wakeup() appeared in 7.68.0.
+// CURLOPT_PROTOCOLS_STR and the other options used here are all in 7.68.0.
 constexpr unsigned int kMinCurlVersion = 0x074400;
 
-// Upper bound of one curl_multi_poll() wait. libcurl shortens it to its own next timer and
-// curl_multi_wakeup() interrupts it, so the value only matters if both fail to; it is not a
-// polling interval.
+// Upper bound of one epoll wait. libcurl's timer shortens it and the wake fd interrupts it,
+// so the value only matters if both fail to; it is not a polling interval.
 constexpr int kMaxPollMs = 10000;
 
 // curl_global_init is not meant to run twice or concurrently with itself; std::call_once makes
@@ -184,9 +188,8 @@ absl::StatusOr<std::unique_ptr<CurlTransport>> CurlTransport::Create(CurlTranspo
   }
   const curl_version_info_data* info = curl_version_info(CURLVERSION_NOW);
   if (info == nullptr || info->version_num < kMinCurlVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("libcurl >= 7.68.0 required (curl_multi_poll/wakeup), found ",
-                     info == nullptr ? "unknown" : info->version));
+    return absl::FailedPreconditionError(absl::StrCat("libcurl >= 7.68.0 required, found ",
+                                                      info == nullptr ? "unknown" : info->version));
   }
   if (!options.ca_file.empty()) {
     FILE* ca = std::fopen(options.ca_file.c_str(), "r");
@@ -205,6 +208,23 @@ absl::StatusOr<std::unique_ptr<CurlTransport>> CurlTransport::Create(CurlTranspo
 
   // From here the transport owns `multi`; its destructor cleans it up on every path.
   std::unique_ptr<CurlTransport> transport(new CurlTransport(std::move(options), multi));
+  // The event loop's own epoll set: libcurl says which sockets to watch (SOCKETFUNCTION) and
+  // when it next needs a call (TIMERFUNCTION); the eventfd wakes the loop.
+  transport->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  transport->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (transport->epoll_fd_ < 0 || transport->wake_fd_ < 0) {
+    return absl::InternalError(absl::StrCat("epoll/eventfd: ", std::strerror(errno)));
+  }
+  epoll_event wake{};
+  wake.events = EPOLLIN;
+  wake.data.fd = transport->wake_fd_;
+  if (epoll_ctl(transport->epoll_fd_, EPOLL_CTL_ADD, transport->wake_fd_, &wake) != 0) {
+    return absl::InternalError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
+  }
+  curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &CurlTransport::OnSocket);
+  curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, transport.get());
+  curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &CurlTransport::OnTimer);
+  curl_multi_setopt(multi, CURLMOPT_TIMERDATA, transport.get());
   // DNS answers and TLS sessions shared by all easy handles. Handles are set up on callers'
   // threads and run on the loop thread, hence the locks.
   CURLSH* share = curl_share_init();
@@ -238,6 +258,43 @@ CurlTransport::~CurlTransport() {
   curl_multi_cleanup(multi_);
   // After every handle that used it is gone.
   if (share_ != nullptr) curl_share_cleanup(share_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+int CurlTransport::OnSocket(CURL*, curl_socket_t socket, int what, void* self, void*) {
+  auto* transport = static_cast<CurlTransport*>(self);
+  if (what == CURL_POLL_REMOVE) {
+    // ENOENT/EBADF: libcurl may have closed it already, which removed it from the set.
+    epoll_ctl(transport->epoll_fd_, EPOLL_CTL_DEL, socket, nullptr);
+    return 0;
+  }
+  epoll_event event{};
+  event.events = (what & CURL_POLL_IN ? EPOLLIN : 0u) | (what & CURL_POLL_OUT ? EPOLLOUT : 0u);
+  event.data.fd = socket;
+  if (epoll_ctl(transport->epoll_fd_, EPOLL_CTL_MOD, socket, &event) != 0 && errno == ENOENT) {
+    epoll_ctl(transport->epoll_fd_, EPOLL_CTL_ADD, socket, &event);
+  }
+  return 0;
+}
+
+int CurlTransport::OnTimer(CURLM*, long timeout_ms, void* self)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {  // called by libcurl inside a multi call, under mu_
+  auto* transport = static_cast<CurlTransport*>(self);
+  transport->timer_deadline_ = timeout_ms < 0
+                                   ? Clock::time_point::max()
+                                   : Clock::now() + std::chrono::milliseconds(timeout_ms);
+  return 0;
+}
+
+void CurlTransport::WakeLoop() const {
+  const uint64_t one = 1;
+  // EAGAIN: the counter is already non-zero, the loop will wake anyway.
+  [[maybe_unused]] ssize_t written = write(wake_fd_, &one, sizeof one);
+}
+
+void CurlTransport::WakeLoopIfTimerMovedLocked() {
+  if (timer_deadline_ < loop_wakes_at_) WakeLoop();
 }
 
 absl::Mutex& CurlTransport::ShareMutex(int data) const {
@@ -293,7 +350,7 @@ void CurlTransport::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    curl_multi_wakeup(multi_);
+    WakeLoop();
   }
   // From a callback the loop cannot be joined; it sees stopping_ once the callback returns.
   if (std::this_thread::get_id() == loop_id_) return;
@@ -315,12 +372,30 @@ void CurlTransport::Send(HttpRequest request, HttpCallback done) {
   {
     absl::MutexLock lock(&mu_);
     if (!stopping_) {
-      // One wakeup per batch: while the queue is non-empty the loop has a wakeup pending and
-      // will take the whole queue at once. The wakeup is issued under mu_ so that it cannot
-      // reach a multi handle the destructor has already cleaned up.
-      const bool wake = queue_.empty();
-      queue_.push_back(std::move(exchange));
-      if (wake) curl_multi_wakeup(multi_);
+      if (exchange->prepare_error != nullptr) {
+        // Failed by the loop: callbacks run on the loop thread, never inside Send().
+        refused_.push_back(std::move(exchange));
+        WakeLoop();
+        return;
+      }
+      const CURLMcode added = curl_multi_add_handle(multi_, exchange->easy);
+      if (added != CURLM_OK) {
+        exchange->prepare_error = curl_multi_strerror(added);
+        refused_.push_back(std::move(exchange));
+        WakeLoop();
+        return;
+      }
+      CURL* easy = exchange->easy;
+      active_.emplace(easy, std::move(exchange));
+      // Start the transfer on this thread: on a kept-alive connection the request is
+      // written now, without waking the loop thread; the loop takes over when the answer
+      // (or anything else) arrives on the socket.
+      int running = 0;
+      curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+      // Whatever that finished (a refused connection, an expired timer of another
+      // exchange) completes on the loop thread.
+      if (CollectFinishedLocked()) WakeLoop();
+      WakeLoopIfTimerMovedLocked();
       return;
     }
   }
@@ -450,64 +525,83 @@ void CurlTransport::Prepare(Exchange& exchange) const {
 }
 
 void CurlTransport::Run() {
+  constexpr int kMaxEvents = 64;
+  epoll_event events[kMaxEvents];
   for (;;) {
-    if (AdmitQueued()) break;
-    int running = 0;
-    // Errors here are CURLM_OUT_OF_MEMORY-class and are also reported per transfer.
-    curl_multi_perform(multi_, &running);
-    ReapFinished();
-    curl_multi_poll(multi_, nullptr, 0, kMaxPollMs, nullptr);
+    int timeout_ms = kMaxPollMs;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+      if (!finished_.empty() || !refused_.empty()) {
+        timeout_ms = 0;
+      } else if (timer_deadline_ != Clock::time_point::max()) {
+        const auto left =
+            std::chrono::ceil<std::chrono::milliseconds>(timer_deadline_ - Clock::now());
+        timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, kMaxPollMs));
+      }
+      // A Send() that moves libcurl's timer before this wakes the loop (WakeLoopIfTimerMoved).
+      loop_wakes_at_ = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    }
+    const int ready = epoll_wait(epoll_fd_, events, kMaxEvents, timeout_ms);
+    std::vector<std::pair<std::unique_ptr<Exchange>, CURLcode>> finished;
+    std::vector<std::unique_ptr<Exchange>> refused;
+    {
+      absl::MutexLock lock(&mu_);
+      loop_wakes_at_ = Clock::time_point::min();  // awake: reads the timer before waiting
+      int running = 0;
+      for (int i = 0; i < ready; ++i) {
+        const int fd = events[i].data.fd;
+        if (fd == wake_fd_) {
+          uint64_t count = 0;
+          [[maybe_unused]] ssize_t read_bytes = read(wake_fd_, &count, sizeof count);
+          continue;
+        }
+        int flags = 0;
+        if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) flags |= CURL_CSELECT_IN;
+        if (events[i].events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
+        if (events[i].events & EPOLLERR) flags |= CURL_CSELECT_ERR;
+        curl_multi_socket_action(multi_, fd, flags, &running);
+      }
+      if (timer_deadline_ <= Clock::now()) {
+        timer_deadline_ = Clock::time_point::max();  // libcurl sets the next one
+        curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
+      }
+      CollectFinishedLocked();
+      finished.swap(finished_);
+      refused.swap(refused_);
+    }
+    // Callbacks run outside every lock: they may Send() again.
+    for (auto& exchange : refused) {
+      const char* detail = exchange->prepare_error;
+      FailOther(std::move(exchange), detail);
+    }
+    for (auto& [exchange, code] : finished) Finish(std::move(exchange), code);
   }
   FailAllPending();
 }
 
-bool CurlTransport::AdmitQueued() {
-  std::vector<std::unique_ptr<Exchange>> batch;
-  bool stopping = false;
-  {
-    absl::MutexLock lock(&mu_);
-    batch.swap(queue_);
-    stopping = stopping_;
-  }
-  for (auto& exchange : batch) {
-    if (stopping) {
-      FailOther(std::move(exchange), kShutDown);
-      continue;
-    }
-    if (exchange->prepare_error != nullptr) {
-      const char* detail = exchange->prepare_error;
-      FailOther(std::move(exchange), detail);
-      continue;
-    }
-    const CURLMcode added = curl_multi_add_handle(multi_, exchange->easy);
-    if (added != CURLM_OK) {
-      FailOther(std::move(exchange), curl_multi_strerror(added));
-      continue;
-    }
-    CURL* easy = exchange->easy;
-    active_.emplace(easy, std::move(exchange));
-  }
-  return stopping;
-}
-
-void CurlTransport::ReapFinished() {
+bool CurlTransport::CollectFinishedLocked() {
+  bool any = false;
   int remaining = 0;
   while (CURLMsg* message = curl_multi_info_read(multi_, &remaining)) {
     if (message->msg != CURLMSG_DONE) continue;
-    // Copy out: the message is invalidated by curl_multi_remove_handle in Finish().
+    // Copy out: the message is invalidated by curl_multi_remove_handle.
     CURL* easy = message->easy_handle;
     const CURLcode code = message->data.result;
     auto it = active_.find(easy);
     if (it == active_.end()) continue;
     std::unique_ptr<Exchange> exchange = std::move(it->second);
     active_.erase(it);
-    Finish(std::move(exchange), code);
+    curl_multi_remove_handle(multi_, easy);
+    finished_.emplace_back(std::move(exchange), code);
+    any = true;
   }
+  return any;
 }
 
 void CurlTransport::Finish(std::unique_ptr<Exchange> exchange, CURLcode code) {
+  // Out of the multi handle already (CollectFinishedLocked): the handle is this thread's.
   CURL* easy = exchange->easy;
-  curl_multi_remove_handle(multi_, easy);
 
   HttpResult result;
   result.elapsed = Since(exchange->start);
@@ -609,18 +703,19 @@ void CurlTransport::FailAllPending() {
   // Detach everything first, so that a callback calling Send() (which now fails inline) or
   // inspecting InFlight() sees a consistent transport.
   std::vector<std::unique_ptr<Exchange>> pending;
-  pending.reserve(active_.size());
-  for (auto& [easy, exchange] : active_) {
-    curl_multi_remove_handle(multi_, easy);
-    pending.push_back(std::move(exchange));
-  }
-  active_.clear();
   {
     absl::MutexLock lock(&mu_);
-    // Normally empty: Send() stops queueing once stopping_ is set, and AdmitQueued() failed
-    // what was queued before. Kept for robustness.
-    for (auto& exchange : queue_) pending.push_back(std::move(exchange));
-    queue_.clear();
+    pending.reserve(active_.size() + finished_.size() + refused_.size());
+    for (auto& [easy, exchange] : active_) {
+      curl_multi_remove_handle(multi_, easy);
+      pending.push_back(std::move(exchange));
+    }
+    active_.clear();
+    // Finished or refused while the loop was stopping: they end as shut down too.
+    for (auto& [exchange, code] : finished_) pending.push_back(std::move(exchange));
+    finished_.clear();
+    for (auto& exchange : refused_) pending.push_back(std::move(exchange));
+    refused_.clear();
   }
   for (auto& exchange : pending) FailOther(std::move(exchange), kShutDown);
 }

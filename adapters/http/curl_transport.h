@@ -52,9 +52,11 @@ struct CurlTransportOptions {
 
 // HttpTransport on libcurl's multi interface, driven by ONE event-loop thread.
 //
-// Send() may be called from any thread: it prepares the request, queues it under a mutex and
-// wakes the loop (curl_multi_wakeup); the loop adds it to the multi handle and waits on all
-// sockets with curl_multi_poll. However many exchanges are in flight, the transport owns
+// Send() may be called from any thread: it prepares the request and starts the transfer on
+// the calling thread (under the transport's mutex: on a kept-alive connection the request is
+// written before Send() returns, with no hand-off to another thread); the loop thread waits
+// on every socket libcurl names (epoll, CURLMOPT_SOCKETFUNCTION/TIMERFUNCTION), reads the
+// answers and runs the callbacks. However many exchanges are in flight, the transport owns
 // exactly one thread. Connections are pooled and kept alive by the multi handle (HTTP/2 streams
 // share one connection when the peer offers h2 through ALPN); easy handles are reused (a pool
 // of idle ones, reset between exchanges); DNS answers and TLS sessions are shared by all
@@ -118,20 +120,25 @@ class CurlTransport final : public HttpTransport {
 
   // Prepares the easy handle on the caller's thread; records why if it cannot.
   void Prepare(Exchange& exchange) const;
-  // The event loop; the only code that touches multi_ after Create().
+  // The event loop: waits on the sockets libcurl names (epoll), drives the multi handle and
+  // runs the callbacks, outside every lock.
   void Run();
-  // Moves queued exchanges into the multi handle (or fails those that could not be prepared).
-  // Returns true once the transport is stopping; it then fails the queued exchanges instead.
-  bool AdmitQueued();
-  // Collects finished transfers from curl_multi_info_read and completes them.
-  void ReapFinished();
-  // Removes the exchange from the multi handle, builds its result and runs its callback.
+  // Moves the transfers libcurl reports done out of the multi handle into finished_.
+  // Returns whether there were any.
+  bool CollectFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Builds the result of a finished exchange and runs its callback.
   void Finish(std::unique_ptr<Exchange> exchange, CURLcode code);
   // Fails `exchange` with kOther and `detail`, then runs its callback.
   void FailOther(std::unique_ptr<Exchange> exchange, const char* detail);
-  // On shutdown: fails every exchange still queued or active.
+  // On shutdown: fails every exchange still active, finished or refused.
   void FailAllPending();
-
+  // CURLMOPT_SOCKETFUNCTION: adds, changes or removes a socket in the epoll set.
+  static int OnSocket(CURL* easy, curl_socket_t socket, int what, void* self, void* socketp);
+  // CURLMOPT_TIMERFUNCTION: when libcurl next wants CURL_SOCKET_TIMEOUT (-1: never).
+  static int OnTimer(CURLM* multi, long timeout_ms, void* self);
+  void WakeLoop() const;
+  // Wakes the loop if libcurl's timer now falls before the loop's planned wake-up.
+  void WakeLoopIfTimerMovedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // CURLSHOPT_LOCKFUNC / UNLOCKFUNC: one mutex per kind of shared data.
   absl::Mutex& ShareMutex(int data) const;
   static void LockShare(CURL* easy, curl_lock_data data, curl_lock_access access, void* self);
@@ -152,12 +159,23 @@ class CurlTransport final : public HttpTransport {
   mutable absl::Mutex handles_mu_;
   mutable std::vector<CURL*> idle_handles_ ABSL_GUARDED_BY(handles_mu_);
 
+  // Guards the multi handle (every curl_multi_* call, from Send() or the loop) and what
+  // follows. libcurl's callbacks (socket, timer, header and body bytes) run under it.
   mutable absl::Mutex mu_;
-  std::vector<std::unique_ptr<Exchange>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-
-  // Exchanges inside the multi handle. Loop thread only.
-  std::unordered_map<CURL*, std::unique_ptr<Exchange>> active_;
+  // Exchanges inside the multi handle.
+  std::unordered_map<CURL*, std::unique_ptr<Exchange>> active_ ABSL_GUARDED_BY(mu_);
+  // Out of the multi handle, their callbacks due on the loop thread.
+  std::vector<std::pair<std::unique_ptr<Exchange>, CURLcode>> finished_ ABSL_GUARDED_BY(mu_);
+  // Could not be started (prepare_error says why); failed on the loop thread.
+  std::vector<std::unique_ptr<Exchange>> refused_ ABSL_GUARDED_BY(mu_);
+  // libcurl's next timeout (TIMERFUNCTION), and when the loop's wait ends (min: awake).
+  std::chrono::steady_clock::time_point timer_deadline_ ABSL_GUARDED_BY(mu_) =
+      std::chrono::steady_clock::time_point::max();
+  std::chrono::steady_clock::time_point loop_wakes_at_ ABSL_GUARDED_BY(mu_) =
+      std::chrono::steady_clock::time_point::min();
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
 
   std::atomic<size_t> in_flight_{0};
   mutable std::atomic<size_t> handles_created_{0};
