@@ -551,5 +551,90 @@ TEST(FakeVendorTest, StopDoesNotWaitForHeldRequestsOrIdleConnections) {
   EXPECT_EQ(done.back().response.status, 200);
 }
 
+// Send() starts transfers on the calling threads (under the transport's mutex); many
+// threads at once still get every answer, each on the loop thread, and no extra thread.
+TEST_F(CurlTransportTest, SendersOnManyThreadsAllGetTheirAnswerOnTheLoopThread) {
+  vendor_.RespondWith(Reply(200, R"({"ok":true})"));
+  constexpr int kThreads = 8;
+  constexpr int kEach = 40;
+  // The fake vendor serves 16 connections at a time (a thread each): at most 8 here, so the
+  // other requests wait inside libcurl for a free connection, a path of their own.
+  CurlTransportOptions options;
+  options.max_host_connections = 8;
+  transport_ = MakeTransport(options);
+  ASSERT_NE(transport_, nullptr);
+  Results results;
+  std::vector<std::thread> senders;
+  for (int t = 0; t < kThreads; ++t) {
+    senders.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        transport_->Send(
+            Request("GET", Url("/m?t=" + std::to_string(t) + "&i=" + std::to_string(i))),
+            results.Callback());
+      }
+    });
+  }
+  for (auto& sender : senders) sender.join();
+  ASSERT_TRUE(results.WaitFor(kThreads * kEach));
+  std::vector<HttpResult> all = results.Take();
+  for (const HttpResult& result : all) {
+    ASSERT_EQ(result.error, TransportError::kNone) << result.error_detail;
+    EXPECT_EQ(result.response.body, R"({"ok":true})");
+  }
+  const std::vector<std::thread::id> threads = results.Threads();
+  for (const std::thread::id& id : threads) EXPECT_EQ(id, threads.front());
+  EXPECT_EQ(vendor_.RequestCount(), static_cast<size_t>(kThreads * kEach));
+  EXPECT_EQ(transport_->InFlight(), 0u);
+}
+
+// The loop sleeps until libcurl's next timer. A request with a shorter timeout, written by
+// Send() on another thread over a kept-alive connection (no connect, so no socket event for
+// the loop), must still end at its own timeout, not the longer one the loop went to sleep
+// with: Send() wakes the loop when it moves the timer earlier.
+TEST_F(CurlTransportTest, AShorterTimeoutSentWhileTheLoopWaitsEndsOnTime) {
+  vendor_.SetHandler([](const RecordedRequest& request) {
+    ScriptedResponse response = Reply(200, "{}");
+    if (request.path != "/warm") response.kind = ScriptedResponse::Kind::kHold;
+    return response;
+  });
+  Results results;
+  HttpRequest slow = Request("GET", Url("/slow"));
+  slow.timeout = std::chrono::milliseconds(8000);
+  transport_->Send(std::move(slow), results.Callback());
+  ASSERT_TRUE(vendor_.WaitForHeld(1, kDeadline));
+  // A second connection, answered and left idle in the pool for the quick request.
+  ASSERT_EQ(Exchange(Request("GET", Url("/warm"))).error, TransportError::kNone);
+
+  HttpRequest quick = Request("GET", Url("/quick"));
+  quick.timeout = std::chrono::milliseconds(300);
+  const auto sent = std::chrono::steady_clock::now();
+  std::thread([&] { transport_->Send(std::move(quick), results.Callback()); }).join();
+  ASSERT_TRUE(results.WaitFor(1, std::chrono::milliseconds(5000)));
+  const auto waited = std::chrono::steady_clock::now() - sent;
+  std::vector<HttpResult> first = results.Take();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].error, TransportError::kTimeout) << first[0].error_detail;
+  EXPECT_TRUE(first[0].request_sent);
+  EXPECT_LT(waited, std::chrono::milliseconds(3000));
+  EXPECT_EQ(vendor_.HeldCount(), 2);
+  // The slow one is still held: fail it now, while `results` (its callback's target) lives.
+  transport_.reset();
+  EXPECT_EQ(results.Take().size(), 1u);
+}
+
+// A callback may send the next request (it runs on the loop thread, outside the
+// transport's locks).
+TEST_F(CurlTransportTest, ACallbackMaySendTheNextRequest) {
+  vendor_.RespondWith(Reply(200, "{}"));
+  Results results;
+  transport_->Send(Request("GET", Url("/first")), [&](HttpResult first) {
+    EXPECT_EQ(first.error, TransportError::kNone);
+    transport_->Send(Request("GET", Url("/second")), results.Callback());
+  });
+  ASSERT_TRUE(results.WaitFor(1));
+  EXPECT_EQ(results.Take().front().error, TransportError::kNone);
+  EXPECT_EQ(vendor_.RequestCount(), 2u);
+}
+
 }  // namespace
 }  // namespace inspection::http
