@@ -131,7 +131,11 @@ void EventHub::Unsubscribe(uint64_t id) {
   removed_.push_back(id);
 }
 
-void EventHub::Wake() { wake_.store(true); }
+void EventHub::Wake() {
+  // A catching-up subscription that stalls in this turn is counted at its end, and the turn
+  // then waits at most 5 ms: no wake-up is lost for good.
+  if (waiting_for_room_.load(std::memory_order_acquire) > 0) wake_.store(true);
+}
 
 std::string EventHub::TailCursor() const {
   absl::MutexLock lock(&mu_);
@@ -310,7 +314,7 @@ std::optional<std::chrono::milliseconds> EventHub::RunOneTurn() {
   if (options_.metrics != nullptr) options_.metrics->SetCatchingUpSubscribers(catching_up.size());
   // One slice per catching-up subscriber, with the live tail dispatched between slices:
   // a long catch-up delays live events by one slice at most.
-  bool waiting_for_room = false;
+  size_t waiting_for_room = 0;
   bool more_to_catch_up = false;
   for (auto& [id, subscription] : catching_up) {
     CatchUp(*subscription);
@@ -318,7 +322,7 @@ std::optional<std::chrono::milliseconds> EventHub::RunOneTurn() {
       Unsubscribe(id);
     } else if (!subscription->live) {
       if (subscription->stalled_since.has_value()) {
-        waiting_for_room = true;
+        ++waiting_for_room;
       } else {
         more_to_catch_up = true;
       }
@@ -334,10 +338,11 @@ std::optional<std::chrono::milliseconds> EventHub::RunOneTurn() {
     }
     next_retention_ = Now() + options_.retention_every;
   }
+  waiting_for_room_.store(waiting_for_room, std::memory_order_release);
   if (more_to_catch_up || wake_.load()) return std::chrono::milliseconds(0);
   // Catching-up subscribers continue as soon as they have room; otherwise wait for the
   // next append (the log wakes us at once for appends in this process).
-  return waiting_for_room ? std::chrono::milliseconds(5) : options_.idle_wait;
+  return waiting_for_room > 0 ? std::chrono::milliseconds(5) : options_.idle_wait;
 }
 
 void EventHub::Run() {

@@ -130,7 +130,9 @@ class EventHub {
   uint64_t Subscribe(std::shared_ptr<EventSink> sink, EventFilter filter, std::string after_cursor,
                      bool from_start);
   void Unsubscribe(uint64_t id);
-  // A sink that had no room has room again (call from its write-completion).
+  // A sink that had no room has room again (call from its write-completion). Only a
+  // catching-up subscription waits for room, so this costs nothing (no extra turn of the
+  // hub) while none does: a fan-out's 10,000 write completions do not make 10,000 turns.
   void Wake();
 
   // One turn of the hub's loop: drop removed subscriptions, dispatch the live tail, one
@@ -174,6 +176,8 @@ class EventHub {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> wake_{false};
+  // Catching-up subscriptions waiting for room in their queue, as of the last turn.
+  std::atomic<size_t> waiting_for_room_{0};
   // Touched by the turn's thread only.
   std::chrono::steady_clock::time_point next_retention_{};
   std::thread thread_;
