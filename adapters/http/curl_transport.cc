@@ -532,6 +532,13 @@ void CurlTransport::Run() {
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) break;
+      // libcurl's own answer, each turn: the timer callback alone can leave a stale value
+      // (libcurl does not repeat a timeout it reported before, even when our wait for it
+      // ended a fraction of a millisecond early and nothing was due yet).
+      long curl_ms = -1;
+      curl_multi_timeout(multi_, &curl_ms);
+      timer_deadline_ = curl_ms < 0 ? Clock::time_point::max()
+                                    : Clock::now() + std::chrono::milliseconds(curl_ms);
       if (!finished_.empty() || !refused_.empty()) {
         timeout_ms = 0;
       } else if (timer_deadline_ != Clock::time_point::max()) {
@@ -563,7 +570,6 @@ void CurlTransport::Run() {
         curl_multi_socket_action(multi_, fd, flags, &running);
       }
       if (timer_deadline_ <= Clock::now()) {
-        timer_deadline_ = Clock::time_point::max();  // libcurl sets the next one
         curl_multi_socket_action(multi_, CURL_SOCKET_TIMEOUT, 0, &running);
       }
       CollectFinishedLocked();
