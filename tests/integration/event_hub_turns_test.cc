@@ -2,6 +2,7 @@
 // real SQLite log: catch-up slices, live dispatch between them and the idle catch-up
 // timeout, with exact counts and times (issue 15: the orchestrators' unit tests).
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,8 +41,11 @@ class Sink final : public EventSink {
   bool Deliver(std::shared_ptr<const EncodedEvent> event) override {
     delivered.push_back(event->event.inspection_id());
     if (room_ > 0) --room_;
+    if (on_deliver) on_deliver();
     return true;
   }
+  // Called after each delivery, on the hub's thread (a write that completes at once).
+  std::function<void()> on_deliver;
   void End(const grpc::Status& status) override { ended = status; }
 
   size_t room_;
@@ -112,6 +116,31 @@ TEST_F(EventHubTurnsTest, ACatchUpScansOneSliceATurnAndLiveEventsGoOutBetweenSli
   hub_->Stop();
   ASSERT_TRUE(live->ended.has_value());
   EXPECT_EQ(live->ended->error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+// A stream's write completion calls Wake(). It means "room again" to a catching-up
+// subscription that waits for room; with none waiting, it must not cost a turn: a fan-out
+// to 10,000 live streams would otherwise schedule a turn (a read of the log) per write.
+TEST_F(EventHubTurnsTest, AWriteCompletionCostsATurnOnlyWhileACatchUpWaitsForRoom) {
+  for (int i = 0; i < 5; ++i) Append("old", i);
+  EventHub::Options options;
+  StartHub(options);
+  auto live = std::make_shared<Sink>(1000);
+  live->on_deliver = [this] { hub_->Wake(); };  // its writes complete at once
+  ASSERT_NE(hub_->Subscribe(live, EventFilter{}, "", /*from_start=*/false), 0u);
+  EXPECT_EQ(hub_->RunOneTurn(), options.idle_wait);
+  Append("new", 0);
+  EXPECT_EQ(hub_->RunOneTurn(), options.idle_wait)
+      << "live streams only: a write completion during the turn asks for no other turn";
+  EXPECT_EQ(live->delivered.size(), 1u);
+
+  auto stuck = std::make_shared<Sink>(0);  // a catching-up stream with a full queue
+  ASSERT_NE(hub_->Subscribe(stuck, EventFilter{}, "", /*from_start=*/true), 0u);
+  EXPECT_EQ(hub_->RunOneTurn(), milliseconds(5)) << "waiting for room: polls again soon";
+  Append("new", 1);
+  EXPECT_EQ(hub_->RunOneTurn(), milliseconds(0))
+      << "a catch-up waits for room: a write completion means another turn at once";
+  EXPECT_EQ(live->delivered.size(), 2u);
 }
 
 TEST_F(EventHubTurnsTest, AStalledCatchUpIsEndedExactlyAtTheIdleTimeout) {
