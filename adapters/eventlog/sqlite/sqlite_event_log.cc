@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "adapters/eventlog/sqlite/sqlite_support.h"
 
 namespace inspection::eventlog {
 namespace {
@@ -20,105 +21,32 @@ constexpr char kCursorPrefix[] = "s:";
 // Idle read connections kept open; more are opened under load and closed when returned.
 constexpr size_t kMaxIdleReaders = 8;
 
-struct StmtDeleter {
-  void operator()(sqlite3_stmt* stmt) const { sqlite3_finalize(stmt); }
-};
-using Stmt = std::unique_ptr<sqlite3_stmt, StmtDeleter>;
+using sqlite::BindText;
+using sqlite::ColumnInt64OrZero;
+using sqlite::ColumnString;
+using sqlite::Db;
+using sqlite::OpenErrorCode;
+using sqlite::ScopedReset;
+using sqlite::StepToDone;
+using sqlite::Stmt;
 
-struct DbDeleter {
-  void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
-};
-using Db = std::unique_ptr<sqlite3, DbDeleter>;
-
-// Resets a statement on scope exit. A statement that is stepped but not reset keeps its
-// read transaction open, which would stop WAL checkpoints from ever completing and make
-// ROLLBACK fail; so every use of a statement goes through one of these.
-class ScopedReset {
- public:
-  explicit ScopedReset(sqlite3_stmt* stmt) : stmt_(stmt) {}
-  ~ScopedReset() { sqlite3_reset(stmt_); }
-  ScopedReset(const ScopedReset&) = delete;
-  ScopedReset& operator=(const ScopedReset&) = delete;
-
- private:
-  sqlite3_stmt* const stmt_;
-};
+constexpr char kComponent[] = "sqlite event log";
 
 absl::Status SqliteError(sqlite3* db, int rc, const char* what,
                          absl::StatusCode code = absl::StatusCode::kUnavailable) {
-  // sqlite3_errmsg describes the most recent failure on `db`, which is this one; the path
-  // may appear in it, which is not a secret.
-  std::string message = absl::StrCat("sqlite event log: ", what, ": ", sqlite3_errstr(rc));
-  if (db != nullptr) absl::StrAppend(&message, " (", sqlite3_errmsg(db), ")");
-  return absl::Status(code, message);
-}
-
-// Errors that mean "this file is not ours / is damaged": no retry fixes them.
-absl::StatusCode OpenErrorCode(int rc) {
-  switch (rc & 0xff) {
-    case SQLITE_NOTADB:
-    case SQLITE_CORRUPT:
-    case SQLITE_READONLY:
-      return absl::StatusCode::kFailedPrecondition;
-    default:
-      return absl::StatusCode::kUnavailable;
-  }
+  return sqlite::Error(kComponent, db, rc, what, code);
 }
 
 absl::Status Prepare(sqlite3* db, const char* sql, Stmt* out) {
-  sqlite3_stmt* stmt = nullptr;
-  const int rc = sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
-  if (rc != SQLITE_OK) {
-    sqlite3_finalize(stmt);
-    return SqliteError(db, rc, "prepare", OpenErrorCode(rc));
-  }
-  out->reset(stmt);
-  return absl::OkStatus();
+  return sqlite::Prepare(kComponent, db, sql, out);
 }
 
 absl::StatusOr<Db> OpenConnection(const std::string& path, int flags, absl::Duration busy_timeout) {
-  sqlite3* raw = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &raw, flags | SQLITE_OPEN_NOMUTEX, nullptr);
-  Db db(raw);  // sqlite3_open_v2 allocates a handle even when it fails
-  if (rc != SQLITE_OK) return SqliteError(db.get(), rc, "open", OpenErrorCode(rc));
-  sqlite3_extended_result_codes(db.get(), 1);
-  const int64_t ms = absl::ToInt64Milliseconds(busy_timeout);
-  sqlite3_busy_timeout(
-      db.get(), static_cast<int>(std::clamp<int64_t>(ms, 0, std::numeric_limits<int>::max())));
-  return db;
+  return sqlite::OpenConnection(kComponent, path, flags, busy_timeout);
 }
 
 absl::Status Exec(sqlite3* db, const char* sql, const char* what) {
-  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
-  if (rc != SQLITE_OK) return SqliteError(db, rc, what, OpenErrorCode(rc));
-  return absl::OkStatus();
-}
-
-// Steps a statement that returns no row (or whose rows do not matter) to completion.
-int StepToDone(sqlite3_stmt* stmt) {
-  ScopedReset reset(stmt);
-  int rc;
-  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-  }
-  return rc;
-}
-
-bool BindText(sqlite3_stmt* stmt, int index, const std::string& value) {
-  // SQLITE_STATIC: `value` outlives the step; every use rebinds every parameter.
-  return sqlite3_bind_text64(stmt, index, value.data(), value.size(), SQLITE_STATIC, SQLITE_UTF8) ==
-         SQLITE_OK;
-}
-
-std::string ColumnString(sqlite3_stmt* stmt, int column) {
-  const unsigned char* text = sqlite3_column_text(stmt, column);
-  if (text == nullptr) return std::string();
-  return std::string(reinterpret_cast<const char*>(text),
-                     static_cast<size_t>(sqlite3_column_bytes(stmt, column)));
-}
-
-// Keeps a column that may be NULL (MAX() of nothing, a missing sqlite_sequence row) as 0.
-int64_t ColumnInt64OrZero(sqlite3_stmt* stmt, int column) {
-  return sqlite3_column_type(stmt, column) == SQLITE_NULL ? 0 : sqlite3_column_int64(stmt, column);
+  return sqlite::Exec(kComponent, db, sql, what);
 }
 
 // Creates the current schema in a new file. In a file of an older version every statement

@@ -1,0 +1,80 @@
+// What the gateway started at the vendor and still waits to hear about (issue 17): an
+// inspection submitted for damage detection, a token created for a customer. Results
+// normally arrive as webhooks; the ledger lets a reconciler find, after a restart or on
+// another replica, the work whose result never came, and poll for it.
+//
+// Status: the ledger and its SQLite backend exist and are tested (the shared suite in
+// tests/adapters/eventlog/work_ledger_conformance.h). Nothing records into it yet: the
+// reconciler, the Redis backend and the wiring are the next steps of issue 17.
+#ifndef ADAPTERS_EVENTLOG_WORK_LEDGER_H_
+#define ADAPTERS_EVENTLOG_WORK_LEDGER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace inspection::eventlog {
+
+enum class WorkKind {
+  kInspection = 1,  // DetectDamage / StreamDamageResults: waits for createReport
+  kToken = 2,       // CreateToken: waits for the token's inspection to be reported
+};
+
+struct WorkItem {
+  WorkKind kind = WorkKind::kInspection;
+  std::string account;  // the vendor account ("" = the default one)
+  std::string id;       // the inspection id, or the token uid
+  int64_t started_at_ms = 0;
+  int64_t next_poll_at_ms = 0;  // due for a poll from then on
+  int attempts = 0;             // polls made so far
+};
+
+// Durable, and shared by the replicas that share the store. Thread-safe.
+class WorkLedger {
+ public:
+  virtual ~WorkLedger() = default;
+
+  // Records `item`, unless the same (kind, account, id) is recorded already: the first
+  // record wins (a repeated submission is the same work). attempts starts at 0.
+  virtual absl::Status Record(const WorkItem& item) = 0;
+
+  // The result arrived: (kind, account, id) is never claimed again. OK when unknown.
+  virtual absl::Status Resolve(WorkKind kind, const std::string& account,
+                               const std::string& id) = 0;
+
+  // Claims up to `limit` unresolved items due at `now_ms` (next_poll_at_ms <= now_ms) that
+  // no other owner holds (no claim, or its lease ended), oldest due first, and leases them
+  // to `owner` until now_ms + lease_ms. An owner's own unexpired claims are claimed again
+  // (a restarted replica that kept its name).
+  virtual absl::StatusOr<std::vector<WorkItem>> ClaimDue(int64_t now_ms, size_t limit,
+                                                         const std::string& owner,
+                                                         int64_t lease_ms) = 0;
+
+  // After a poll that found no result yet: one more attempt, due again at
+  // `next_poll_at_ms`, claim released. FAILED_PRECONDITION when `owner` no longer holds
+  // the item (its lease ended and another owner claimed it, or it was resolved).
+  virtual absl::Status Reschedule(const WorkItem& item, const std::string& owner,
+                                  int64_t next_poll_at_ms) = 0;
+
+  // Unresolved items due by `due_by_ms` (INT64_MAX: all of them).
+  virtual absl::StatusOr<int64_t> CountPending(int64_t due_by_ms) = 0;
+
+  // Forgets every item started before `started_before_ms`, resolved or not. Returns how
+  // many went.
+  virtual absl::StatusOr<int64_t> Trim(int64_t started_before_ms) = 0;
+};
+
+// The SQLite backend: table `work` in the file at `path` (created if missing), WAL mode,
+// synchronous=FULL (a recorded item survives kill -9 and a power cut). FAILED_PRECONDITION
+// for a file that is not a database or is damaged; UNAVAILABLE for I/O and lock timeouts.
+absl::StatusOr<std::unique_ptr<WorkLedger>> OpenSqliteWorkLedger(
+    const std::string& path, absl::Duration busy_timeout = absl::Seconds(5));
+
+}  // namespace inspection::eventlog
+
+#endif  // ADAPTERS_EVENTLOG_WORK_LEDGER_H_
