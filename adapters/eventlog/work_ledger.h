@@ -3,9 +3,9 @@
 // normally arrive as webhooks; the ledger lets a reconciler find, after a restart or on
 // another replica, the work whose result never came, and poll for it.
 //
-// Status: the ledger and its SQLite backend exist and are tested (the shared suite in
-// tests/adapters/eventlog/work_ledger_conformance.h). Nothing records into it yet: the
-// reconciler, the Redis backend and the wiring are the next steps of issue 17.
+// Status: the ledger and its SQLite and Redis backends exist and are tested (the shared
+// suite in tests/adapters/eventlog/work_ledger_conformance.h). Nothing records into it
+// yet: the reconciler and the wiring are the next steps of issue 17.
 #ifndef ADAPTERS_EVENTLOG_WORK_LEDGER_H_
 #define ADAPTERS_EVENTLOG_WORK_LEDGER_H_
 
@@ -48,9 +48,10 @@ class WorkLedger {
                                const std::string& id) = 0;
 
   // Claims up to `limit` unresolved items due at `now_ms` (next_poll_at_ms <= now_ms) that
-  // no other owner holds (no claim, or its lease ended), oldest due first, and leases them
-  // to `owner` until now_ms + lease_ms. An owner's own unexpired claims are claimed again
-  // (a restarted replica that kept its name).
+  // nobody holds (never claimed, released, or the lease ended), the longest due first, and
+  // leases them to `owner` until now_ms + lease_ms. A held item is not claimed again before
+  // its lease ends, not even by its holder: a replica that dies mid-poll leaves its items
+  // to the others (or to itself, restarted) one lease later.
   virtual absl::StatusOr<std::vector<WorkItem>> ClaimDue(int64_t now_ms, size_t limit,
                                                          const std::string& owner,
                                                          int64_t lease_ms) = 0;
@@ -74,6 +75,15 @@ class WorkLedger {
 // for a file that is not a database or is damaged; UNAVAILABLE for I/O and lock timeouts.
 absl::StatusOr<std::unique_ptr<WorkLedger>> OpenSqliteWorkLedger(
     const std::string& path, absl::Duration busy_timeout = absl::Seconds(5));
+
+// The Redis backend, for replicas that share a Redis (the URL of the Redis event log:
+// redis://[[user]:password@]host[:port][/db][?stream=name]). Keys `<stream>:work:items`
+// (a hash: one field per item), `<stream>:work:due` and `<stream>:work:started` (sorted
+// sets); every operation is one Lua script, so replicas never claim the same item.
+// Durability is the server's (AOF with fsync for a kill -9 of Redis itself).
+// INVALID_ARGUMENT for a bad URL (never echoing the password); UNAVAILABLE when Redis
+// cannot be reached.
+absl::StatusOr<std::unique_ptr<WorkLedger>> OpenRedisWorkLedger(const std::string& url);
 
 }  // namespace inspection::eventlog
 

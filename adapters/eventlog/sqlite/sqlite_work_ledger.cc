@@ -52,9 +52,8 @@ class SqliteWorkLedger final : public WorkLedger {
         {&resolve_, "UPDATE work SET resolved = 1 WHERE kind = ?1 AND account = ?2 AND id = ?3"},
         {&due_,
          "SELECT kind, account, id, started_at_ms, next_poll_at_ms, attempts FROM work "
-         "WHERE resolved = 0 AND next_poll_at_ms <= ?1 "
-         "AND (owner = '' OR owner = ?2 OR lease_until_ms <= ?1) "
-         "ORDER BY next_poll_at_ms LIMIT ?3"},
+         "WHERE resolved = 0 AND next_poll_at_ms <= ?1 AND lease_until_ms <= ?1 "
+         "ORDER BY MAX(next_poll_at_ms, lease_until_ms) LIMIT ?2"},
         {&claim_,
          "UPDATE work SET owner = ?4, lease_until_ms = ?5 "
          "WHERE kind = ?1 AND account = ?2 AND id = ?3"},
@@ -102,8 +101,7 @@ class SqliteWorkLedger final : public WorkLedger {
         sqlite3_stmt* stmt = due_.get();
         ScopedReset reset(stmt);
         sqlite3_bind_int64(stmt, 1, now_ms);
-        BindText(stmt, 2, owner);
-        sqlite3_bind_int64(stmt, 3, static_cast<int64_t>(limit));
+        sqlite3_bind_int64(stmt, 2, static_cast<int64_t>(limit));
         int rc;
         while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
           WorkItem item;
