@@ -62,7 +62,8 @@ class WorkLedger {
   virtual absl::Status Reschedule(const WorkItem& item, const std::string& owner,
                                   int64_t next_poll_at_ms) = 0;
 
-  // Unresolved items due by `due_by_ms` (INT64_MAX: all of them).
+  // Unresolved items claimable by `due_by_ms` (INT64_MAX: all of them); one being polled
+  // counts from the end of its lease.
   virtual absl::StatusOr<int64_t> CountPending(int64_t due_by_ms) = 0;
 
   // Forgets every item started before `started_before_ms`, resolved or not. Returns how

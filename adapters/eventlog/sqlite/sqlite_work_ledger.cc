@@ -61,7 +61,9 @@ class SqliteWorkLedger final : public WorkLedger {
          "UPDATE work SET attempts = attempts + 1, next_poll_at_ms = ?5, owner = '', "
          "lease_until_ms = 0 "
          "WHERE kind = ?1 AND account = ?2 AND id = ?3 AND owner = ?4 AND resolved = 0"},
-        {&count_, "SELECT COUNT(*) FROM work WHERE resolved = 0 AND next_poll_at_ms <= ?1"},
+        {&count_,
+         "SELECT COUNT(*) FROM work WHERE resolved = 0 "
+         "AND MAX(next_poll_at_ms, lease_until_ms) <= ?1"},
         {&trim_, "DELETE FROM work WHERE started_at_ms < ?1"},
         {&begin_, "BEGIN IMMEDIATE"},
         {&commit_, "COMMIT"},

@@ -160,6 +160,11 @@ TEST_P(WorkLedgerConformanceTest, CountsPendingAndTrimsByStartTime) {
   ASSERT_TRUE(ledger_->Resolve(WorkKind::kInspection, "", "done").ok());
   EXPECT_EQ(*ledger_->CountPending(1000), 1);
   EXPECT_EQ(*ledger_->CountPending(std::numeric_limits<int64_t>::max()), 2);
+  // "old", being polled (leased until 61000), counts only from then on; "new" from 9000.
+  ASSERT_EQ(ledger_->ClaimDue(1000, 10, "r1", 60000)->size(), 1u);
+  EXPECT_EQ(*ledger_->CountPending(8999), 0);
+  EXPECT_EQ(*ledger_->CountPending(60999), 1);
+  EXPECT_EQ(*ledger_->CountPending(61000), 2);
   auto trimmed = ledger_->Trim(5000);
   ASSERT_TRUE(trimmed.ok()) << trimmed.status();
   EXPECT_EQ(*trimmed, 1);
