@@ -1,0 +1,191 @@
+// The reconciler on a real SQLite ledger and event log, a scripted vendor and a manual
+// clock: when it polls, what it appends, its backoff and its budget.
+#include "gateway/reconcile/reconciler.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "adapters/eventlog/sqlite/sqlite_event_log.h"
+#include "adapters/eventlog/work_ledger.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/temp_dir.h"
+
+namespace inspection::reconcile {
+namespace {
+
+using ::inspection::testing::TempDir;
+using ::testing::ElementsAre;
+
+class ReconcilerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ledger = eventlog::OpenSqliteWorkLedger(dir_.File("work.db"));
+    ASSERT_TRUE(ledger.ok()) << ledger.status();
+    ledger_ = std::move(*ledger);
+    auto log = eventlog::OpenSqliteEventLog(dir_.File("events.db"), eventlog::RetentionPolicy{});
+    ASSERT_TRUE(log.ok()) << log.status();
+    log_ = std::move(*log);
+    options_.after = absl::Minutes(10);
+    options_.interval = absl::Minutes(1);
+    options_.max_interval = absl::Minutes(4);
+  }
+
+  Reconciler& Make() {
+    reconciler_ = std::make_unique<Reconciler>(
+        options_, ledger_.get(), log_.get(),
+        [this](const std::string& account, const std::string& id,
+               absl::AnyInvocable<void(absl::StatusOr<std::string>) &&> done) {
+          polled_.push_back(
+              absl::StrCat(account, "/", id, "@", absl::ToInt64Seconds(now_ - start_)));
+          auto it = reports_.find(id);
+          if (vendor_down_) {
+            std::move(done)(absl::UnavailableError("vendor down"));
+          } else if (it == reports_.end()) {
+            std::move(done)(absl::NotFoundError("no report yet"));
+          } else {
+            std::move(done)(it->second);
+          }
+        },
+        [this] { return now_; });
+    return *reconciler_;
+  }
+
+  // Runs a pass at `seconds` after the start; returns the polls it started.
+  int At(int seconds) {
+    now_ = start_ + absl::Seconds(seconds);
+    absl::StatusOr<int> started = reconciler_->RunOnce();
+    EXPECT_TRUE(started.ok()) << started.status();
+    return started.ok() ? *started : -1;
+  }
+
+  std::vector<eventlog::StoredEvent> Events() {
+    auto events = log_->ReadAfter("", 100);
+    EXPECT_TRUE(events.ok());
+    return events.ok() ? *events : std::vector<eventlog::StoredEvent>{};
+  }
+
+  TempDir dir_;
+  std::unique_ptr<eventlog::WorkLedger> ledger_;
+  std::unique_ptr<eventlog::EventLog> log_;
+  ReconcilerOptions options_;
+  const absl::Time start_ = absl::FromUnixSeconds(1800000000);
+  absl::Time now_ = start_;
+  std::map<std::string, std::string> reports_;  // inspection id -> the vendor's 2xx body
+  std::vector<std::string> polled_;
+  bool vendor_down_ = false;
+  std::unique_ptr<Reconciler> reconciler_;
+};
+
+TEST_F(ReconcilerTest, AMissingReportIsPolledAfterTheDelayWithADoublingInterval) {
+  Reconciler& reconciler = Make();
+  ASSERT_TRUE(reconciler.Submitted("", "insp-1").ok());
+  EXPECT_EQ(At(599), 0) << "not before reconcile.after";
+  EXPECT_EQ(At(600), 1);
+  EXPECT_EQ(At(659), 0);
+  EXPECT_EQ(At(660), 1);  // +1 min
+  EXPECT_EQ(At(779), 0);
+  EXPECT_EQ(At(780), 1);   // +2 min
+  EXPECT_EQ(At(1020), 1);  // +4 min (the cap)
+  EXPECT_EQ(At(1260), 1);  // +4 min again
+  EXPECT_THAT(polled_, ElementsAre("/insp-1@600", "/insp-1@660", "/insp-1@780", "/insp-1@1020",
+                                   "/insp-1@1260"));
+  EXPECT_EQ(reconciler.stats().not_ready, 5);
+  EXPECT_TRUE(Events().empty());
+}
+
+TEST_F(ReconcilerTest, AReportThatArrivedAsAWebhookIsNeverPolled) {
+  Reconciler& reconciler = Make();
+  ASSERT_TRUE(reconciler.Submitted("prod", "insp-1").ok());
+  eventlog::NewEvent webhook;
+  webhook.account = "prod";
+  webhook.event_name = "createReport";
+  webhook.inspection_id = "insp-1";
+  reconciler.Observe(webhook);
+  EXPECT_EQ(At(3600), 0);
+  EXPECT_TRUE(polled_.empty());
+}
+
+TEST_F(ReconcilerTest, AReadyReportBecomesOneDamagesReportEventAndEndsThePolling) {
+  Reconciler& reconciler = Make();
+  ASSERT_TRUE(reconciler.Submitted("prod", "insp-1").ok());
+  reports_["insp-1"] = R"({"damages": [{"part": "front_bumper"}]})";
+  EXPECT_EQ(At(600), 1);
+  std::vector<eventlog::StoredEvent> events = Events();
+  ASSERT_EQ(events.size(), 1u);
+  const eventlog::NewEvent& event = events[0].event;
+  EXPECT_EQ(event.event_name, "damagesReport");
+  EXPECT_EQ(event.account, "prod");
+  EXPECT_EQ(event.inspection_id, "insp-1");
+  const nlohmann::json payload = nlohmann::json::parse(event.payload);
+  EXPECT_EQ(payload["source"], "reconcile");
+  EXPECT_EQ(payload["inspectionId"], "insp-1");
+  EXPECT_EQ(payload["report"]["damages"][0]["part"], "front_bumper");
+  EXPECT_EQ(reconciler.stats().recovered, 1);
+  EXPECT_EQ(At(7200), 0) << "resolved: never polled again";
+
+  // The same inspection submitted and recovered again (a retried submission after a
+  // crash) is the same event: stored once.
+  ASSERT_TRUE(ledger_->Record({eventlog::WorkKind::kInspection, "prod", "insp-1", 0, 0, 0}).ok());
+  ASSERT_TRUE(reconciler.Submitted("prod", "insp-2").ok());
+  EXPECT_EQ(Events().size(), 1u);
+}
+
+TEST_F(ReconcilerTest, ReadyPointersDecideWhenAReportIsFinished) {
+  options_.ready_pointers = {"/damages"};
+  Reconciler& reconciler = Make();
+  ASSERT_TRUE(reconciler.Submitted("", "insp-1").ok());
+  reports_["insp-1"] = R"({"damages": []})";
+  EXPECT_EQ(At(600), 1);
+  EXPECT_TRUE(Events().empty()) << "an empty list is not a finished report";
+  EXPECT_EQ(reconciler.stats().not_ready, 1);
+  reports_["insp-1"] = R"({"damages": [{"part": "door"}]})";
+  EXPECT_EQ(At(660), 1);
+  EXPECT_EQ(Events().size(), 1u);
+}
+
+TEST_F(ReconcilerTest, TheBudgetCapsVendorCallsPerMinute) {
+  options_.max_polls_per_minute = 2;
+  Reconciler& reconciler = Make();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(reconciler.Submitted("", "insp-" + std::to_string(i)).ok());
+  }
+  EXPECT_EQ(At(600), 2);
+  EXPECT_EQ(At(600), 0) << "the budget is spent";
+  EXPECT_EQ(At(630), 1) << "half a minute refills one call";
+  EXPECT_EQ(At(690), 2) << "a full minute refills the burst, no more";
+  EXPECT_EQ(polled_.size(), 5u);
+  EXPECT_GE(reconciler.stats().budget_limited, 2);
+}
+
+TEST_F(ReconcilerTest, AVendorFailureIsCountedAndPolledAgainLater) {
+  Reconciler& reconciler = Make();
+  ASSERT_TRUE(reconciler.Submitted("", "insp-1").ok());
+  vendor_down_ = true;
+  EXPECT_EQ(At(600), 1);
+  EXPECT_EQ(reconciler.stats().errors, 1);
+  EXPECT_EQ(reconciler.stats().not_ready, 0);
+  vendor_down_ = false;
+  reports_["insp-1"] = "{}";
+  EXPECT_EQ(At(659), 0);
+  EXPECT_EQ(At(660), 1);
+  EXPECT_EQ(Events().size(), 1u);
+}
+
+TEST_F(ReconcilerTest, ABodyThatIsNotJsonIsKeptAsText) {
+  Reconciler& reconciler = Make();
+  ASSERT_TRUE(reconciler.Submitted("", "insp-1").ok());
+  reports_["insp-1"] = "report: 3 damages";
+  EXPECT_EQ(At(600), 1);
+  std::vector<eventlog::StoredEvent> events = Events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(events[0].event.payload)["report"], "report: 3 damages");
+}
+
+}  // namespace
+}  // namespace inspection::reconcile
