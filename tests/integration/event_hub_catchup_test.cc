@@ -61,7 +61,9 @@ class ObservedLog final : public eventlog::EventLog {
         append = ++catch_up_reads_ == append_at_;
       }
     }
-    if (append) EXPECT_TRUE(inner_->Append(MakeEvent("live", 0)).ok());
+    if (append) {
+      EXPECT_TRUE(inner_->Append(MakeEvent("live", 0)).ok());
+    }
     return inner_->ReadAfter(after, limit);
   }
   absl::StatusOr<std::string> LastCursor() override { return inner_->LastCursor(); }
