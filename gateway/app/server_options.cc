@@ -2,8 +2,10 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 
 #include "absl/time/time.h"
+#include "gateway/config/value_checks.h"
 
 namespace inspection::app {
 
@@ -46,13 +48,9 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
                        (config.grpc.reflection == config::Toggle::kAuto && config.sandbox);
 
   {
-    const std::string& addr = config.admin_addr;  // validated HOST:PORT
-    const size_t colon = addr.rfind(':');
-    options.admin_host = addr.substr(0, colon);
-    if (options.admin_host.size() > 1 && options.admin_host.front() == '[') {
-      options.admin_host = options.admin_host.substr(1, options.admin_host.size() - 2);
-    }
-    options.admin_port = std::stoi(addr.substr(colon + 1));
+    config::HostAndPort admin = config::SplitHostPort(config.admin_addr);  // validated
+    options.admin_host = std::move(admin.host);
+    options.admin_port = admin.port;
   }
   options.event_log_url = config.event_log;
   options.retention.max_age = std::chrono::hours(config.event_log_retention.max_age_hours);
@@ -92,13 +90,9 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
   options.token_watch.max_backoff = config.token_watch.max_backoff;
   if (!config.webhook_key.empty()) {
     auto& webhook = options.webhook;
-    const std::string& addr = config.webhook_addr;  // validated HOST:PORT
-    const size_t colon = addr.rfind(':');
-    webhook.host = addr.substr(0, colon);
-    if (webhook.host.size() > 1 && webhook.host.front() == '[') {
-      webhook.host = webhook.host.substr(1, webhook.host.size() - 2);
-    }
-    webhook.port = std::stoi(addr.substr(colon + 1));
+    config::HostAndPort listen = config::SplitHostPort(config.webhook_addr);  // validated
+    webhook.host = std::move(listen.host);
+    webhook.port = listen.port;
     webhook.path = config.webhook.path;
     webhook.current_key = config.webhook_key.Reveal();
     webhook.previous_key = config.webhook_previous_key.Reveal();

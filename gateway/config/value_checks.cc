@@ -167,9 +167,20 @@ std::string ClosestMatch(absl::string_view name, const std::vector<std::string>&
   return best;
 }
 
-bool IsLoopbackHostPort(absl::string_view addr) {
-  absl::string_view host = addr.substr(0, addr.rfind(':'));
+HostAndPort SplitHostPort(absl::string_view addr) {
+  const size_t colon = addr.rfind(':');
+  absl::string_view host = addr.substr(0, colon);
   if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  HostAndPort out;
+  out.host = std::string(host);
+  if (colon != absl::string_view::npos && !absl::SimpleAtoi(addr.substr(colon + 1), &out.port)) {
+    out.port = 0;
+  }
+  return out;
+}
+
+bool IsLoopbackHostPort(absl::string_view addr) {
+  const std::string host = SplitHostPort(addr).host;
   return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 

@@ -24,6 +24,14 @@ absl::StatusOr<std::string> NormalizeBaseUrl(std::string url);
 // ("[::1]:50051"). HOST is a name, an IPv4 address or "[IPv6]".
 absl::Status CheckHostPort(absl::string_view addr);
 
+// The host (an IPv6 one without its brackets) and port of an address CheckHostPort
+// accepted.
+struct HostAndPort {
+  std::string host;
+  int port = 0;
+};
+HostAndPort SplitHostPort(absl::string_view addr);
+
 // True when the host of HOST:PORT (as CheckHostPort accepts it) is reachable from this
 // machine only: 127.0.0.0/8, [::1], localhost.
 bool IsLoopbackHostPort(absl::string_view addr);

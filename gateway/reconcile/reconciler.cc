@@ -58,6 +58,7 @@ void Reconciler::Observe(const eventlog::NewEvent& event) {
 }
 
 absl::StatusOr<int> Reconciler::RunOnce() {
+  HandleAnswers();
   const absl::Time now = clock_();
   size_t budget = 0;
   {
@@ -83,16 +84,31 @@ absl::StatusOr<int> Reconciler::RunOnce() {
     if (due->size() == budget) ++stats_.budget_limited;
   }
   for (const eventlog::WorkItem& item : *due) {
-    fetch_(item.account, item.id,
-           [this, item](absl::StatusOr<std::string> body) { OnReport(item, std::move(body)); });
+    fetch_(item.account, item.id, [this, item](absl::StatusOr<std::string> body) {
+      absl::MutexLock lock(&mu_);
+      answers_.push_back(Answer{item, std::move(body)});
+    });
   }
+  HandleAnswers();  // those that answered at once
   return static_cast<int>(due->size());
 }
 
+void Reconciler::HandleAnswers() {
+  std::vector<Answer> answers;
+  {
+    absl::MutexLock lock(&mu_);
+    answers.swap(answers_);
+  }
+  for (Answer& answer : answers) OnReport(answer.item, std::move(answer.body));
+}
+
 void Reconciler::OnReport(const eventlog::WorkItem& item, absl::StatusOr<std::string> body) {
-  if (body.ok() && Ready(*body)) {
-    nlohmann::json report = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json report;
+  if (body.ok()) {
+    report = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
     if (report.is_discarded()) report = *body;  // not JSON: kept as text, losslessly
+  }
+  if (body.ok() && Ready(report)) {
     eventlog::NewEvent event;
     event.account = item.account;
     event.event_name = kDamagesReportEvent;
@@ -133,10 +149,9 @@ void Reconciler::OnReport(const eventlog::WorkItem& item, absl::StatusOr<std::st
   }
 }
 
-bool Reconciler::Ready(const std::string& body) const {
+bool Reconciler::Ready(const nlohmann::json& report) const {
   if (options_.ready_pointers.empty()) return true;
-  nlohmann::json report = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (report.is_discarded()) return false;
+  if (!report.is_object() && !report.is_array()) return false;  // not JSON, or a scalar
   for (const std::string& pointer : options_.ready_pointers) {
     try {
       const nlohmann::json::json_pointer at(pointer);

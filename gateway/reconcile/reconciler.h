@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "adapters/eventlog/event_log.h"
 #include "adapters/eventlog/work_ledger.h"
+#include "nlohmann/json.hpp"
 
 namespace inspection::reconcile {
 
@@ -55,7 +56,8 @@ struct ReconcilerOptions {
 };
 
 // GET damagesReport for one inspection of one vendor account. `done` gets the 2xx body
-// (JSON text) or the error (NOT_FOUND: no report yet). May complete on any thread.
+// (JSON text) or the error (NOT_FOUND: no report yet). May complete on any thread, an
+// event loop's included: `done` only queues the answer (no I/O).
 using FetchReport =
     std::function<void(const std::string& account, const std::string& inspection_id,
                        absl::AnyInvocable<void(absl::StatusOr<std::string>) &&> done)>;
@@ -73,8 +75,11 @@ class Reconciler {
   // An event was stored: a createReport (or a damagesReport) resolves its inspection.
   void Observe(const eventlog::NewEvent& event);
 
-  // Claims what is due, as far as the budget allows, and starts a poll for each. Returns
-  // how many polls it started.
+  // Handles the answers of earlier polls (appends recovered reports, reschedules the
+  // rest), then claims what is due, as far as the budget allows, and starts a poll for
+  // each; answers that arrive before it returns are handled too. Returns how many polls it
+  // started. Blocking I/O (the ledger, the log): run it on a thread of its own, never on
+  // an event loop or the shared timer thread.
   absl::StatusOr<int> RunOnce();
 
   struct Stats {
@@ -87,8 +92,15 @@ class Reconciler {
   Stats stats() const;
 
  private:
+  struct Answer {
+    eventlog::WorkItem item;
+    absl::StatusOr<std::string> body;
+  };
+  // Handles the queued answers; the caller is RunOnce.
+  void HandleAnswers() ABSL_LOCKS_EXCLUDED(mu_);
   void OnReport(const eventlog::WorkItem& item, absl::StatusOr<std::string> body);
-  bool Ready(const std::string& body) const;
+  // Whether a parsed 2xx report is finished (ready_pointers).
+  bool Ready(const nlohmann::json& report) const;
   absl::Duration NextInterval(int attempts) const;
 
   const ReconcilerOptions options_;
@@ -101,6 +113,7 @@ class Reconciler {
   double tokens_ ABSL_GUARDED_BY(mu_);
   absl::Time refilled_at_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
+  std::vector<Answer> answers_ ABSL_GUARDED_BY(mu_);  // from `done`, for HandleAnswers
 };
 
 }  // namespace inspection::reconcile

@@ -45,6 +45,15 @@ TEST(NormalizeBaseUrlTest, RejectsWithoutEchoingTheUrl) {
   }
 }
 
+TEST(SplitHostPortTest, HostWithoutBracketsAndPort) {
+  EXPECT_EQ(SplitHostPort("0.0.0.0:9464").host, "0.0.0.0");
+  EXPECT_EQ(SplitHostPort("0.0.0.0:9464").port, 9464);
+  EXPECT_EQ(SplitHostPort("[::1]:6002").host, "::1");
+  EXPECT_EQ(SplitHostPort("[::1]:6002").port, 6002);
+  EXPECT_EQ(SplitHostPort("gateway.internal:0").host, "gateway.internal");
+  EXPECT_EQ(SplitHostPort("gateway.internal:0").port, 0);
+}
+
 TEST(IsLoopbackHostPortTest, OnlyAddressesThisMachineAloneReaches) {
   for (const char* addr : {"127.0.0.1:50051", "127.1.2.3:1", "[::1]:50051", "localhost:9"}) {
     EXPECT_TRUE(IsLoopbackHostPort(addr)) << addr;

@@ -35,12 +35,8 @@ constexpr int64_t kMiB = 1024;  // in KiB
 class GatewayProcess {
  public:
   GatewayProcess(const std::string& upstream_url, std::vector<std::string> flags) {
-    std::vector<std::string> argv = {GATEWAY_BINARY,
-                                     "--upstream-url=" + upstream_url,
-                                     "--webapp-url=http://127.0.0.1:9/webapp",
-                                     "--grpc-addr=127.0.0.1:0",
-                                     "--admin-addr=127.0.0.1:0",
-                                     "--event-log=sqlite:" + temp_.File("events.db")};
+    std::vector<std::string> argv =
+        LoopbackGatewayArgv(GATEWAY_BINARY, upstream_url, temp_.File("events.db"));
     for (std::string& flag : flags) argv.push_back(std::move(flag));
     process_ = std::make_unique<Subprocess>(
         argv, std::vector<std::string>{"INSPECTION_API_KEY=bounds-suite-vendor-key"});

@@ -40,15 +40,10 @@ constexpr int kGraceMs = 3000;
 class StreamingGateway {
  public:
   StreamingGateway() {
-    std::vector<std::string> argv = {GATEWAY_BINARY,
-                                     "--upstream-url=http://127.0.0.1:9",
-                                     "--webapp-url=http://127.0.0.1:9/webapp",
-                                     "--grpc-addr=127.0.0.1:0",
-                                     "--webhook-addr=127.0.0.1:0",
-                                     "--admin-addr=127.0.0.1:0",
-                                     absl::StrCat("--shutdown-grace-ms=", kGraceMs),
-                                     "--streams-queue-max-bytes=524288",
-                                     "--event-log=sqlite:" + temp_.File("events.db")};
+    std::vector<std::string> argv =
+        LoopbackGatewayArgv(GATEWAY_BINARY, "http://127.0.0.1:9", temp_.File("events.db"));
+    argv.push_back(absl::StrCat("--shutdown-grace-ms=", kGraceMs));
+    argv.push_back("--streams-queue-max-bytes=524288");
     process_ = std::make_unique<Subprocess>(
         argv, std::vector<std::string>{"INSPECTION_API_KEY=stream-churn-vendor-key",
                                        std::string("INSPECTION_WEBHOOK_KEY=") + kWebhookKey});

@@ -74,13 +74,8 @@ struct Delivery {
 class IngressGateway {
  public:
   explicit IngressGateway(std::vector<std::string> flags) {
-    std::vector<std::string> argv = {GATEWAY_BINARY,
-                                     "--upstream-url=http://127.0.0.1:9",
-                                     "--webapp-url=http://127.0.0.1:9/webapp",
-                                     "--grpc-addr=127.0.0.1:0",
-                                     "--webhook-addr=127.0.0.1:0",
-                                     "--admin-addr=127.0.0.1:0",
-                                     "--event-log=sqlite:" + temp_.File("events.db")};
+    std::vector<std::string> argv =
+        LoopbackGatewayArgv(GATEWAY_BINARY, "http://127.0.0.1:9", temp_.File("events.db"));
     for (std::string& flag : flags) argv.push_back(std::move(flag));
     process_ = std::make_unique<Subprocess>(
         argv, std::vector<std::string>{"INSPECTION_API_KEY=hostile-suite-vendor-key",

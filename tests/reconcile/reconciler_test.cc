@@ -44,7 +44,9 @@ class ReconcilerTest : public ::testing::Test {
           polled_.push_back(
               absl::StrCat(account, "/", id, "@", absl::ToInt64Seconds(now_ - start_)));
           auto it = reports_.find(id);
-          if (vendor_down_) {
+          if (hold_) {
+            held_.push_back(std::move(done));
+          } else if (vendor_down_) {
             std::move(done)(absl::UnavailableError("vendor down"));
           } else if (it == reports_.end()) {
             std::move(done)(absl::NotFoundError("no report yet"));
@@ -79,6 +81,8 @@ class ReconcilerTest : public ::testing::Test {
   std::map<std::string, std::string> reports_;  // inspection id -> the vendor's 2xx body
   std::vector<std::string> polled_;
   bool vendor_down_ = false;
+  bool hold_ = false;  // park the answers (an asynchronous vendor call)
+  std::vector<absl::AnyInvocable<void(absl::StatusOr<std::string>) &&>> held_;
   std::unique_ptr<Reconciler> reconciler_;
 };
 
@@ -175,6 +179,23 @@ TEST_F(ReconcilerTest, AVendorFailureIsCountedAndPolledAgainLater) {
   EXPECT_EQ(At(659), 0);
   EXPECT_EQ(At(660), 1);
   EXPECT_EQ(Events().size(), 1u);
+}
+
+// An answer that arrives later, on the vendor call's thread (the curl event loop when
+// wired), only queues it: the log append and the ledger writes happen in the next pass.
+TEST_F(ReconcilerTest, ALateAnswerIsHandledByTheNextPassNotInItsCallback) {
+  Reconciler& reconciler = Make();
+  ASSERT_TRUE(reconciler.Submitted("", "insp-1").ok());
+  hold_ = true;
+  EXPECT_EQ(At(600), 1);
+  ASSERT_EQ(held_.size(), 1u);
+  std::move(held_[0])(std::string(R"({"damages": []})"));
+  EXPECT_TRUE(Events().empty()) << "no I/O in the callback";
+  EXPECT_EQ(reconciler.stats().recovered, 0);
+  hold_ = false;
+  EXPECT_EQ(At(601), 0) << "still leased: not polled again";
+  EXPECT_EQ(Events().size(), 1u);
+  EXPECT_EQ(reconciler.stats().recovered, 1);
 }
 
 TEST_F(ReconcilerTest, ABodyThatIsNotJsonIsKeptAsText) {

@@ -7,6 +7,18 @@
 
 namespace inspection::testing {
 
+std::vector<std::string> LoopbackGatewayArgv(const std::string& binary,
+                                             const std::string& upstream_url,
+                                             const std::string& event_log_file) {
+  return {binary,
+          "--upstream-url=" + upstream_url,
+          "--webapp-url=http://127.0.0.1:9/webapp",
+          "--grpc-addr=127.0.0.1:0",
+          "--webhook-addr=127.0.0.1:0",
+          "--admin-addr=127.0.0.1:0",
+          "--event-log=sqlite:" + event_log_file};
+}
+
 ServingPorts WaitUntilServing(Subprocess& gateway, std::chrono::milliseconds deadline) {
   const std::string line = gateway.WaitForLine(
       [](const std::string& l) { return l.find("inspection-gateway serving") != l.npos; },

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "tests/support/subprocess.h"
 
@@ -15,6 +16,13 @@ struct ServingPorts {
   int webhook = 0;
   int admin = 0;
 };
+
+// The command line of an inspection-gateway on loopback for a test: `binary`, the vendor at
+// `upstream_url`, every listener on 127.0.0.1 port 0, the event log in `event_log_file`.
+// Append the flags of the test to it.
+std::vector<std::string> LoopbackGatewayArgv(const std::string& binary,
+                                             const std::string& upstream_url,
+                                             const std::string& event_log_file);
 
 // Waits for `gateway`'s "serving" line (it binds port 0, so the ports are only known
 // from it) until `deadline`.

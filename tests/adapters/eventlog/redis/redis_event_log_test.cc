@@ -29,14 +29,6 @@
 
 namespace inspection::eventlog {
 
-// The Redis client is shared infrastructure (adapters/redis): the idempotency store uses it too.
-using redis::ParseRedisUrl;
-using redis::RedisConnection;
-using redis::RedisConnectionPool;
-using redis::RedisErrorReplyToStatus;
-using redis::RedisReply;
-using redis::RedisTimeouts;
-using redis::RedisUrl;
 namespace {
 
 using ::inspection::eventlog::testing::EventLogConformanceTest;
@@ -95,28 +87,28 @@ INSTANTIATE_TEST_SUITE_P(Redis, EventLogConformanceTest, ::testing::Values(&redi
 class RawRedis {
  public:
   explicit RawRedis(const std::string& url) {
-    absl::StatusOr<RedisUrl> parsed = ParseRedisUrl(url);
+    absl::StatusOr<redis::RedisUrl> parsed = redis::ParseRedisUrl(url);
     EXPECT_TRUE(parsed.ok()) << parsed.status();
     if (!parsed.ok()) return;
-    absl::StatusOr<std::unique_ptr<RedisConnection>> connection =
-        RedisConnection::Open(*parsed, RedisTimeouts());
+    absl::StatusOr<std::unique_ptr<redis::RedisConnection>> connection =
+        redis::RedisConnection::Open(*parsed, redis::RedisTimeouts());
     EXPECT_TRUE(connection.ok()) << connection.status();
     if (connection.ok()) connection_ = *std::move(connection);
   }
 
   // The reply, or nullptr (with a test failure) when the command could not be sent.
-  RedisReply Do(const std::vector<std::string>& args) {
+  redis::RedisReply Do(const std::vector<std::string>& args) {
     if (connection_ == nullptr) return nullptr;
-    absl::StatusOr<RedisReply> reply = connection_->Command(args);
+    absl::StatusOr<redis::RedisReply> reply = connection_->Command(args);
     EXPECT_TRUE(reply.ok()) << reply.status();
     return reply.ok() ? *std::move(reply) : nullptr;
   }
   int64_t Integer(const std::vector<std::string>& args) {
-    RedisReply reply = Do(args);
+    redis::RedisReply reply = Do(args);
     return reply != nullptr && reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
   }
   std::string String(const std::vector<std::string>& args) {
-    RedisReply reply = Do(args);
+    redis::RedisReply reply = Do(args);
     return reply != nullptr && reply->str != nullptr ? std::string(reply->str, reply->len) : "";
   }
   // Clients blocked in XREAD & co. (INFO clients: "blocked_clients:N").
@@ -134,7 +126,7 @@ class RawRedis {
   }
 
  private:
-  std::unique_ptr<RedisConnection> connection_;
+  std::unique_ptr<redis::RedisConnection> connection_;
 };
 
 TEST(RedisEventLogTest, TwoReplicasAppendingTheSamePayloadsStoreEachOnce) {
@@ -183,7 +175,7 @@ TEST(RedisEventLogTest, TwoReplicasAppendingTheSamePayloadsStoreEachOnce) {
 std::map<std::string, std::string> EntryFields(RawRedis& raw, const std::string& stream,
                                                const std::string& id) {
   std::map<std::string, std::string> fields;
-  RedisReply reply = raw.Do({"XRANGE", stream, id, id});
+  redis::RedisReply reply = raw.Do({"XRANGE", stream, id, id});
   if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements != 1) return fields;
   const redisReply& entry = *reply->element[0];
   if (entry.type != REDIS_REPLY_ARRAY || entry.elements != 2) return fields;
