@@ -22,52 +22,137 @@ bool Filled(const nlohmann::json& value) {
   return true;
 }
 
+bool ResolvesAnInspection(const eventlog::NewEvent& event) {
+  return !event.inspection_id.empty() &&
+         (event.event_name == kCreateReportEvent || event.event_name == kDamagesReportEvent);
+}
+
 }  // namespace
 
 Reconciler::Reconciler(ReconcilerOptions options, eventlog::WorkLedger* ledger,
-                       eventlog::EventLog* log, FetchReport fetch,
+                       eventlog::EventLog* log, FetchReport fetch_report, FetchToken fetch_token,
                        std::function<absl::Time()> clock)
     : options_(std::move(options)),
       ledger_(ledger),
       log_(log),
-      fetch_(std::move(fetch)),
+      fetch_report_(std::move(fetch_report)),
+      fetch_token_(std::move(fetch_token)),
       clock_(std::move(clock)),
       tokens_(std::max(options_.max_polls_per_minute, 1)),
       refilled_at_(clock_()) {}
 
-absl::Status Reconciler::Submitted(const std::string& account, const std::string& inspection_id) {
+Reconciler::~Reconciler() { Stop(); }
+
+absl::Status Reconciler::Record(eventlog::WorkKind kind, const std::string& account,
+                                const std::string& id, absl::Duration first_poll_in) {
   const absl::Time now = clock_();
   eventlog::WorkItem item;
-  item.kind = eventlog::WorkKind::kInspection;
+  item.kind = kind;
   item.account = account;
-  item.id = inspection_id;
+  item.id = id;
   item.started_at_ms = Ms(now);
-  item.next_poll_at_ms = Ms(now + options_.after);
+  item.next_poll_at_ms = Ms(now + first_poll_in);
   return ledger_->Record(item);
 }
 
+absl::Status Reconciler::Submitted(const std::string& account, const std::string& inspection_id) {
+  return Record(eventlog::WorkKind::kInspection, account, inspection_id,
+                options_.webhook_less ? options_.interval : options_.after);
+}
+
+absl::Status Reconciler::TokenCreated(const std::string& account, const std::string& uid) {
+  return Record(eventlog::WorkKind::kToken, account, uid, options_.interval);
+}
+
 void Reconciler::Observe(const eventlog::NewEvent& event) {
-  if (event.inspection_id.empty()) return;
-  if (event.event_name != kCreateReportEvent && event.event_name != kDamagesReportEvent) return;
+  if (!ResolvesAnInspection(event)) return;
   if (absl::Status s =
           ledger_->Resolve(eventlog::WorkKind::kInspection, event.account, event.inspection_id);
       !s.ok()) {
     // The item is polled once more, which finds the report: nothing is lost.
     logging::Warn("work ledger: resolve failed", {{"error", std::string(s.message())}});
+    absl::MutexLock lock(&mu_);
+    ++stats_.ledger_errors;
+  }
+}
+
+void Reconciler::QueueSubmitted(const std::string& account, const std::string& inspection_id) {
+  absl::MutexLock lock(&inbox_->mu);
+  inbox_->queued.push_back(Queued{Queued::kSubmitted, account, inspection_id});
+  inbox_->wake = true;
+}
+
+void Reconciler::QueueTokenCreated(const std::string& account, const std::string& uid) {
+  absl::MutexLock lock(&inbox_->mu);
+  inbox_->queued.push_back(Queued{Queued::kTokenCreated, account, uid});
+  inbox_->wake = true;
+}
+
+void Reconciler::QueueObserved(const eventlog::NewEvent& event) {
+  if (!ResolvesAnInspection(event)) return;
+  absl::MutexLock lock(&inbox_->mu);
+  inbox_->queued.push_back(Queued{Queued::kObserved, event.account, event.inspection_id});
+  inbox_->wake = true;
+}
+
+void Reconciler::ApplyQueued() {
+  std::vector<Queued> queued;
+  {
+    absl::MutexLock lock(&inbox_->mu);
+    queued.swap(inbox_->queued);
+  }
+  for (const Queued& q : queued) {
+    absl::Status s;
+    switch (q.what) {
+      case Queued::kSubmitted:
+        s = Submitted(q.account, q.id);
+        break;
+      case Queued::kTokenCreated:
+        s = TokenCreated(q.account, q.id);
+        break;
+      case Queued::kObserved: {
+        eventlog::NewEvent event;
+        event.account = q.account;
+        event.event_name = kCreateReportEvent;
+        event.inspection_id = q.id;
+        Observe(event);
+        continue;
+      }
+    }
+    if (!s.ok()) {
+      // Not recorded: this submission's report depends on its webhook alone.
+      logging::Warn("work ledger: record failed",
+                    {{"error", std::string(s.message())}, {"id", q.id}});
+      absl::MutexLock lock(&mu_);
+      ++stats_.ledger_errors;
+    }
   }
 }
 
 absl::StatusOr<int> Reconciler::RunOnce() {
+  ApplyQueued();
   HandleAnswers();
   const absl::Time now = clock_();
+  bool trim = false;
   size_t budget = 0;
   {
     absl::MutexLock lock(&mu_);
+    if (now - trimmed_at_ >= absl::Minutes(1)) {
+      trimmed_at_ = now;
+      trim = true;
+    }
     const double per_minute = std::max(options_.max_polls_per_minute, 1);
     tokens_ =
         std::min(per_minute, tokens_ + absl::ToDoubleMinutes(now - refilled_at_) * per_minute);
     refilled_at_ = now;
     budget = static_cast<size_t>(tokens_);
+  }
+  if (trim) {
+    absl::StatusOr<int64_t> trimmed = ledger_->Trim(Ms(now - options_.max_age));
+    if (trimmed.ok() && *trimmed > 0) {
+      logging::Info("work ledger: forgot items older than reconcile.max_age",
+                    {{"items", std::to_string(*trimmed)}});
+    }
   }
   if (budget == 0) {
     absl::MutexLock lock(&mu_);
@@ -76,30 +161,57 @@ absl::StatusOr<int> Reconciler::RunOnce() {
   }
   absl::StatusOr<std::vector<eventlog::WorkItem>> due =
       ledger_->ClaimDue(Ms(now), budget, options_.owner, absl::ToInt64Milliseconds(options_.lease));
-  if (!due.ok()) return due.status();
+  if (!due.ok()) {
+    absl::MutexLock lock(&mu_);
+    ++stats_.ledger_errors;
+    return due.status();
+  }
   {
     absl::MutexLock lock(&mu_);
     tokens_ -= static_cast<double>(due->size());
-    stats_.polls += static_cast<int64_t>(due->size());
+    for (const eventlog::WorkItem& item : *due) {
+      ++(item.kind == eventlog::WorkKind::kToken ? stats_.token_polls : stats_.polls);
+    }
     if (due->size() == budget) ++stats_.budget_limited;
   }
   for (const eventlog::WorkItem& item : *due) {
-    fetch_(item.account, item.id, [this, item](absl::StatusOr<std::string> body) {
-      absl::MutexLock lock(&mu_);
-      answers_.push_back(Answer{item, std::move(body)});
-    });
+    if (item.kind == eventlog::WorkKind::kToken) {
+      fetch_token_(item.account, item.id, [inbox = inbox_, item](absl::StatusOr<TokenState> state) {
+        absl::MutexLock lock(&inbox->mu);
+        inbox->answers.push_back(Answer{item, absl::UnknownError(""), std::move(state)});
+        inbox->wake = true;
+      });
+    } else {
+      fetch_report_(
+          item.account, item.id, [inbox = inbox_, item](absl::StatusOr<std::string> body) {
+            absl::MutexLock lock(&inbox->mu);
+            inbox->answers.push_back(Answer{item, std::move(body), absl::UnknownError("")});
+            inbox->wake = true;
+          });
+    }
   }
   HandleAnswers();  // those that answered at once
+  absl::StatusOr<int64_t> overdue = ledger_->CountPending(Ms(clock_()));
+  if (overdue.ok()) {
+    absl::MutexLock lock(&mu_);
+    stats_.overdue = *overdue;
+  }
   return static_cast<int>(due->size());
 }
 
 void Reconciler::HandleAnswers() {
   std::vector<Answer> answers;
   {
-    absl::MutexLock lock(&mu_);
-    answers.swap(answers_);
+    absl::MutexLock lock(&inbox_->mu);
+    answers.swap(inbox_->answers);
   }
-  for (Answer& answer : answers) OnReport(answer.item, std::move(answer.body));
+  for (Answer& answer : answers) {
+    if (answer.item.kind == eventlog::WorkKind::kToken) {
+      OnToken(answer.item, std::move(answer.token));
+    } else {
+      OnReport(answer.item, std::move(answer.body));
+    }
+  }
 }
 
 void Reconciler::OnReport(const eventlog::WorkItem& item, absl::StatusOr<std::string> body) {
@@ -113,9 +225,12 @@ void Reconciler::OnReport(const eventlog::WorkItem& item, absl::StatusOr<std::st
     event.account = item.account;
     event.event_name = kDamagesReportEvent;
     event.inspection_id = item.id;
-    event.payload =
-        nlohmann::json{{"source", "reconcile"}, {"inspectionId", item.id}, {"report", report}}
-            .dump();
+    event.payload = nlohmann::json{
+        {"source", "reconcile"},
+        {"cause", options_.webhook_less ? "webhook_less" : "missed_webhook"},
+        {"inspectionId", item.id},
+        {"report",
+         report}}.dump();
     // One recovered report per inspection and account: a repeat (a replica that died after
     // appending, before resolving) is a duplicate within the dedupe window.
     event.content_hash =
@@ -132,6 +247,8 @@ void Reconciler::OnReport(const eventlog::WorkItem& item, absl::StatusOr<std::st
     }
     logging::Warn("reconcile: append failed",
                   {{"error", std::string(appended.status().message())}});
+    absl::MutexLock lock(&mu_);
+    ++stats_.ledger_errors;
   }
   {
     // NOT_FOUND is the vendor's "no report (yet)"; anything else failed.
@@ -139,6 +256,42 @@ void Reconciler::OnReport(const eventlog::WorkItem& item, absl::StatusOr<std::st
     absl::MutexLock lock(&mu_);
     ++(not_yet ? stats_.not_ready : stats_.errors);
   }
+  Retry(item);
+}
+
+void Reconciler::OnToken(const eventlog::WorkItem& item, absl::StatusOr<TokenState> state) {
+  if (state.ok() && state->completed && !state->inspection_id.empty()) {
+    // Its inspection is reconciled like a submission; in webhook-less mode at once (the
+    // report exists), otherwise once its createReport had `after` to arrive.
+    absl::Status recorded =
+        Record(eventlog::WorkKind::kInspection, item.account, state->inspection_id,
+               options_.webhook_less ? absl::ZeroDuration() : options_.after);
+    if (recorded.ok()) recorded = ledger_->Resolve(item.kind, item.account, item.id);
+    if (recorded.ok()) {
+      {
+        absl::MutexLock lock(&inbox_->mu);
+        inbox_->wake = true;  // in webhook-less mode the inspection is due now
+      }
+      absl::MutexLock lock(&mu_);
+      ++stats_.tokens_completed;
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    ++stats_.ledger_errors;
+  } else if (state.ok() && state->expired) {
+    if (ledger_->Resolve(item.kind, item.account, item.id).ok()) {
+      absl::MutexLock lock(&mu_);
+      ++stats_.tokens_expired;
+      return;
+    }
+  } else {
+    absl::MutexLock lock(&mu_);
+    ++(state.ok() ? stats_.not_ready : stats_.errors);
+  }
+  Retry(item);
+}
+
+void Reconciler::Retry(const eventlog::WorkItem& item) {
   const absl::Time next = clock_() + NextInterval(item.attempts);
   if (absl::Status s = ledger_->Reschedule(item, options_.owner, Ms(next)); !s.ok()) {
     // FAILED_PRECONDITION: another replica took it over (our lease ended), or it was
@@ -167,6 +320,37 @@ absl::Duration Reconciler::NextInterval(int attempts) const {
   absl::Duration interval = options_.interval;
   for (int i = 0; i < attempts && interval < options_.max_interval; ++i) interval *= 2;
   return std::min(interval, options_.max_interval);
+}
+
+void Reconciler::Start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Reconciler::Stop() {
+  {
+    absl::MutexLock lock(&inbox_->mu);
+    inbox_->stopping = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void Reconciler::Loop() {
+  Inbox& inbox = *inbox_;
+  while (true) {
+    {
+      absl::MutexLock lock(&inbox.mu);
+      auto woken = [&inbox]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(inbox.mu) {
+        return inbox.wake || inbox.stopping;
+      };
+      inbox.mu.AwaitWithTimeout(absl::Condition(&woken), options_.scan_interval);
+      if (inbox.stopping) return;
+      inbox.wake = false;
+    }
+    if (absl::StatusOr<int> ran = RunOnce(); !ran.ok()) {
+      logging::Warn("reconcile pass failed", {{"error", std::string(ran.status().message())}});
+    }
+  }
 }
 
 Reconciler::Stats Reconciler::stats() const {

@@ -1,15 +1,19 @@
 // Recovers damage results whose webhook never came (issue 17). Every successful damage
-// submission is recorded in the work ledger (durable, shared by the replicas); a
-// createReport event resolves it. What is still unresolved `after` its submission is
-// polled at the vendor (GET damagesReport), with a doubling interval, within a budget of
-// vendor calls per minute, one replica at a time (the ledger's claims). A report that is
-// ready becomes an event of the gateway's own in the event log, `damagesReport` with
-// payload {"source": "reconcile", "inspectionId": ..., "report": <the vendor's body>},
-// which every stream of that inspection then carries like a webhook.
+// submission and every created token is recorded in the work ledger (durable, shared by
+// the replicas); a createReport event resolves an inspection. What is still unresolved
+// `after` its submission is polled at the vendor (GET damagesReport), with a doubling
+// interval, within a budget of vendor calls per minute, one replica at a time (the
+// ledger's claims). A report that is ready becomes an event of the gateway's own in the
+// event log, `damagesReport` with payload
+//   {"source": "reconcile", "cause": "missed_webhook" | "webhook_less",
+//    "inspectionId": ..., "report": <the vendor's body>}
+// which every stream of that inspection then carries like a webhook. A token is polled
+// (GET token status) until it is completed (tradeinStatus 5) or expired; a completed
+// token's inspection is then reconciled like a submission.
 //
-// Status: this class and its tests. The gateway does not create one yet: the wiring
-// (server, config keys, metrics, StreamDamageResults ending on damagesReport, token
-// reconciliation, webhook-less mode) is the next step of issue 17.
+// In webhook-less mode (webhooks.mode=poll) polling is the only source: the first poll of
+// an inspection is `interval` after its submission, and of a completed token's
+// inspection at once.
 #ifndef GATEWAY_RECONCILE_RECONCILER_H_
 #define GATEWAY_RECONCILE_RECONCILER_H_
 
@@ -17,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -35,22 +40,30 @@ namespace inspection::reconcile {
 inline constexpr char kDamagesReportEvent[] = "damagesReport";
 
 struct ReconcilerOptions {
-  // First poll this long after a submission without a createReport.
+  // First poll this long after a submission without a createReport (webhook mode).
   absl::Duration after = absl::Minutes(10);
-  // Between two polls of one inspection, doubled after each poll without a report, up to
-  // max_interval.
+  // Between two polls of one item, doubled after each poll without a result, up to
+  // max_interval. In webhook-less mode also the delay of an inspection's first poll.
   absl::Duration interval = absl::Minutes(1);
   absl::Duration max_interval = absl::Minutes(10);
   // Vendor calls this replica may make per minute (a token bucket; a burst of at most
   // this many).
   int max_polls_per_minute = 60;
-  // How long a claimed inspection is this replica's; a replica that dies mid-poll leaves
-  // it to the others after this.
+  // How long a claimed item is this replica's; a replica that dies mid-poll leaves it to
+  // the others after this.
   absl::Duration lease = absl::Seconds(30);
+  // Items (resolved or not) older than this are forgotten: an inspection whose report
+  // never came, a token never completed.
+  absl::Duration max_age = absl::Hours(24 * 7);
   // Where the spec is silent (what a finished report looks like): the report counts as
   // ready when every RFC 6901 pointer here resolves to a value that is not null, not
   // false, and not an empty string, array or object. Empty: any 2xx answer is ready.
   std::vector<std::string> ready_pointers;
+  // Webhook-less mode: polling is the only source of results.
+  bool webhook_less = false;
+  // The background thread's longest sleep between two passes (Start); queued work and
+  // answers wake it earlier.
+  absl::Duration scan_interval = absl::Seconds(5);
   // This replica's name in the ledger's claims.
   std::string owner = "gateway";
 };
@@ -62,58 +75,114 @@ using FetchReport =
     std::function<void(const std::string& account, const std::string& inspection_id,
                        absl::AnyInvocable<void(absl::StatusOr<std::string>) &&> done)>;
 
-// Thread-safe. `ledger` and `log` must outlive it, and so must every fetch it started.
+// What a token's status says about its inspection.
+struct TokenState {
+  bool completed = false;     // tradeinStatus 5: the inspection is complete, a report exists
+  bool expired = false;       // the token expired: no inspection will come
+  std::string inspection_id;  // inspectionPtr.id, once there is one
+};
+// GET token status for one token uid of one vendor account; like FetchReport.
+using FetchToken =
+    std::function<void(const std::string& account, const std::string& uid,
+                       absl::AnyInvocable<void(absl::StatusOr<TokenState>) &&> done)>;
+
+// Thread-safe. `ledger` and `log` must outlive it; a fetch may complete after it is gone.
 class Reconciler {
  public:
   Reconciler(
       ReconcilerOptions options, eventlog::WorkLedger* ledger, eventlog::EventLog* log,
-      FetchReport fetch, std::function<absl::Time()> clock = [] { return absl::Now(); });
+      FetchReport fetch_report, FetchToken fetch_token,
+      std::function<absl::Time()> clock = [] { return absl::Now(); });
+  ~Reconciler();
 
-  // A damage submission succeeded: remember it until its report is known.
+  // A damage submission succeeded / a token was created: remember it until its result is
+  // known. Writes the ledger (blocking I/O).
   absl::Status Submitted(const std::string& account, const std::string& inspection_id);
-
+  absl::Status TokenCreated(const std::string& account, const std::string& uid);
   // An event was stored: a createReport (or a damagesReport) resolves its inspection.
+  // Writes the ledger.
   void Observe(const eventlog::NewEvent& event);
 
-  // Handles the answers of earlier polls (appends recovered reports, reschedules the
-  // rest), then claims what is due, as far as the budget allows, and starts a poll for
-  // each; answers that arrive before it returns are handled too. Returns how many polls it
-  // started. Blocking I/O (the ledger, the log): run it on a thread of its own, never on
+  // The same, queued for the next pass (no I/O, never blocks): for callers on an event
+  // loop (a vendor call's completion, the hub's thread). Applied in the order queued.
+  void QueueSubmitted(const std::string& account, const std::string& inspection_id);
+  void QueueTokenCreated(const std::string& account, const std::string& uid);
+  void QueueObserved(const eventlog::NewEvent& event);
+
+  // Applies what was queued, handles the answers of earlier polls (appends recovered
+  // reports, reschedules the rest), forgets items older than max_age (once a minute),
+  // claims what is due, as far as the budget allows, and starts a poll for each; answers
+  // that arrive before it returns are handled too. Returns how many polls it started.
+  // Blocking I/O (the ledger, the log): run it on a thread of its own (Start), never on
   // an event loop or the shared timer thread.
   absl::StatusOr<int> RunOnce();
 
+  // Runs RunOnce on a thread of its own: at least every scan_interval, and at once when
+  // work is queued or an answer arrives. Stop (also the destructor) joins it.
+  void Start();
+  void Stop();
+
   struct Stats {
-    int64_t polls = 0;           // vendor calls made
-    int64_t recovered = 0;       // reports appended to the log
-    int64_t not_ready = 0;       // polls that found no report yet (NOT_FOUND, or not ready)
-    int64_t errors = 0;          // polls that failed otherwise (rescheduled the same way)
-    int64_t budget_limited = 0;  // RunOnce passes cut short by the budget
+    int64_t polls = 0;             // vendor calls made for reports
+    int64_t token_polls = 0;       // vendor calls made for token status
+    int64_t recovered = 0;         // reports appended to the log
+    int64_t not_ready = 0;         // polls that found no report yet (NOT_FOUND, not ready)
+    int64_t errors = 0;            // polls that failed otherwise (rescheduled the same way)
+    int64_t tokens_completed = 0;  // tokens found completed (their inspection is recorded)
+    int64_t tokens_expired = 0;    // tokens found expired (forgotten)
+    int64_t budget_limited = 0;    // RunOnce passes cut short by the budget
+    int64_t ledger_errors = 0;     // ledger or log operations that failed (retried later)
+    int64_t overdue = 0;           // unresolved items due now (after the last pass)
   };
   Stats stats() const;
 
  private:
   struct Answer {
     eventlog::WorkItem item;
-    absl::StatusOr<std::string> body;
+    absl::StatusOr<std::string> body;  // kInspection
+    absl::StatusOr<TokenState> token;  // kToken
   };
-  // Handles the queued answers; the caller is RunOnce.
+  struct Queued {
+    enum { kSubmitted, kTokenCreated, kObserved } what;
+    std::string account;
+    std::string id;
+  };
+  void ApplyQueued() ABSL_LOCKS_EXCLUDED(mu_);
   void HandleAnswers() ABSL_LOCKS_EXCLUDED(mu_);
   void OnReport(const eventlog::WorkItem& item, absl::StatusOr<std::string> body);
+  void OnToken(const eventlog::WorkItem& item, absl::StatusOr<TokenState> state);
+  void Retry(const eventlog::WorkItem& item);
+  absl::Status Record(eventlog::WorkKind kind, const std::string& account, const std::string& id,
+                      absl::Duration first_poll_in);
   // Whether a parsed 2xx report is finished (ready_pointers).
   bool Ready(const nlohmann::json& report) const;
   absl::Duration NextInterval(int attempts) const;
+  void Loop();
 
   const ReconcilerOptions options_;
   eventlog::WorkLedger* const ledger_;
   eventlog::EventLog* const log_;
-  const FetchReport fetch_;
+  const FetchReport fetch_report_;
+  const FetchToken fetch_token_;
   const std::function<absl::Time()> clock_;
+
+  // What other threads hand to the passes. Shared with every fetch's `done`, so an answer
+  // that comes after the reconciler is gone lands here harmlessly.
+  struct Inbox {
+    absl::Mutex mu;
+    std::vector<Answer> answers ABSL_GUARDED_BY(mu);  // from `done`, for HandleAnswers
+    std::vector<Queued> queued ABSL_GUARDED_BY(mu);
+    bool wake ABSL_GUARDED_BY(mu) = false;
+    bool stopping ABSL_GUARDED_BY(mu) = false;
+  };
+  const std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
 
   mutable absl::Mutex mu_;
   double tokens_ ABSL_GUARDED_BY(mu_);
   absl::Time refilled_at_ ABSL_GUARDED_BY(mu_);
+  absl::Time trimmed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   Stats stats_ ABSL_GUARDED_BY(mu_);
-  std::vector<Answer> answers_ ABSL_GUARDED_BY(mu_);  // from `done`, for HandleAnswers
+  std::thread thread_;  // Start; touched by Start and Stop only
 };
 
 }  // namespace inspection::reconcile

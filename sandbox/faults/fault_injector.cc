@@ -35,10 +35,9 @@ struct WebhookKindName {
   const char* name;
 };
 constexpr WebhookKindName kWebhookKinds[] = {
-    {WebhookFaultKind::kDuplicate, "duplicate"},
-    {WebhookFaultKind::kReorder, "reorder"},
-    {WebhookFaultKind::kDelay, "delay"},
-    {WebhookFaultKind::kFailFirst, "fail_first"},
+    {WebhookFaultKind::kDuplicate, "duplicate"}, {WebhookFaultKind::kReorder, "reorder"},
+    {WebhookFaultKind::kDelay, "delay"},         {WebhookFaultKind::kFailFirst, "fail_first"},
+    {WebhookFaultKind::kDrop, "drop"},
 };
 
 const char* HttpKindToName(FaultKind kind) {
@@ -87,6 +86,7 @@ bool KeyAppliesToWebhookKind(const std::string& key, WebhookFaultKind kind) {
       return key == "count";
     case WebhookFaultKind::kDuplicate:
     case WebhookFaultKind::kReorder:
+    case WebhookFaultKind::kDrop:
       return false;
   }
   return false;
@@ -351,6 +351,7 @@ nlohmann::json FaultRuleToJson(const FaultRule& rule) {
         break;
       case WebhookFaultKind::kDuplicate:
       case WebhookFaultKind::kReorder:
+      case WebhookFaultKind::kDrop:
         break;
     }
     return out;

@@ -30,6 +30,8 @@ enum class WebhookFaultKind {
   kReorder,    // hold the event and deliver it after the next one
   kDelay,      // deliver it `latency` later than scheduled
   kFailFirst,  // the first `count` attempts fail (the receiver is not even called)
+  kDrop,       // never delivered: one final "injected_drop" attempt, the receiver is not
+               // called (a webhook lost for good, as when the vendor gives up)
 };
 
 struct FaultRule {
@@ -64,7 +66,7 @@ struct FaultDecision {
 //   {"route": "get_token_status", "kind": "rate_limit", "retry_after": "2"}
 //   {"route": "assess_quality", "kind": "reset" | "truncate" | "malformed" | "slow_body"}
 //   {"webhook": true, "event": "createReport", "kind": "duplicate" | "reorder" |
-//    "delay" | "fail_first", "latency_ms": 500, "count": 2}
+//    "delay" | "fail_first" | "drop", "latency_ms": 500, "count": 2}
 // Unknown keys and bad values are InvalidArgument naming the key.
 absl::StatusOr<std::vector<FaultRule>> ParseFaultRules(const nlohmann::json& json);
 nlohmann::json FaultRuleToJson(const FaultRule& rule);

@@ -26,6 +26,7 @@ struct Delivery {
   int attempts = 0;                // attempts made so far (injected failures included)
   size_t next_retry = 0;           // index of the next delay in retry_schedule
   int injected_failures_left = 0;  // fail_first
+  bool drop = false;               // drop: the first attempt is final and never sent
   // reorder: held until the delivery `release_after` reaches its final attempt; while
   // `release_after` is 0 (no later event enqueued yet) `queued` is the fallback release.
   bool held = false;
@@ -164,6 +165,19 @@ void WebhookDispatcher::Impl::Run() {
     }
 
     const int attempt = ++delivery.attempts;
+    if (delivery.drop) {
+      lock.unlock();
+      std::string at = now_iso();
+      lock.lock();
+      if (state->stopping) break;
+      it = state->deliveries.find(id);
+      if (it == state->deliveries.end()) continue;
+      state->AppendRecord(DeliveryRecord{id, attempt, it->second.event.event_name,
+                                         it->second.event.url, "injected_drop", 0, std::move(at),
+                                         /*final=*/true});
+      state->Finish(id);
+      continue;
+    }
     if (delivery.injected_failures_left > 0) {
       --delivery.injected_failures_left;
       // now_iso may take the sandbox clock's lock; call it outside ours.
@@ -257,6 +271,7 @@ uint64_t WebhookDispatcher::Enqueue(WebhookEvent event, std::chrono::millisecond
   bool duplicate = false;
   bool reorder = false;
   int fail_first = 0;
+  bool drop = false;
   if (fault) {
     switch (fault->rule.webhook_kind) {
       case WebhookFaultKind::kDuplicate:
@@ -270,6 +285,9 @@ uint64_t WebhookDispatcher::Enqueue(WebhookEvent event, std::chrono::millisecond
         break;
       case WebhookFaultKind::kFailFirst:
         fail_first = std::max(fault->rule.count, 0);
+        break;
+      case WebhookFaultKind::kDrop:
+        drop = true;
         break;
     }
   }
@@ -294,6 +312,7 @@ uint64_t WebhookDispatcher::Enqueue(WebhookEvent event, std::chrono::millisecond
   Delivery& delivery = state.deliveries[id];
   delivery.id = id;
   delivery.injected_failures_left = fail_first;
+  delivery.drop = drop;
   if (reorder) {
     // Held from now on; released when the next enqueued event ends, or, if none is
     // enqueued in time, one retry delay after its own due time, so it is never held forever.

@@ -34,7 +34,8 @@ struct DeliveryRecord {
   int attempt = 0;           // 1-based
   std::string event_name;
   std::string url;
-  std::string outcome;  // "delivered", "http_<status>", "transport_<error>", "injected_failure"
+  // "delivered", "http_<status>", "transport_<error>", "injected_failure", "injected_drop"
+  std::string outcome;
   long http_status = 0;
   std::string at;      // ISO 8601 time of the attempt
   bool final = false;  // true on the last attempt (delivered, or retries exhausted)
@@ -68,7 +69,8 @@ class WebhookDispatcher {
   // final attempt (delivered or abandoned), or, if no event is enqueued before its due
   // time plus the first retry delay, released then; delay = first attempt `latency`
   // later; fail_first = the first `count` attempts are logged "injected_failure" without
-  // calling the receiver, then retried on the schedule.
+  // calling the receiver, then retried on the schedule; drop = one final attempt logged
+  // "injected_drop", the receiver never called (a webhook lost for good).
   //
   // Destruction: no Send() starts once the destructor has begun; the timer thread is
   // joined; sends in flight are not waited for: their callbacks share the dispatcher's

@@ -54,6 +54,17 @@ class ReconcilerTest : public ::testing::Test {
             std::move(done)(it->second);
           }
         },
+        [this](const std::string& account, const std::string& uid,
+               absl::AnyInvocable<void(absl::StatusOr<TokenState>) &&> done) {
+          polled_.push_back(
+              absl::StrCat("token:", account, "/", uid, "@", absl::ToInt64Seconds(now_ - start_)));
+          auto it = tokens_.find(uid);
+          if (it == tokens_.end()) {
+            std::move(done)(absl::NotFoundError("no such token"));
+          } else {
+            std::move(done)(it->second);
+          }
+        },
         [this] { return now_; });
     return *reconciler_;
   }
@@ -79,6 +90,7 @@ class ReconcilerTest : public ::testing::Test {
   const absl::Time start_ = absl::FromUnixSeconds(1800000000);
   absl::Time now_ = start_;
   std::map<std::string, std::string> reports_;  // inspection id -> the vendor's 2xx body
+  std::map<std::string, TokenState> tokens_;    // token uid -> its status
   std::vector<std::string> polled_;
   bool vendor_down_ = false;
   bool hold_ = false;  // park the answers (an asynchronous vendor call)
@@ -206,6 +218,118 @@ TEST_F(ReconcilerTest, ABodyThatIsNotJsonIsKeptAsText) {
   std::vector<eventlog::StoredEvent> events = Events();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(nlohmann::json::parse(events[0].event.payload)["report"], "report: 3 damages");
+}
+
+TEST_F(ReconcilerTest, ACompletedTokensInspectionIsReconciledLikeASubmission) {
+  Reconciler& reconciler = Make();
+  ASSERT_TRUE(reconciler.TokenCreated("prod", "tok-1").ok());
+  tokens_["tok-1"] = TokenState{};  // not completed yet
+  EXPECT_EQ(At(59), 0);
+  EXPECT_EQ(At(60), 1) << "a token is polled every reconcile.interval";
+  EXPECT_EQ(reconciler.stats().not_ready, 1);
+  tokens_["tok-1"] = TokenState{true, false, "insp-9"};
+  EXPECT_EQ(At(180), 1);
+  EXPECT_EQ(reconciler.stats().tokens_completed, 1);
+  reports_["insp-9"] = "{}";
+  EXPECT_EQ(At(779), 0) << "its createReport gets reconcile.after to arrive";
+  EXPECT_EQ(At(780), 1);
+  EXPECT_EQ(At(5000), 0) << "token and inspection both resolved";
+  EXPECT_THAT(polled_,
+              ElementsAre("token:prod/tok-1@60", "token:prod/tok-1@180", "prod/insp-9@780"));
+  std::vector<eventlog::StoredEvent> events = Events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].event.inspection_id, "insp-9");
+  EXPECT_EQ(events[0].event.account, "prod");
+}
+
+TEST_F(ReconcilerTest, AnExpiredTokenIsForgotten) {
+  Reconciler& reconciler = Make();
+  ASSERT_TRUE(reconciler.TokenCreated("", "tok-1").ok());
+  tokens_["tok-1"] = TokenState{false, true, ""};
+  EXPECT_EQ(At(60), 1);
+  EXPECT_EQ(reconciler.stats().tokens_expired, 1);
+  EXPECT_EQ(At(100000), 0);
+}
+
+TEST_F(ReconcilerTest, WebhookLessModePollsAfterTheIntervalAndSaysWhy) {
+  options_.webhook_less = true;
+  Reconciler& reconciler = Make();
+  ASSERT_TRUE(reconciler.Submitted("", "insp-1").ok());
+  EXPECT_EQ(At(59), 0);
+  reports_["insp-1"] = "{}";
+  EXPECT_EQ(At(60), 1) << "no webhook to wait for: the first poll is one interval later";
+  std::vector<eventlog::StoredEvent> events = Events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(events[0].event.payload)["cause"], "webhook_less");
+
+  // A completed token's inspection is polled at once.
+  ASSERT_TRUE(reconciler.TokenCreated("", "tok-1").ok());
+  tokens_["tok-1"] = TokenState{true, false, "insp-2"};
+  reports_["insp-2"] = "{}";
+  EXPECT_EQ(At(120), 1) << "the token";
+  EXPECT_EQ(At(120), 1) << "its inspection, due at once (the next pass, same time)";
+  EXPECT_EQ(Events().size(), 2u);
+}
+
+TEST_F(ReconcilerTest, QueuedWorkIsAppliedInOrderByTheNextPass) {
+  Reconciler& reconciler = Make();
+  reconciler.QueueSubmitted("", "insp-1");
+  reconciler.QueueSubmitted("", "insp-2");
+  eventlog::NewEvent webhook;
+  webhook.event_name = "createReport";
+  webhook.inspection_id = "insp-1";
+  reconciler.QueueObserved(webhook);
+  eventlog::NewEvent other;
+  other.event_name = "newInspection";
+  other.inspection_id = "insp-2";
+  reconciler.QueueObserved(other);  // resolves nothing
+  absl::StatusOr<int64_t> pending = ledger_->CountPending(INT64_MAX);
+  ASSERT_TRUE(pending.ok());
+  EXPECT_EQ(*pending, 0) << "nothing written before the pass";
+  EXPECT_EQ(At(0), 0);
+  pending = ledger_->CountPending(INT64_MAX);
+  ASSERT_TRUE(pending.ok());
+  EXPECT_EQ(*pending, 1) << "insp-1 recorded, then resolved by its createReport";
+  EXPECT_EQ(At(600), 1);
+  EXPECT_THAT(polled_, ElementsAre("/insp-2@600"));
+  EXPECT_EQ(reconciler.stats().overdue, 0) << "the one due item is being polled";
+}
+
+TEST_F(ReconcilerTest, OverdueCountsItemsDueButNotYetPolled) {
+  options_.max_polls_per_minute = 1;
+  Reconciler& reconciler = Make();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(reconciler.Submitted("", absl::StrCat("i", i)).ok());
+  EXPECT_EQ(At(600), 1);
+  EXPECT_EQ(reconciler.stats().overdue, 2);
+}
+
+TEST_F(ReconcilerTest, ItemsOlderThanMaxAgeAreForgotten) {
+  options_.max_age = absl::Hours(1);
+  Reconciler& reconciler = Make();
+  ASSERT_TRUE(reconciler.Submitted("", "insp-1").ok());
+  EXPECT_EQ(At(600), 1);
+  EXPECT_EQ(At(3601 + 60), 0) << "older than max_age: trimmed before the claim";
+  absl::StatusOr<int64_t> pending = ledger_->CountPending(INT64_MAX);
+  ASSERT_TRUE(pending.ok());
+  EXPECT_EQ(*pending, 0);
+}
+
+// The background thread: queued work wakes it (no scan interval to wait for), and an
+// answer that completes later on another thread is handled without a further call.
+TEST_F(ReconcilerTest, TheThreadRunsPassesWhenWorkIsQueued) {
+  options_.after = absl::ZeroDuration();
+  options_.scan_interval = absl::Hours(1);
+  reports_["insp-1"] = "{}";
+  Reconciler& reconciler = Make();
+  reconciler.Start();
+  reconciler.QueueSubmitted("", "insp-1");
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (reconciler.stats().recovered == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  reconciler.Stop();
+  EXPECT_EQ(reconciler.stats().recovered, 1);
+  EXPECT_EQ(Events().size(), 1u);
 }
 
 }  // namespace

@@ -134,6 +134,9 @@ TEST(ParseFaultRulesTest, WebhookKinds) {
                       "count": 2})");
   EXPECT_EQ(rule.webhook_kind, WebhookFaultKind::kFailFirst);
   EXPECT_EQ(rule.count, 2);
+
+  rule = ParseOne(R"({"webhook": true, "event": "createReport", "kind": "drop"})");
+  EXPECT_EQ(rule.webhook_kind, WebhookFaultKind::kDrop);
 }
 
 TEST(ParseFaultRulesTest, WebhookFlagInferredFromKindAndRouteAcceptedAsEventName) {
@@ -209,6 +212,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadRule{R"({"kind": "latency", "status": 500})", "status"},
         BadRule{R"({"kind": "reset", "latency_ms": 5})", "latency_ms"},
         BadRule{R"({"webhook": true, "kind": "duplicate", "count": 2})", "count"},
+        BadRule{R"({"webhook": true, "kind": "drop", "latency_ms": 5})", "latency_ms"},
         BadRule{R"([{"kind": "reset"}, {"kind": "reset", "oops": 1}])", "oops"}));
 
 TEST(ParseFaultRulesTest, RejectsWrongShapes) {
@@ -237,6 +241,7 @@ TEST(FaultRuleToJsonTest, RoundTripsEveryKind) {
       R"({"webhook": true, "kind": "reorder", "probability": 0.7})",
       R"({"webhook": true, "kind": "delay", "latency_ms": 500})",
       R"({"webhook": true, "event": "newInspection", "kind": "fail_first", "count": 3})",
+      R"({"webhook": true, "event": "createReport", "kind": "drop", "times": 2})",
   };
   for (const char* text : kRules) {
     SCOPED_TRACE(text);

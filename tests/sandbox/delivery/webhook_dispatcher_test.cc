@@ -264,6 +264,21 @@ TEST_F(WebhookDispatcherTest, FailFirstBeyondTheScheduleAbandonsWithoutAnyReques
   EXPECT_TRUE(log[1].final);
 }
 
+TEST_F(WebhookDispatcherTest, DropNeverCallsTheReceiverAndEndsAtOnce) {
+  faults_.AddRules({WebhookRule("createReport", WebhookFaultKind::kDrop)});
+  Dispatcher().Enqueue(Event("createReport"));
+  Dispatcher().Enqueue(Event("detectionFinished"));
+  ASSERT_TRUE(Dispatcher().WaitIdle(kDeadline));
+  // Only the other event reached the receiver; the dropped one has one final record.
+  EXPECT_THAT(EventsReceived(vendor_), ElementsAre("detectionFinished"));
+  const auto log = Dispatcher().Log();
+  ASSERT_THAT(log, SizeIs(2));
+  EXPECT_EQ(log[0].event_name, "createReport");
+  EXPECT_EQ(log[0].outcome, "injected_drop");
+  EXPECT_TRUE(log[0].final);
+  EXPECT_EQ(log[0].attempt, 1);
+}
+
 TEST_F(WebhookDispatcherTest, DelayedEventArrivesAfterAnUndelayedLaterOne) {
   FaultRule rule = WebhookRule("slow", WebhookFaultKind::kDelay);
   rule.latency = Ms(300);
