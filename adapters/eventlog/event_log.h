@@ -12,6 +12,10 @@
 
 namespace inspection::eventlog {
 
+// The name of the one event the gateway appends itself: a damages report recovered by
+// polling (gateway/reconcile), payload {"source": "reconcile", ...}. Never a vendor's name.
+inline constexpr char kDamagesReportEventName[] = "damagesReport";
+
 // A vendor event as the webhook receiver hands it to the log.
 struct NewEvent {
   // The vendor account the event came from (its webhook path); "" is the default

@@ -3,9 +3,8 @@
 // normally arrive as webhooks; the ledger lets a reconciler find, after a restart or on
 // another replica, the work whose result never came, and poll for it.
 //
-// Status: the ledger and its SQLite and Redis backends exist and are tested (the shared
-// suite in tests/adapters/eventlog/work_ledger_conformance.h). Nothing records into it
-// yet: the reconciler and the wiring are the next steps of issue 17.
+// The gateway's reconciler (gateway/reconcile) records into it and claims from it; both
+// backends pass the shared suite in tests/adapters/eventlog/work_ledger_conformance.h.
 #ifndef ADAPTERS_EVENTLOG_WORK_LEDGER_H_
 #define ADAPTERS_EVENTLOG_WORK_LEDGER_H_
 

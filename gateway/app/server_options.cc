@@ -86,6 +86,17 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
   if (config.cache.image_analysis_ttl > absl::ZeroDuration()) {
     options.cache.image_analysis_ttl = config.cache.image_analysis_ttl;
   }
+  options.reconcile.enabled = config.reconcile.enabled;
+  options.reconcile.reconciler.after = config.reconcile.after;
+  options.reconcile.reconciler.interval = config.reconcile.interval;
+  options.reconcile.reconciler.max_interval = config.reconcile.max_interval;
+  options.reconcile.reconciler.max_polls_per_minute = config.reconcile.max_polls_per_minute;
+  options.reconcile.reconciler.lease = config.reconcile.lease;
+  options.reconcile.reconciler.max_age = absl::Hours(config.reconcile.max_age_hours);
+  options.reconcile.reconciler.ready_pointers = config.reconcile.ready_pointers;
+  options.reconcile.reconciler.scan_interval = config.reconcile.scan_interval;
+  options.reconcile.ledger_url = config.reconcile.ledger;
+  options.webhook_less = config.webhook_mode == config::WebhookMode::kPoll;
   options.token_watch.interval = config.token_watch.interval;
   options.token_watch.max_backoff = config.token_watch.max_backoff;
   if (!config.webhook_key.empty()) {

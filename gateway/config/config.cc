@@ -120,6 +120,11 @@ absl::StatusOr<std::string> EventLogUrl(std::string value) {
   return absl::InvalidArgumentError("must be sqlite:<path> or redis://host:port[/db]");
 }
 
+absl::StatusOr<std::string> WorkLedgerUrl(std::string value) {
+  if (value.empty()) return value;
+  return EventLogUrl(std::move(value));
+}
+
 absl::StatusOr<std::string> IdempotencyStoreUrl(std::string value) {
   if (value == "memory") return value;
   if (absl::StartsWith(value, "redis://") && value.size() > 8) return value;
@@ -233,14 +238,15 @@ KeySpec EnumKey(std::string key, Access access, std::vector<std::pair<std::strin
   return spec;
 }
 
-// A non-empty list of strings, each passing `check`.
+// A list of strings, each passing `check`; non-empty unless `may_be_empty`.
 template <typename Access>
 KeySpec StringListKey(std::string key, Access access, ElementCheck check, std::string placeholder,
-                      std::string help) {
+                      std::string help, bool may_be_empty = false) {
   KeySpec spec =
       MakeSpec(std::move(key), ValueKind::kStringList, std::move(placeholder), std::move(help));
-  spec.store = [access, check](const json& value, GatewayConfig& config) -> absl::Status {
-    if (value.empty()) return absl::InvalidArgumentError("must not be empty");
+  spec.store = [access, check, may_be_empty](const json& value,
+                                             GatewayConfig& config) -> absl::Status {
+    if (value.empty() && !may_be_empty) return absl::InvalidArgumentError("must not be empty");
     std::vector<std::string> items;
     for (std::size_t i = 0; i < value.size(); ++i) {
       std::string item = value[i].get<std::string>();
@@ -757,6 +763,64 @@ const std::vector<KeySpec>& Keys() {
       IntegerKey(
           "token_watch.max_backoff_ms", [](auto& c) -> auto& { return c.token_watch.max_backoff; },
           100, kDayMs, "MS", "Longest pause between polls of a token while the vendor fails."),
+      EnumKey<WebhookMode>(
+          "webhook.mode", [](auto& c) -> auto& { return c.webhook_mode; },
+          {{"webhook", WebhookMode::kWebhook}, {"poll", WebhookMode::kPoll}},
+          "Where stream events come from: webhook (the vendor's webhooks, received when a "
+          "webhook key is set; reports whose webhook is lost are still recovered, see "
+          "reconcile.*) or poll (no webhook receiver and no public endpoint: Subscribe and "
+          "StreamDamageResults carry what this gateway started, polled at the vendor). Without "
+          "a webhook key the gateway polls in either mode."),
+      BoolKey(
+          "reconcile.enabled", [](auto& c) -> auto& { return c.reconcile.enabled; },
+          "Record every damage submission and created token, and poll the vendor for a report "
+          "whose createReport webhook does not come (a damagesReport event of the gateway's "
+          "own). Off: results depend on webhooks alone."),
+      IntegerKey(
+          "reconcile.after_ms", [](auto& c) -> auto& { return c.reconcile.after; }, 1, 30 * kDayMs,
+          "MS",
+          "A submitted inspection without createReport this long is polled (damages report). "
+          "In webhook-less mode the first poll is reconcile.interval_ms after the submission."),
+      IntegerKey(
+          "reconcile.interval_ms", [](auto& c) -> auto& { return c.reconcile.interval; }, 1, kDayMs,
+          "MS",
+          "Between two polls of one inspection or token; doubles after each poll without a "
+          "result ..."),
+      IntegerKey(
+          "reconcile.max_interval_ms", [](auto& c) -> auto& { return c.reconcile.max_interval; }, 1,
+          kDayMs, "MS", "... up to this."),
+      IntegerKey(
+          "reconcile.max_polls_per_minute",
+          [](auto& c) -> auto& { return c.reconcile.max_polls_per_minute; }, 1, 1000000, "N",
+          "Vendor calls one replica's reconciler may make per minute (a burst of at most this "
+          "many); what is due beyond it waits (inspection_reconcile_overdue_items)."),
+      IntegerKey(
+          "reconcile.lease_ms", [](auto& c) -> auto& { return c.reconcile.lease; }, 100, kDayMs,
+          "MS",
+          "How long an item being polled is one replica's; a replica that dies mid-poll leaves "
+          "it to the others after this."),
+      IntegerKey(
+          "reconcile.max_age_hours", [](auto& c) -> auto& { return c.reconcile.max_age_hours; }, 1,
+          24 * 366, "HOURS",
+          "Inspections and tokens recorded longer ago are forgotten (a token never completed, a "
+          "report that never came)."),
+      StringListKey(
+          "reconcile.ready_pointers", [](auto& c) -> auto& { return c.reconcile.ready_pointers; },
+          CheckJsonPointer, "POINTER,...",
+          "RFC 6901 pointers into the damages report that must all hold a value (not null, "
+          "false or empty) for the report to count as finished (the spec does not show a "
+          "finished report). Default none: any 2xx answer is finished; 404 is not.",
+          /*may_be_empty=*/true),
+      IntegerKey(
+          "reconcile.scan_interval_ms", [](auto& c) -> auto& { return c.reconcile.scan_interval; },
+          10, kDayMs, "MS",
+          "The reconciler looks for due items at least this often (new work wakes it sooner)."),
+      StringKey(
+          "reconcile.ledger", [](auto& c) -> auto& { return c.reconcile.ledger; }, WorkLedgerUrl,
+          "URL",
+          "Where recorded work is kept: sqlite:<path> or redis://[:password@]host:port[/db] "
+          "(replicas share it and split the polls). Empty: beside event_log (<path>.work, or "
+          "the same Redis)."),
       IntegerKey(
           "idempotency.ttl_hours", [](auto& c) -> auto& { return c.idempotency_ttl_hours; }, 1,
           24 * 30, "HOURS",
@@ -1581,7 +1645,7 @@ std::string RedactUrlPassword(const std::string& url) {
 
 // The keys whose value is a URL that may carry a password.
 bool IsCredentialUrlKey(const std::string& key) {
-  return key == "event_log" || key == "idempotency_store";
+  return key == "event_log" || key == "idempotency_store" || key == "reconcile.ledger";
 }
 
 }  // namespace

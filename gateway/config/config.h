@@ -199,6 +199,29 @@ struct TokenWatchSection {
   absl::Duration max_backoff = ComponentDefaults().token_watch.max_backoff;
 };
 
+// reconcile.*: recovering damage results whose webhook never came, and webhook-less mode
+// (README, "Lost webhooks and webhook-less mode").
+struct ReconcileSection {
+  bool enabled = ComponentDefaults().reconcile.enabled;
+  absl::Duration after = ComponentDefaults().reconcile.reconciler.after;
+  absl::Duration interval = ComponentDefaults().reconcile.reconciler.interval;
+  absl::Duration max_interval = ComponentDefaults().reconcile.reconciler.max_interval;
+  int max_polls_per_minute = ComponentDefaults().reconcile.reconciler.max_polls_per_minute;
+  absl::Duration lease = ComponentDefaults().reconcile.reconciler.lease;
+  int max_age_hours =
+      static_cast<int>(absl::ToInt64Hours(ComponentDefaults().reconcile.reconciler.max_age));
+  std::vector<std::string> ready_pointers = ComponentDefaults().reconcile.reconciler.ready_pointers;
+  absl::Duration scan_interval = ComponentDefaults().reconcile.reconciler.scan_interval;
+  // "" = beside the event log.
+  std::string ledger = ComponentDefaults().reconcile.ledger_url;
+};
+
+// webhook.mode: where stream events come from.
+enum class WebhookMode {
+  kWebhook,  // the vendor's webhooks (the receiver runs when a webhook key is set)
+  kPoll,     // no receiver: polling what this gateway started (reconcile.*)
+};
+
 // retry.*: the retry loop around every vendor call (safe and idempotent routes only).
 struct RetrySection {
   absl::Duration base =
@@ -309,6 +332,11 @@ struct GatewayConfig {
   EventLogRetentionSection event_log_retention;
   StreamsSection streams;
   TokenWatchSection token_watch;
+  ReconcileSection reconcile;
+  // webhook.mode (default "webhook"): "poll" runs no webhook receiver; streams are then fed
+  // by polling. Without a webhook key the gateway polls in either mode.
+  WebhookMode webhook_mode =
+      ComponentDefaults().webhook_less ? WebhookMode::kPoll : WebhookMode::kWebhook;
   // idempotency.ttl_hours (default 24): how long CreateToken/DetectDamage idempotency keys
   // remember their first outcome (in memory).
   int idempotency_ttl_hours =

@@ -529,6 +529,38 @@ void GatewayMetrics::BuildCacheAndEvents() {
                                   .Help("Event log appends that failed.")
                                   .Register(registry)
                                   .Add({});
+  auto& reconcile_polls =
+      prometheus::BuildCounter()
+          .Name("inspection_reconcile_polls_total")
+          .Help(
+              "Vendor calls the reconciler made (reconcile.*): kind=inspection polls a damages "
+              "report, kind=token a token's status.")
+          .Register(registry);
+  reconcile_polls_[0] = &reconcile_polls.Add({{"kind", "inspection"}});
+  reconcile_polls_[1] = &reconcile_polls.Add({{"kind", "token"}});
+  auto& recovered =
+      prometheus::BuildCounter()
+          .Name("inspection_reconcile_recovered_total")
+          .Help(
+              "Damage reports the gateway recovered by polling and appended as damagesReport "
+              "events, by cause: missed_webhook (its createReport did not arrive within "
+              "reconcile.after_ms: webhooks are being lost) or webhook_less (webhook.mode poll).")
+          .Register(registry);
+  reconcile_recovered_[0] = &recovered.Add({{"cause", "missed_webhook"}});
+  reconcile_recovered_[1] = &recovered.Add({{"cause", "webhook_less"}});
+  reconcile_overdue_ = &prometheus::BuildGauge()
+                            .Name("inspection_reconcile_overdue_items")
+                            .Help(
+                                "Recorded inspections and tokens due for a poll and not being "
+                                "polled (grows when the poll budget is too small).")
+                            .Register(registry)
+                            .Add({});
+  reconcile_ledger_errors_ =
+      &prometheus::BuildCounter()
+           .Name("inspection_reconcile_ledger_errors_total")
+           .Help("Work ledger or event log operations of the reconciler that failed.")
+           .Register(registry)
+           .Add({});
 }
 
 void GatewayMetrics::BuildStreams(const std::vector<std::string>& rpcs) {
@@ -665,6 +697,18 @@ void GatewayMetrics::RecordUnknownWebhookEventName(uint64_t count) {
 }
 void GatewayMetrics::RecordEventLogAppend(uint64_t count) {
   event_log_appends_->Increment(static_cast<double>(count));
+}
+void GatewayMetrics::RecordReconcilePolls(bool token, uint64_t count) {
+  reconcile_polls_[token ? 1 : 0]->Increment(static_cast<double>(count));
+}
+void GatewayMetrics::RecordReconcileRecovered(bool webhook_less, uint64_t count) {
+  reconcile_recovered_[webhook_less ? 1 : 0]->Increment(static_cast<double>(count));
+}
+void GatewayMetrics::SetReconcileOverdue(int64_t items) {
+  reconcile_overdue_->Set(static_cast<double>(items));
+}
+void GatewayMetrics::RecordReconcileLedgerErrors(uint64_t count) {
+  reconcile_ledger_errors_->Increment(static_cast<double>(count));
 }
 void GatewayMetrics::RecordEventLogAppendError(uint64_t count) {
   event_log_append_errors_->Increment(static_cast<double>(count));

@@ -332,6 +332,16 @@ class GatewayMetrics final : public prometheus::Collectable {
   // inspection_event_log_append_errors_total
   void RecordEventLogAppendError(uint64_t count = 1);
 
+  // --- reconciliation (reconcile.*) ---------------------------------------------------------
+  // inspection_reconcile_polls_total{kind="inspection"|"token"}
+  void RecordReconcilePolls(bool token, uint64_t count);
+  // inspection_reconcile_recovered_total{cause="missed_webhook"|"webhook_less"}
+  void RecordReconcileRecovered(bool webhook_less, uint64_t count);
+  // inspection_reconcile_overdue_items
+  void SetReconcileOverdue(int64_t items);
+  // inspection_reconcile_ledger_errors_total
+  void RecordReconcileLedgerErrors(uint64_t count);
+
   // --- streams ------------------------------------------------------------------------------
   // Handles of config.stream_rpcs[index]; out of range -> "other".
   StreamRpcMetrics& ForStreamRpc(size_t rpc_index);
@@ -388,6 +398,10 @@ class GatewayMetrics final : public prometheus::Collectable {
       ABSL_GUARDED_BY(authz_mu_);
   prometheus::Counter* event_log_appends_ = nullptr;
   prometheus::Counter* event_log_append_errors_ = nullptr;
+  prometheus::Counter* reconcile_polls_[2] = {};      // inspection, token
+  prometheus::Counter* reconcile_recovered_[2] = {};  // missed_webhook, webhook_less
+  prometheus::Gauge* reconcile_overdue_ = nullptr;
+  prometheus::Counter* reconcile_ledger_errors_ = nullptr;
   prometheus::Histogram* fanout_lag_ = nullptr;
   prometheus::Gauge* catching_up_ = nullptr;
   std::array<prometheus::Counter*, kNumStreamDropReasons> dropped_subscribers_{};

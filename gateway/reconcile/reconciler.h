@@ -37,7 +37,7 @@
 namespace inspection::reconcile {
 
 // The event name of a report recovered by polling (never a vendor webhook's name).
-inline constexpr char kDamagesReportEvent[] = "damagesReport";
+inline constexpr const char* kDamagesReportEvent = eventlog::kDamagesReportEventName;
 
 struct ReconcilerOptions {
   // First poll this long after a submission without a createReport (webhook mode).

@@ -9,6 +9,8 @@
 #include <map>
 #include <thread>
 
+#include <unistd.h>
+
 #include <grpc/grpc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -21,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "adapters/hashing/sha256.h"
 #include "adapters/http/curl_transport.h"
+#include "adapters/vendor/inspection_mapper.h"
 #include "adapters/vendor/token_mapper.h"
 #include "gateway/logging/log.h"
 #include "gateway/metrics/grpc_server_metrics.h"
@@ -31,6 +34,7 @@
 #include "gateway/services/inspection_service.h"
 #include "gateway/services/token_service.h"
 #include "gateway/token_watch/token_watch.h"
+#include "google/protobuf/wrappers.pb.h"
 
 namespace inspection::server {
 namespace {
@@ -153,26 +157,47 @@ std::string CacheScope(const std::string& base_url, const std::string& api_key) 
   return hashing::Sha256Hex(absl::StrCat(base_url, "\n", api_key)).substr(0, 32);
 }
 
-// WatchTokenStatus's poll of one account: GetTokenStatus through the pipeline.
-token_watch::FetchStatus TokenStatusFetch(const services::ServiceDeps* deps, std::string account) {
-  // GetTokenStatus' endpoint, through the call core like the RPC (log line at debug level,
-  // drift metrics, error mapping).
+// A vendor call no RPC waits for (a poll of the token watch or the reconciler), through
+// the call core like the RPCs (pipeline, log line with `origin`, drift metrics, error
+// mapping), bypassing the cache: a poll wants the vendor's current answer, and refreshes
+// the cache.
+template <class Request, class Response>
+void BackgroundCall(const services::ServiceDeps& deps,
+                    const services::UnaryEndpoint<Request, Response>& endpoint,
+                    std::shared_ptr<const Request> request, std::string_view origin,
+                    const std::string& account,
+                    absl::AnyInvocable<void(services::EndpointResult<Response>) &&> done) {
+  services::RpcRecord record;
+  record.origin = origin;
+  record.account = account;
+  services::CallEndpoint<Request, Response>(
+      deps, endpoint, std::move(request),
+      std::chrono::system_clock::now() + routes::GetRoute(endpoint.route).timeout,
+      upstream::CallOptions{.request_id = "", .account = account, .bypass_cache = true},
+      /*idempotency_key=*/"", std::move(record), std::chrono::steady_clock::now(), std::move(done));
+}
+
+absl::Status ToAbsl(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+const services::UnaryEndpoint<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>&
+TokenStatusEndpoint() {
   static const auto* const kEndpoint =
       new services::UnaryEndpoint<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>(
           services::GetTokenStatusEndpoint());
+  return *kEndpoint;
+}
+
+// WatchTokenStatus's poll of one account: GetTokenStatus through the pipeline (its log
+// line at debug level).
+token_watch::FetchStatus TokenStatusFetch(const services::ServiceDeps* deps, std::string account) {
   return [deps, account = std::move(account)](
              const std::string& uid, absl::AnyInvocable<void(token_watch::PollResult) &&> done) {
     auto request = std::make_shared<v1::GetTokenStatusRequest>();
     request->set_uid(uid);
-    const auto& route = routes::GetRoute(routes::RouteId::kGetTokenStatus);
-    services::RpcRecord record;
-    record.origin = "token_watch";
-    record.account = account;
-    // A poll wants the vendor's current answer, and refreshes the cache.
-    services::CallEndpoint<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>(
-        *deps, *kEndpoint, std::move(request), std::chrono::system_clock::now() + route.timeout,
-        upstream::CallOptions{.account = account, .bypass_cache = true},
-        /*idempotency_key=*/"", std::move(record), std::chrono::steady_clock::now(),
+    BackgroundCall<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>(
+        *deps, TokenStatusEndpoint(), std::move(request), "token_watch", account,
         [done = std::move(done)](services::EndpointResult<v1::GetTokenStatusResponse> out) mutable {
           // The error as GetTokenStatus answers it (details included): the watch ends with it.
           if (!out.status.ok()) {
@@ -184,7 +209,86 @@ token_watch::FetchStatus TokenStatusFetch(const services::ServiceDeps* deps, std
   };
 }
 
+// The reconciler's poll of one inspection's damages report: GetDamagesReport, the body
+// kept as JSON text (lossless: the reconciler appends it unchanged).
+reconcile::FetchReport ReportFetch(const services::ServiceDeps* deps) {
+  using Endpoint =
+      services::UnaryEndpoint<v1::GetDamagesReportRequest, google::protobuf::StringValue>;
+  static const auto* const kEndpoint = new Endpoint{
+      routes::RouteId::kGetDamagesReport,
+      [](const v1::GetDamagesReportRequest& r) { return validation::ValidateGetDamagesReport(r); },
+      [](const v1::GetDamagesReportRequest& r) { return vendor::EncodeGetDamagesReportRequest(r); },
+      [](const nlohmann::json& j, const v1::GetDamagesReportRequest&,
+         google::protobuf::StringValue* out, vendor::DecodeReport*) {
+        out->set_value(j.dump());
+        return absl::OkStatus();
+      },
+      /*idempotency_key=*/nullptr,
+      /*on_success=*/nullptr};
+  return [deps](const std::string& account, const std::string& inspection_id,
+                absl::AnyInvocable<void(absl::StatusOr<std::string>) &&> done) {
+    auto request = std::make_shared<v1::GetDamagesReportRequest>();
+    request->set_inspection_id(inspection_id);
+    BackgroundCall<v1::GetDamagesReportRequest, google::protobuf::StringValue>(
+        *deps, *kEndpoint, std::move(request), "reconcile", account,
+        [done =
+             std::move(done)](services::EndpointResult<google::protobuf::StringValue> out) mutable {
+          if (!out.status.ok()) {
+            std::move(done)(ToAbsl(out.status));
+            return;
+          }
+          std::move(done)(std::move(*out.response.mutable_value()));
+        });
+  };
+}
+
+// The reconciler's poll of one token: GetTokenStatus.
+reconcile::FetchToken TokenFetch(const services::ServiceDeps* deps) {
+  return [deps](const std::string& account, const std::string& uid,
+                absl::AnyInvocable<void(absl::StatusOr<reconcile::TokenState>) &&> done) {
+    auto request = std::make_shared<v1::GetTokenStatusRequest>();
+    request->set_uid(uid);
+    BackgroundCall<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>(
+        *deps, TokenStatusEndpoint(), std::move(request), "reconcile", account,
+        [done = std::move(done)](services::EndpointResult<v1::GetTokenStatusResponse> out) mutable {
+          if (!out.status.ok()) {
+            std::move(done)(ToAbsl(out.status));
+            return;
+          }
+          const v1::Token& token = out.response.token();
+          reconcile::TokenState state;
+          state.completed = token.tradein_status() == v1::TRADEIN_STATUS_COMPLETED;
+          state.expired = token.expired();
+          state.inspection_id = token.inspection_ptr().id();
+          std::move(done)(std::move(state));
+        });
+  };
+}
+
+// This replica's name in the work ledger's claims: host, pid and a random part (a
+// restarted process with the same pid is another owner).
+std::string ReplicaName() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return absl::StrCat(host[0] != '\0' ? host : "gateway", "-", getpid(), "-",
+                      hashing::Sha256Hex(absl::StrCat(absl::ToUnixNanos(absl::Now()), "/",
+                                                      reinterpret_cast<uintptr_t>(host)))
+                          .substr(0, 8));
+}
+
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<eventlog::WorkLedger>> OpenWorkLedger(
+    const std::string& ledger_url, const std::string& event_log_url) {
+  const std::string& url = ledger_url.empty() ? event_log_url : ledger_url;
+  if (url.rfind("sqlite:", 0) == 0) {
+    // Beside the event log: a file of its own, so the two never wait for each other's lock.
+    return eventlog::OpenSqliteWorkLedger(ledger_url.empty() ? absl::StrCat(url.substr(7), ".work")
+                                                             : url.substr(7));
+  }
+  if (url.rfind("redis://", 0) == 0) return eventlog::OpenRedisWorkLedger(url);
+  return absl::InvalidArgumentError("reconcile.ledger must be sqlite:<path> or redis://host:port");
+}
 
 absl::StatusOr<std::unique_ptr<eventlog::EventLog>> OpenEventLog(
     const std::string& url, const eventlog::RetentionPolicy& retention) {
@@ -280,12 +384,17 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
     }
     server->event_log_ = std::shared_ptr<eventlog::EventLog>(std::move(*log));
   }
+  server->webhook_less_ = opts.webhook_less || opts.webhook.current_key.empty();
+  if (absl::Status started = server->StartReconciler(); !started.ok()) return started;
   streaming::EventHub::Options hub_options = opts.hub;
   hub_options.metrics = server->metrics_.get();
   pipeline::CachingCaller* caching = server->caching_.get();
-  // Every replica tails the shared log, so each one drops what an event makes stale.
-  hub_options.on_event = [caching](const eventlog::StoredEvent& stored) {
+  reconcile::Reconciler* reconciler = server->reconciler_.get();
+  // Every replica tails the shared log, so each one drops what an event makes stale, and
+  // a createReport resolves its inspection in the work ledger (queued: no I/O here).
+  hub_options.on_event = [caching, reconciler](const eventlog::StoredEvent& stored) {
     caching->OnInspectionEvent(stored.event.inspection_id);
+    if (reconciler != nullptr) reconciler->QueueObserved(stored.event);
   };
   server->hub_ = std::make_unique<streaming::EventHub>(server->event_log_.get(), hub_options);
   if (absl::Status started = server->hub_->Start(); !started.ok()) return started;
@@ -302,15 +411,20 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
         "webhook receiver: named accounts receive webhooks only when the default account's "
         "webhook key is set (it starts the receiver)");
   }
-  if (!opts.webhook.current_key.empty()) {
+  if (!server->webhook_less_) {
     auto receiver = webhooks::WebhookReceiver::Start(opts.webhook, server->event_log_.get());
     if (!receiver.ok()) {
       return absl::Status(receiver.status().code(),
                           absl::StrCat("webhook receiver: ", receiver.status().message()));
     }
     server->receiver_ = std::move(*receiver);
+  }
+  {
     GatewayServer* self = server.get();
-    server->metrics_->SetCollectHook([self] { self->SyncReceiverMetrics(); });
+    server->metrics_->SetCollectHook([self] {
+      self->SyncReceiverMetrics();
+      self->SyncReconcileMetrics();
+    });
   }
 
   // WatchTokenStatus: one poller per account. Polls go through the pipeline like
@@ -337,6 +451,15 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
     if (!account->name.empty()) deps.vendor_accounts.insert(account->name);
   }
   deps.hub = server->hub_.get();
+  if (reconciler != nullptr) {
+    // On the vendor call's completion thread: queued, written by the reconciler's thread.
+    deps.on_damage_submitted = [reconciler](const std::string& account, const std::string& id) {
+      reconciler->QueueSubmitted(account, id);
+    };
+    deps.on_token_created = [reconciler](const std::string& account, const std::string& uid) {
+      reconciler->QueueTokenCreated(account, uid);
+    };
+  }
   deps.stream_queue = opts.stream_queue;
   server->stream_slots_ = std::make_shared<streaming::StreamSlots>(opts.stream_slots);
   deps.stream_slots = server->stream_slots_.get();
@@ -431,6 +554,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
                           absl::StrCat("admin endpoint (admin_addr): ", started.message()));
     }
   }
+  if (reconciler != nullptr) reconciler->Start();
   auto* health = server->server_->GetHealthCheckService();
   health->SetServingStatus("", true);
   for (const char* name : kServiceNames) health->SetServingStatus(name, true);
@@ -459,6 +583,54 @@ absl::Status GatewayServer::AddAccount(const std::string& name,
       scheduler_.get());
   accounts_.push_back(std::move(account));
   return absl::OkStatus();
+}
+
+absl::Status GatewayServer::StartReconciler() {
+  const ReconcileSettings& settings = options_.reconcile;
+  if (!settings.enabled) return absl::OkStatus();
+  ledger_ = settings.ledger;
+  if (ledger_ == nullptr) {
+    if (options_.event_log != nullptr && settings.ledger_url.empty()) {
+      logging::Info(
+          "reconciliation is off: the event log is injected and no work ledger is configured");
+      return absl::OkStatus();
+    }
+    auto ledger = OpenWorkLedger(settings.ledger_url, options_.event_log_url);
+    if (!ledger.ok()) {
+      return absl::Status(ledger.status().code(),
+                          absl::StrCat("reconcile.ledger: ", ledger.status().message()));
+    }
+    ledger_ = std::shared_ptr<eventlog::WorkLedger>(std::move(*ledger));
+  }
+  reconcile::ReconcilerOptions reconciler = settings.reconciler;
+  reconciler.webhook_less = webhook_less_;
+  reconciler.owner = ReplicaName();
+  reconciler_ = std::make_unique<reconcile::Reconciler>(std::move(reconciler), ledger_.get(),
+                                                        event_log_.get(), ReportFetch(&deps_),
+                                                        TokenFetch(&deps_));
+  logging::Info(
+      "reconciliation on",
+      {{"mode", webhook_less_ ? "poll (no webhooks)" : "webhook"},
+       {"after_ms", std::to_string(absl::ToInt64Milliseconds(settings.reconciler.after))}});
+  return absl::OkStatus();
+}
+
+void GatewayServer::SyncReconcileMetrics() {
+  if (reconciler_ == nullptr) return;
+  const reconcile::Reconciler::Stats now = reconciler_->stats();
+  absl::MutexLock lock(&reconcile_metrics_mu_);
+  reconcile::Reconciler::Stats& seen = reconcile_reported_;
+  auto delta = [](int64_t now_value, int64_t& seen_value) {
+    const uint64_t d = now_value > seen_value ? static_cast<uint64_t>(now_value - seen_value) : 0;
+    seen_value = std::max(seen_value, now_value);
+    return d;
+  };
+  metrics::GatewayMetrics& m = *metrics_;
+  m.RecordReconcilePolls(/*token=*/false, delta(now.polls, seen.polls));
+  m.RecordReconcilePolls(/*token=*/true, delta(now.token_polls, seen.token_polls));
+  m.RecordReconcileRecovered(webhook_less_, delta(now.recovered, seen.recovered));
+  m.RecordReconcileLedgerErrors(delta(now.ledger_errors, seen.ledger_errors));
+  m.SetReconcileOverdue(now.overdue);
 }
 
 const GatewayServer::AccountPipeline& GatewayServer::Account(const std::string& name) const {
@@ -540,6 +712,8 @@ void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
   // stream ends with UNAVAILABLE and its resumable cursor.
   if (admin_ != nullptr) admin_->Stop();
   if (receiver_ != nullptr) receiver_->Stop();
+  // No new polls; what is recorded stays in the ledger for the next start or a replica.
+  if (reconciler_ != nullptr) reconciler_->Stop();
   if (hub_ != nullptr) hub_->Stop();
   for (auto& account : accounts_) {
     if (account->poller != nullptr) account->poller->Shutdown();
@@ -566,10 +740,14 @@ void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
   const auto left = grace + std::chrono::milliseconds(100) -
                     std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::steady_clock::now() - started);
+  auto* curl = dynamic_cast<http::CurlTransport*>(transport_.get());
   if (done.wait_for(std::max(left, std::chrono::milliseconds(0))) != std::future_status::ready) {
-    if (auto* curl = dynamic_cast<http::CurlTransport*>(transport_.get())) curl->Shutdown();
+    if (curl != nullptr) curl->Shutdown();
   }
   done.wait();
+  // Vendor calls no RPC waits for (a reconciler poll, a token watch poll) may still be in
+  // flight: fail them now, while the pipeline their callbacks go through still exists.
+  if (curl != nullptr) curl->Shutdown();
 }
 
 GatewayServer::~GatewayServer() {
@@ -579,6 +757,7 @@ GatewayServer::~GatewayServer() {
   services_.clear();
   receiver_.reset();
   hub_.reset();
+  reconciler_.reset();
   for (auto& account : accounts_) account->poller.reset();
   // Pending retry timers hold calls: run down the timer thread before the pipeline.
   scheduler_.reset();
@@ -586,6 +765,7 @@ GatewayServer::~GatewayServer() {
   router_.reset();
   accounts_.clear();
   event_log_.reset();
+  ledger_.reset();
   transport_.reset();
 }
 

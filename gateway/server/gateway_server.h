@@ -20,6 +20,7 @@
 #include "gateway/pipeline/account_router.h"
 #include "gateway/pipeline/caching_caller.h"
 #include "gateway/pipeline/retrying_caller.h"
+#include "gateway/reconcile/reconciler.h"
 #include "gateway/security/caller_limits.h"
 #include "gateway/services/unary_call.h"
 #include "gateway/streaming/event_hub.h"
@@ -68,6 +69,22 @@ struct GrpcTlsOptions {
   bool enabled() const { return !cert_file.empty(); }
 };
 
+// Recovering results whose webhook never came (config reconcile.*, webhook.mode): what
+// the gateway started (damage submissions, tokens) is recorded in the work ledger and
+// polled at the vendor when its webhook does not come (reconcile/reconciler.h).
+struct ReconcileSettings {
+  bool enabled = true;
+  // after, interval, max_interval, budget, lease, max_age, ready_pointers, scan interval.
+  // `webhook_less` and `owner` are set by the server.
+  reconcile::ReconcilerOptions reconciler;
+  // Where the work ledger lives: "sqlite:<path>" or "redis://..."; "" = beside the event
+  // log (sqlite:<path> -> sqlite:<path>.work; a Redis event log's URL, keys
+  // <stream>:work:*). An injected event log without an injected or configured ledger
+  // turns reconciliation off.
+  std::string ledger_url;
+  std::shared_ptr<eventlog::WorkLedger> ledger;  // injected (tests, replicas in one process)
+};
+
 struct GatewayServerOptions {
   std::string grpc_addr = "0.0.0.0:50051";  // port 0: the OS picks one (see grpc_port())
   GrpcTlsOptions tls;
@@ -110,8 +127,12 @@ struct GatewayServerOptions {
   streaming::StreamQueueLimits stream_queue;
   // streams.max_per_connection, streams.max_total.
   streaming::StreamSlotOptions stream_slots;
-  // The webhook receiver, started when webhook.current_key is set.
+  // The webhook receiver, started when webhook.current_key is set and webhook_less is off.
   webhooks::WebhookReceiverOptions webhook;
+  // webhook.mode "poll": no webhook receiver; streams are fed by polling what this gateway
+  // started (reconcile). Also the mode when no webhook key is set.
+  bool webhook_less = false;
+  ReconcileSettings reconcile;
   // WatchTokenStatus polling.
   token_watch::TokenStatusPollerOptions token_watch;
   // How long the first outcome of an idempotency key is kept.
@@ -136,6 +157,10 @@ struct GatewayServerOptions {
 // Opens "sqlite:<path>" or "redis://..." (config key event_log).
 absl::StatusOr<std::unique_ptr<eventlog::EventLog>> OpenEventLog(
     const std::string& url, const eventlog::RetentionPolicy& retention);
+// Opens the work ledger at `ledger_url`, or beside the event log at `event_log_url` when it
+// is empty (ReconcileSettings::ledger_url).
+absl::StatusOr<std::unique_ptr<eventlog::WorkLedger>> OpenWorkLedger(
+    const std::string& ledger_url, const std::string& event_log_url);
 
 // The composition root: builds transport -> vendor client -> services -> gRPC server
 // (with the health service and server reflection), and owns them all.
@@ -176,6 +201,10 @@ class GatewayServer {
   int admin_port() const { return admin_ == nullptr ? 0 : admin_->port(); }
   const pipeline::CachingCaller& cache() const { return *caching_; }
   eventlog::EventLog& event_log() { return *event_log_; }
+  // The reconciler; null when reconciliation is off.
+  reconcile::Reconciler* reconciler() { return reconciler_.get(); }
+  // Whether streams are fed by polling alone (webhook.mode poll, or no webhook key).
+  bool webhook_less() const { return webhook_less_; }
 
   // Stops accepting calls, reports NOT_SERVING, lets in-flight calls finish for up to
   // `grace`, then fails the ones still waiting on the vendor with UNAVAILABLE.
@@ -202,6 +231,10 @@ class GatewayServer {
   const AccountPipeline& Account(const std::string& name) const;
   // Copies the webhook receiver's counters into the Prometheus metrics (per scrape).
   void SyncReceiverMetrics();
+  // The same for the reconciler's.
+  void SyncReconcileMetrics();
+  // Opens the ledger and starts the reconciler (ReconcileSettings).
+  absl::Status StartReconciler();
 
   GatewayServerOptions options_;
   std::shared_ptr<http::HttpTransport> transport_;
@@ -221,6 +254,11 @@ class GatewayServer {
   absl::Mutex receiver_metrics_mu_;
   webhooks::WebhookReceiverStats receiver_reported_ ABSL_GUARDED_BY(receiver_metrics_mu_);
   http::HttpServerStats receiver_http_reported_ ABSL_GUARDED_BY(receiver_metrics_mu_);
+  std::shared_ptr<eventlog::WorkLedger> ledger_;
+  std::unique_ptr<reconcile::Reconciler> reconciler_;
+  bool webhook_less_ = false;
+  absl::Mutex reconcile_metrics_mu_;
+  reconcile::Reconciler::Stats reconcile_reported_ ABSL_GUARDED_BY(reconcile_metrics_mu_);
   std::shared_ptr<metrics::GatewayMetrics> metrics_;
   std::unique_ptr<metrics::AdminServer> admin_;
   std::unique_ptr<services::RpcObserver> metrics_observer_;

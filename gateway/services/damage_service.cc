@@ -17,7 +17,12 @@ DamageServiceImpl::DamageServiceImpl(const ServiceDeps& deps)
                  v1::DetectDamageResponse* out, vendor::DecodeReport* report) {
             return vendor::DecodeDetectDamageResponse(j, deps_.mapper_options, out);
           },
-          [](const v1::DetectDamageRequest& r) { return r.idempotency_key(); }} {}
+          [](const v1::DetectDamageRequest& r) { return r.idempotency_key(); },
+          [this](const v1::DetectDamageResponse& response, const std::string& account) {
+            if (deps_.on_damage_submitted && !response.inspection_id().empty()) {
+              deps_.on_damage_submitted(account, response.inspection_id());
+            }
+          }} {}
 
 grpc::ServerUnaryReactor* DamageServiceImpl::DetectDamage(grpc::CallbackServerContext* context,
                                                           const v1::DetectDamageRequest* request,
@@ -30,8 +35,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResul
   using Reactor = streaming::EventStreamReactor<v1::StreamDamageResultsResponse>;
   auto* reactor = new Reactor(
       deps_.hub, deps_.stream_queue,
-      // createReport is the last event of a damage detection: the report exists.
-      [](const v1::Event& event) { return event.event_name() == v1::EVENT_NAME_CREATE_REPORT; });
+      // createReport is the last event of a damage detection: the report exists. A report
+      // recovered by polling (its webhook was lost) ends it as well; Event.source says which.
+      streaming::EndsDamageResults);
 
   std::shared_ptr<void> slot;
   if (auto denied =

@@ -23,7 +23,8 @@ class DamageServiceImpl final : public v1::DamageService::WithRawCallbackMethod_
                                          const v1::DetectDamageRequest* request,
                                          v1::DetectDamageResponse* response) override;
 
-  // Submits like DetectDamage, then streams the inspection's events until createReport.
+  // Submits like DetectDamage, then streams the inspection's events until createReport,
+  // or until the report the gateway recovered by polling (Event.source), whichever first.
   // `request` holds a serialized StreamDamageResultsRequest.
   grpc::ServerWriteReactor<grpc::ByteBuffer>* StreamDamageResults(
       grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;

@@ -26,7 +26,12 @@ TokenServiceImpl::TokenServiceImpl(const ServiceDeps& deps)
             return vendor::DecodeCreateTokenResponse(
                 j, deps_.webapp_url, vendor::LocaleCode(r.customer().locale()), out, report);
           },
-          [](const v1::CreateTokenRequest& r) { return r.idempotency_key(); }},
+          [](const v1::CreateTokenRequest& r) { return r.idempotency_key(); },
+          [this](const v1::CreateTokenResponse& response, const std::string& account) {
+            if (deps_.on_token_created && response.token().has_uid()) {
+              deps_.on_token_created(account, response.token().uid());
+            }
+          }},
       get_token_status_(GetTokenStatusEndpoint()) {}
 
 grpc::ServerUnaryReactor* TokenServiceImpl::CreateToken(grpc::CallbackServerContext* context,

@@ -108,6 +108,12 @@ struct ServiceDeps {
   // Server streams per connection and in total (streams.max_per_connection,
   // streams.max_total); null: no caps.
   streaming::StreamSlots* stream_slots = nullptr;
+  // Work whose result the gateway waits for (reconcile/reconciler.h): a damage submission
+  // that succeeded (DetectDamage, StreamDamageResults), a token created (CreateToken).
+  // Called on the vendor call's completion thread: must not block. Null: not recorded.
+  std::function<void(const std::string& account, const std::string& inspection_id)>
+      on_damage_submitted;
+  std::function<void(const std::string& account, const std::string& uid)> on_token_created;
 };
 
 // What per-caller limits count a caller as: its certificate identity (CallerIdentity), or
@@ -144,6 +150,10 @@ struct UnaryEndpoint {
   // For operations that create something: the request's idempotency key field (the
   // metadata `idempotency-key` is used when it is empty). Null: no idempotency.
   std::function<std::string(const Request&)> idempotency_key;
+  // Told about every successful vendor call through the endpoint (not a replay of an
+  // idempotency key) with the decoded response and the vendor account ("" = default), on
+  // the call's completion thread: must not block. Null: nothing to tell.
+  std::function<void(const Response&, const std::string& account)> on_success;
 };
 
 // The idempotency key of a call (request field, else `idempotency-key` metadata) and the
@@ -231,6 +241,7 @@ void CallEndpoint(const ServiceDeps& deps, const UnaryEndpoint<Request, Response
         }
         record.code = out.status.error_code();
         NotifyFinished(deps, record, start);
+        if (out.status.ok() && endpoint.on_success) endpoint.on_success(out.response, account);
         if (!idempotency_key.empty()) {
           pipeline::IdempotentOutcome outcome{
               out.status, out.status.ok() ? out.response.SerializeAsString() : std::string()};

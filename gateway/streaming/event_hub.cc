@@ -48,6 +48,17 @@ std::shared_ptr<const EncodedEvent> EncodeEvent(v1::Event event) {
   return encoded;
 }
 
+bool IsReconciledReport(const std::string& event_name, const nlohmann::json& payload) {
+  if (event_name != eventlog::kDamagesReportEventName || !payload.is_object()) return false;
+  auto source = payload.find("source");
+  return source != payload.end() && *source == "reconcile";
+}
+
+bool EndsDamageResults(const v1::Event& event) {
+  return event.event_name() == v1::EVENT_NAME_CREATE_REPORT ||
+         event.source() == v1::EVENT_SOURCE_RECONCILE;
+}
+
 v1::Event ToApiEvent(const eventlog::StoredEvent& stored) {
   v1::Event out;
   const eventlog::NewEvent& in = stored.event;
@@ -58,6 +69,7 @@ v1::Event ToApiEvent(const eventlog::StoredEvent& stored) {
   out.set_token_id(in.token_id);
   out.set_vehicle_id(in.vehicle_id);
   out.set_vendor_account(in.account);
+  out.set_source(v1::EVENT_SOURCE_WEBHOOK);
   out.set_received_at(absl::FormatTime(
       "%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixMillis(in.received_at_ms), absl::UTCTimeZone()));
   nlohmann::json body = nlohmann::json::parse(in.payload, nullptr, /*allow_exceptions=*/false);
@@ -67,6 +79,7 @@ v1::Event ToApiEvent(const eventlog::StoredEvent& stored) {
     return out;
   }
   *out.mutable_payload() = vendor::JsonToValue(body);
+  if (IsReconciledReport(in.event_name, body)) out.set_source(v1::EVENT_SOURCE_RECONCILE);
   if (in.event_name == "createReport" && body.is_object()) {
     if (!vendor::DecodeCreateReport(body, out.mutable_create_report(), nullptr).ok()) {
       out.clear_create_report();

@@ -20,6 +20,7 @@
 #include "adapters/eventlog/event_log.h"
 #include "gateway/metrics/gateway_metrics.h"
 #include "inspection/v1/event.pb.h"
+#include "nlohmann/json.hpp"
 
 namespace inspection::streaming {
 
@@ -76,7 +77,15 @@ class EventSink {
 
 // v1::Event from a stored event: names, ids, payload as a Value, and for createReport
 // the typed report.
+// Sets Event.source: EVENT_SOURCE_RECONCILE for the gateway's own damagesReport events
+// (IsReconciledReport), EVENT_SOURCE_WEBHOOK otherwise.
 v1::Event ToApiEvent(const eventlog::StoredEvent& stored);
+// A stored event that is a report the gateway recovered by polling: named
+// eventlog::kDamagesReportEventName with payload.source "reconcile".
+bool IsReconciledReport(const std::string& event_name, const nlohmann::json& payload);
+// StreamDamageResults' last event: the createReport webhook, or the report recovered by
+// polling, whichever comes first.
+bool EndsDamageResults(const v1::Event& event);
 
 // Fans the event log out to every subscriber of this process. One thread tails the log
 // (so replicas sharing a Redis log each see every event) and dispatches to live

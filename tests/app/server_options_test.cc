@@ -123,6 +123,20 @@ TEST(ServerOptionsTest, DefaultsAreTheComponentsOwn) {
   EXPECT_EQ(options.cache.image_analysis_ttl, defaults.cache.image_analysis_ttl);
   EXPECT_EQ(options.token_watch.interval, defaults.token_watch.interval);
   EXPECT_EQ(options.token_watch.max_backoff, defaults.token_watch.max_backoff);
+  EXPECT_EQ(options.reconcile.enabled, defaults.reconcile.enabled);
+  EXPECT_EQ(options.reconcile.reconciler.after, defaults.reconcile.reconciler.after);
+  EXPECT_EQ(options.reconcile.reconciler.interval, defaults.reconcile.reconciler.interval);
+  EXPECT_EQ(options.reconcile.reconciler.max_interval, defaults.reconcile.reconciler.max_interval);
+  EXPECT_EQ(options.reconcile.reconciler.max_polls_per_minute,
+            defaults.reconcile.reconciler.max_polls_per_minute);
+  EXPECT_EQ(options.reconcile.reconciler.lease, defaults.reconcile.reconciler.lease);
+  EXPECT_EQ(options.reconcile.reconciler.max_age, defaults.reconcile.reconciler.max_age);
+  EXPECT_EQ(options.reconcile.reconciler.ready_pointers,
+            defaults.reconcile.reconciler.ready_pointers);
+  EXPECT_EQ(options.reconcile.reconciler.scan_interval,
+            defaults.reconcile.reconciler.scan_interval);
+  EXPECT_EQ(options.reconcile.ledger_url, defaults.reconcile.ledger_url);
+  EXPECT_EQ(options.webhook_less, defaults.webhook_less);
 
   // The webhook receiver is configured (a webhook key is set), with its component defaults
   // except the address, which is the config's.
@@ -170,7 +184,7 @@ TEST(ServerOptionsTest, EverySettingReachesItsComponent) {
              "keepalive_timeout_ms": 3003, "authz_refresh_interval_seconds": 13,
              "per_caller": {"requests_per_second": 14, "burst": 15, "max_streams": 16},
              "reflection": "on"},
-    "webhook": {"path": "/hooks", "max_body_bytes": 100001, "head_timeout_ms": 1101,
+    "webhook": {"mode": "poll", "path": "/hooks", "max_body_bytes": 100001, "head_timeout_ms": 1101,
                 "keep_alive_timeout_ms": 1102, "min_body_bytes_per_second": 1103,
                 "body_grace_ms": 1104, "write_timeout_ms": 1105, "max_head_bytes": 4096,
                 "max_header_count": 17, "max_connections": 18,
@@ -183,6 +197,10 @@ TEST(ServerOptionsTest, EverySettingReachesItsComponent) {
     "streams": {"queue_size": 27, "queue_max_bytes": 2800, "catchup_events_per_turn": 29,
                 "catchup_idle_timeout_ms": 3000, "max_per_connection": 31, "max_total": 32},
     "token_watch": {"interval_ms": 3300, "max_backoff_ms": 3400},
+    "reconcile": {"enabled": false, "after_ms": 3401, "interval_ms": 3402,
+                  "max_interval_ms": 3403, "max_polls_per_minute": 3404, "lease_ms": 3405,
+                  "max_age_hours": 3406, "ready_pointers": ["/a", "/b"],
+                  "scan_interval_ms": 3407, "ledger": "sqlite:/tmp/work.db"},
     "idempotency": {"ttl_hours": 35, "max_bytes": 3600000},
     "idempotency_store": "redis://127.0.0.1:1/2",
     "retry": {"base_ms": 37, "cap_ms": 3800, "max_attempts": 4, "min_attempt_ms": 39},
@@ -259,6 +277,17 @@ TEST(ServerOptionsTest, EverySettingReachesItsComponent) {
   EXPECT_EQ(o.stream_slots.max_total, 32);
   EXPECT_EQ(o.token_watch.interval, absl::Milliseconds(3300));
   EXPECT_EQ(o.token_watch.max_backoff, absl::Milliseconds(3400));
+  EXPECT_FALSE(o.reconcile.enabled);
+  EXPECT_TRUE(o.webhook_less);
+  EXPECT_EQ(o.reconcile.reconciler.after, absl::Milliseconds(3401));
+  EXPECT_EQ(o.reconcile.reconciler.interval, absl::Milliseconds(3402));
+  EXPECT_EQ(o.reconcile.reconciler.max_interval, absl::Milliseconds(3403));
+  EXPECT_EQ(o.reconcile.reconciler.max_polls_per_minute, 3404);
+  EXPECT_EQ(o.reconcile.reconciler.lease, absl::Milliseconds(3405));
+  EXPECT_EQ(o.reconcile.reconciler.max_age, absl::Hours(3406));
+  EXPECT_THAT(o.reconcile.reconciler.ready_pointers, ::testing::ElementsAre("/a", "/b"));
+  EXPECT_EQ(o.reconcile.reconciler.scan_interval, absl::Milliseconds(3407));
+  EXPECT_EQ(o.reconcile.ledger_url, "sqlite:/tmp/work.db");
   EXPECT_EQ(o.idempotency_ttl, absl::Hours(35));
   EXPECT_EQ(o.idempotency_memory_max_bytes, 3600000u);
   EXPECT_EQ(o.idempotency_store_url, "redis://127.0.0.1:1/2");

@@ -217,6 +217,10 @@ TEST(GatewayMetricsTest, RegistersEveryFamilyAndSeriesAtConstruction) {
       {"inspection_webhook_unknown_event_names_total", {MetricType::Counter, 1}},
       {"inspection_event_log_appends_total", {MetricType::Counter, 1}},
       {"inspection_event_log_append_errors_total", {MetricType::Counter, 1}},
+      {"inspection_reconcile_polls_total", {MetricType::Counter, 2}},
+      {"inspection_reconcile_recovered_total", {MetricType::Counter, 2}},
+      {"inspection_reconcile_overdue_items", {MetricType::Gauge, 1}},
+      {"inspection_reconcile_ledger_errors_total", {MetricType::Counter, 1}},
       {"inspection_stream_subscribers", {MetricType::Gauge, 3}},
       {"inspection_stream_fanout_lag_seconds", {MetricType::Histogram, 1}},
       {"inspection_stream_dropped_subscribers_total", {MetricType::Counter, 5}},
@@ -454,8 +458,19 @@ TEST(GatewayMetricsTest, GlobalFamiliesCountExactly) {
   metrics->RecordFanoutLag(3ms);
   metrics->RecordFanoutLag(20s);
   metrics->RecordDroppedSubscriber(StreamDropReason::kSlowConsumer);
+  metrics->RecordReconcilePolls(/*token=*/false, 3);
+  metrics->RecordReconcilePolls(/*token=*/true, 1);
+  metrics->RecordReconcileRecovered(/*webhook_less=*/false, 2);
+  metrics->SetReconcileOverdue(7);
+  metrics->RecordReconcileLedgerErrors(1);
 
   const std::vector<MetricFamily> f = metrics->Collect();
+  EXPECT_EQ(Value(f, "inspection_reconcile_polls_total", {{"kind", "inspection"}}), 3);
+  EXPECT_EQ(Value(f, "inspection_reconcile_polls_total", {{"kind", "token"}}), 1);
+  EXPECT_EQ(Value(f, "inspection_reconcile_recovered_total", {{"cause", "missed_webhook"}}), 2);
+  EXPECT_EQ(Value(f, "inspection_reconcile_recovered_total", {{"cause", "webhook_less"}}), 0);
+  EXPECT_EQ(Value(f, "inspection_reconcile_overdue_items"), 7);
+  EXPECT_EQ(Value(f, "inspection_reconcile_ledger_errors_total"), 1);
   EXPECT_EQ(Value(f, "inspection_cache_evictions_total"), 3);
   EXPECT_EQ(Value(f, "inspection_cache_bytes"), 1024);
   EXPECT_EQ(Value(f, "inspection_webhook_deliveries_total", {{"outcome", "accepted"}}), 2);
