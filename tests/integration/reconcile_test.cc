@@ -160,6 +160,34 @@ TEST_F(ReconcileTest, ALostCreateReportStillEndsStreamDamageResultsWithTheReport
             1);
   EXPECT_EQ(
       PrometheusSample(scrape->body, R"(inspection_reconcile_polls_total{kind="inspection"})"), 1);
+
+  // The createReport that arrives late is still stored and streamed, and tells itself
+  // apart from the recovered report.
+  httplib::Client webhook("127.0.0.1", gateway->webhook_port());
+  const nlohmann::json late = {{"event", "createReport"}, {"inspectionId", inspection_id}};
+  auto delivered =
+      webhook.Post("/webhooks/v2", {{"x-api-key", kWebhookKey}}, late.dump(), "application/json");
+  ASSERT_TRUE(delivered);
+  EXPECT_EQ(delivered->status, 200);
+  auto events = v1::EventService::NewStub(ChannelTo(*gateway));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kDeadline);
+  v1::SubscribeRequest subscribe;
+  subscribe.set_from_start(true);
+  subscribe.set_inspection_id(inspection_id);
+  auto reader = events->Subscribe(&context, subscribe);
+  std::vector<v1::Event> seen;
+  v1::SubscribeResponse response;
+  while (reader->Read(&response)) {
+    seen.push_back(response.event());
+    if (response.event().event_name() == v1::EVENT_NAME_CREATE_REPORT) break;
+  }
+  context.TryCancel();
+  reader->Finish();
+  ASSERT_GE(seen.size(), 2u);
+  EXPECT_EQ(seen[seen.size() - 2].source(), v1::EVENT_SOURCE_RECONCILE);
+  EXPECT_EQ(seen.back().source(), v1::EVENT_SOURCE_WEBHOOK);
+  EXPECT_EQ(seen.back().event_name(), v1::EVENT_NAME_CREATE_REPORT);
 }
 
 TEST_F(ReconcileTest, AWebhookThatArrivesResolvesTheInspectionWithoutAPoll) {
@@ -241,6 +269,46 @@ TEST_F(ReconcileTest, WebhookLessModeFeedsSubscribeByPolling) {
   EXPECT_GE(gateway->reconciler()->stats().tokens_completed, 1);
   subscribe_context.TryCancel();
   subscription->Finish();
+}
+
+// A flood of submissions whose reports all need polling (webhook-less mode): the vendor
+// sees no more polls than reconcile.max_polls_per_minute allows (a burst of that many, then
+// one per 1/rate), the rest waits as overdue, and an ordinary RPC during the backlog goes
+// through.
+TEST_F(ReconcileTest, AFloodOfSubmissionsIsPolledWithinTheBudget) {
+  constexpr int kSubmissions = 150;
+  constexpr int kPerMinute = 30;
+  auto gateway = StartGateway(/*webhooks=*/false, [](server::GatewayServerOptions& options) {
+    options.reconcile.reconciler.max_polls_per_minute = kPerMinute;
+    options.reconcile.reconciler.interval = absl::Milliseconds(10);
+  });
+  ASSERT_NE(gateway, nullptr);
+  CountVendorCalls(*sandbox_, "get_damages_report");
+  const absl::Time started = absl::Now();
+  auto damage = v1::DamageService::NewStub(ChannelTo(*gateway));
+  for (int i = 0; i < kSubmissions; ++i) {
+    v1::DetectDamageRequest detect;
+    detect.add_urls(absl::StrCat("https://images.example.com/flood/", i, ".jpg"));
+    v1::DetectDamageResponse detected;
+    ASSERT_TRUE(damage->DetectDamage(GatewayTest::Context().get(), detect, &detected).ok()) << i;
+  }
+  // The backlog builds up behind the budget.
+  ASSERT_TRUE(WaitUntil(
+      [&] { return gateway->reconciler()->stats().overdue >= kSubmissions - kPerMinute - 5; },
+      kDeadline))
+      << "overdue " << gateway->reconciler()->stats().overdue;
+  // An ordinary call still goes through meanwhile.
+  v1::DetectDamageRequest detect;
+  detect.add_urls("https://images.example.com/flood/legit.jpg");
+  v1::DetectDamageResponse detected;
+  EXPECT_TRUE(damage->DetectDamage(GatewayTest::Context().get(), detect, &detected).ok());
+  const double minutes = absl::ToDoubleMinutes(absl::Now() - started);
+  const int allowed = kPerMinute + static_cast<int>(minutes * kPerMinute) + 1;
+  const int polled = SandboxCalls("get_damages_report");
+  EXPECT_GE(polled, kPerMinute) << "the burst is used";
+  EXPECT_LE(polled, allowed) << "within the budget after " << minutes << " min";
+  EXPECT_EQ(gateway->reconciler()->stats().polls, polled);
+  EXPECT_GT(gateway->reconciler()->stats().budget_limited, 0);
 }
 
 // Two replicas on one Redis (event log and work ledger): an overdue inspection is polled by
