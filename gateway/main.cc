@@ -16,6 +16,7 @@
 #include "gateway/server/gateway_server.h"
 #include "gateway/server/rpc_log_observer.h"
 #include "gateway/server/webhook_registration.h"
+#include "gateway/version/version.h"
 
 int main(int argc, char** argv) {
   // Debian's Abseil is built with the mutex deadlock detector on: every lock records a
@@ -41,6 +42,10 @@ int main(int argc, char** argv) {
   if (!config.ok()) {
     if (inspection::config::IsHelpRequest(config.status())) {
       std::cout << inspection::config::UsageText();
+      return 0;
+    }
+    if (inspection::config::IsVersionRequest(config.status())) {
+      std::cout << inspection::version::VersionText() << "\n";
       return 0;
     }
     std::cerr << "inspection-gateway: configuration error: " << config.status().message()
@@ -113,13 +118,16 @@ int main(int argc, char** argv) {
         "no authorization policy (grpc.authz_policy_file): every caller may call every RPC "
         "with every vendor account, UpdateWebhookConfig and CreateToken included");
   }
-  if ((*server)->webhook_port() == 0) {
+  if ((*server)->webhook_less()) {
     logger.Warn(
-        "no webhook key configured (webhook_key_file or INSPECTION_WEBHOOK_KEY): the "
-        "webhook receiver is not started, streams only carry events stored by replicas");
+        "webhook-less mode (webhook.mode poll, or no webhook key configured): no webhook "
+        "receiver; streams carry what this gateway started, polled at the vendor "
+        "(reconcile.*), and what other replicas store");
   }
   logger.Info("inspection-gateway serving",
-              {{"grpc_port", (*server)->grpc_port()},
+              {{"version", inspection::version::Version()},
+               {"revision", inspection::version::Revision()},
+               {"grpc_port", (*server)->grpc_port()},
                {"webhook_port", (*server)->webhook_port()},
                {"admin_port", (*server)->admin_port()},
                {"grpc_addr", config->grpc_addr},

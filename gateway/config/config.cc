@@ -36,6 +36,7 @@ using ordered_json = nlohmann::ordered_json;
 constexpr absl::string_view kEnvPrefix = "INSPECTION_";
 constexpr absl::string_view kConfigEnv = "INSPECTION_CONFIG";
 constexpr absl::string_view kHelpPayloadUrl = "inspection.config/help-requested";
+constexpr absl::string_view kVersionPayloadUrl = "inspection.config/version-requested";
 constexpr std::int64_t kNoMax = std::numeric_limits<std::int64_t>::max();
 constexpr std::int64_t kMaxInt = std::numeric_limits<int>::max();
 constexpr std::int64_t kDayMs = 24 * 60 * 60 * 1000;
@@ -1245,7 +1246,7 @@ absl::Status UnknownFlag(const std::string& name) {
       return absl::InvalidArgumentError(message);
     }
   }
-  std::vector<std::string> flags = {"config", "print-config", "help"};
+  std::vector<std::string> flags = {"config", "print-config", "help", "version"};
   for (const KeySpec& spec : Keys()) flags.push_back(spec.Flag());
   if (std::string match = ClosestMatch(name, flags); !match.empty()) {
     absl::StrAppend(&message, " (did you mean --", match, "?)");
@@ -1543,6 +1544,11 @@ absl::StatusOr<GatewayConfig> LoadConfig(const std::vector<std::string>& args,
       help.SetPayload(kHelpPayloadUrl, absl::Cord("1"));
       return help;
     }
+    if (arg == "--version") {
+      absl::Status version = absl::CancelledError("--version");
+      version.SetPayload(kVersionPayloadUrl, absl::Cord("1"));
+      return version;
+    }
   }
   absl::StatusOr<ParsedArgs> parsed = ParseArgs(args);
   if (!parsed.ok()) return parsed.status();
@@ -1586,6 +1592,11 @@ absl::StatusOr<GatewayConfig> LoadConfig(const std::vector<std::string>& args,
   return config;
 }
 
+bool IsVersionRequest(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kCancelled &&
+         status.GetPayload(kVersionPayloadUrl).has_value();
+}
+
 bool IsHelpRequest(const absl::Status& status) {
   return status.code() == absl::StatusCode::kCancelled &&
          status.GetPayload(kHelpPayloadUrl).has_value();
@@ -1608,7 +1619,10 @@ std::string UsageText() {
       "\nGeneral flags:\n", "  --config=PATH\n",
       Wrap("JSON config file (env INSPECTION_CONFIG).", "      "), "  --print-config\n",
       Wrap("Print the effective configuration (secrets redacted) and exit.", "      "),
-      "  -h, --help\n", Wrap("Print this help and exit.", "      "), "\nSettings:\n");
+      "  -h, --help\n", Wrap("Print this help and exit.", "      "), "  --version\n",
+      Wrap("Print the version, the git revision and the gRPC and protobuf versions, and exit.",
+           "      "),
+      "\nSettings:\n");
   for (const KeySpec& spec : Keys()) {
     absl::StrAppend(&text, "  --", spec.Flag(), "=", spec.placeholder, "\n",
                     Wrap(spec.help, "      "), "      key: ", spec.key, "\n      env: ", spec.Env(),

@@ -390,6 +390,9 @@ absl::StatusOr<GatewayConfig> LoadConfig(const std::vector<std::string>& args,
 
 // True if `status` is LoadConfig's answer to --help: print status.message() to stdout, exit 0.
 bool IsHelpRequest(const absl::Status& status);
+// True if `status` is LoadConfig's answer to --version (anywhere on the command line, like
+// --help): print version::VersionText() to stdout, exit 0.
+bool IsVersionRequest(const absl::Status& status);
 
 // The --help text: every flag with its config-file key, env variable and default.
 std::string UsageText();

@@ -1,5 +1,7 @@
 #include "gateway/metrics/gateway_metrics.h"
 
+#include "gateway/version/version.h"
+
 #include <exception>
 #include <set>
 #include <utility>
@@ -529,6 +531,14 @@ void GatewayMetrics::BuildCacheAndEvents() {
                                   .Help("Event log appends that failed.")
                                   .Register(registry)
                                   .Add({});
+  prometheus::BuildGauge()
+      .Name("inspection_gateway_build_info")
+      .Help(
+          "Always 1: the build this process runs (version: the project's SemVer version; "
+          "revision: the git revision it was built from).")
+      .Register(registry)
+      .Add({{"version", version::Version()}, {"revision", version::Revision()}})
+      .Set(1);
   auto& reconcile_polls =
       prometheus::BuildCounter()
           .Name("inspection_reconcile_polls_total")

@@ -615,6 +615,19 @@ TEST_F(ConfigTest, HelpIsSignalledAsCancelledWithUsage) {
   EXPECT_FALSE(IsHelpRequest(absl::CancelledError("other")));
 }
 
+TEST_F(ConfigTest, VersionIsSignalledWithoutTheRequiredSettings) {
+  // No upstream_url, no API key: --version still answers (like --help).
+  const absl::Status status = LoadConfig({"--version"}, Env()).status();
+  EXPECT_TRUE(IsVersionRequest(status));
+  EXPECT_FALSE(IsHelpRequest(status));
+  EXPECT_FALSE(IsVersionRequest(LoadConfig({"--help"}, Env()).status()));
+  EXPECT_FALSE(IsVersionRequest(absl::CancelledError("other")));
+  const absl::Status typo = Load({"--versio"}).status();
+  EXPECT_FALSE(IsVersionRequest(typo));
+  EXPECT_THAT(std::string(typo.message()), ::testing::HasSubstr("did you mean --version?"));
+  EXPECT_THAT(UsageText(), ::testing::HasSubstr("  --version\n"));
+}
+
 TEST_F(ConfigTest, UsageListsEveryFlagKeyEnvAndDefault) {
   const std::string usage = UsageText();
   for (const char* expected : {"--config=PATH",

@@ -8,8 +8,10 @@
 #include <fstream>
 #include <mutex>
 
+#include <gmock/gmock.h>
 #include <grpcpp/generic/generic_stub.h>
 
+#include "gateway/version/version.h"
 #include "tests/integration/gateway_fixture.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
@@ -106,6 +108,20 @@ TEST(GatewayProcessTest, FiveHundredSlowVendorCallsStayWithinSixtyFourThreads) {
   EXPECT_EQ(ok, kCalls);
   lock.unlock();
   vendor.Stop();
+}
+
+TEST(GatewayProcessTest, VersionPrintsTheBuildAndExits) {
+  Subprocess process({GATEWAY_BINARY, "--version"});
+  const std::string output = process.WaitForLine(
+      [](const std::string& line) { return line.rfind("inspection-gateway ", 0) == 0; },
+      std::chrono::seconds(30));
+  EXPECT_EQ(process.Wait(std::chrono::seconds(30)), 0);
+  EXPECT_THAT(output, ::testing::StartsWith(version::VersionText()));
+  EXPECT_THAT(output, ::testing::StartsWith(
+                          absl::StrCat("inspection-gateway ", version::Version(), " (revision ")));
+  EXPECT_THAT(output, ::testing::HasSubstr("gRPC " + version::GrpcVersion()));
+  EXPECT_THAT(output, ::testing::HasSubstr("protobuf " + version::ProtobufVersion()));
+  EXPECT_THAT(std::string(version::Version()), ::testing::MatchesRegex("[0-9]+\\.[0-9]+\\.[0-9]+"));
 }
 
 TEST(GatewayProcessTest, HealthServingAndSigtermStopsCleanly) {

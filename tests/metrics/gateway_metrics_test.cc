@@ -3,6 +3,8 @@
 // a caller passes can create a series outside the bounded label sets.
 #include "gateway/metrics/gateway_metrics.h"
 
+#include "gateway/version/version.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -218,6 +220,7 @@ TEST(GatewayMetricsTest, RegistersEveryFamilyAndSeriesAtConstruction) {
       {"inspection_event_log_appends_total", {MetricType::Counter, 1}},
       {"inspection_event_log_append_errors_total", {MetricType::Counter, 1}},
       {"inspection_reconcile_polls_total", {MetricType::Counter, 2}},
+      {"inspection_gateway_build_info", {MetricType::Gauge, 1}},
       {"inspection_reconcile_recovered_total", {MetricType::Counter, 2}},
       {"inspection_reconcile_overdue_items", {MetricType::Gauge, 1}},
       {"inspection_reconcile_ledger_errors_total", {MetricType::Counter, 1}},
@@ -255,8 +258,10 @@ TEST(GatewayMetricsTest, RegistersEveryFamilyAndSeriesAtConstruction) {
   EXPECT_EQ(Value(families, "inspection_upstream_circuit_state", {{"upstream", "vendor"}}), 0);
   for (const MetricFamily& family : families) {
     if (family.name.rfind("process_", 0) == 0) continue;
+    // The build info is 1 from the start (its labels are the information).
+    const double expected = family.name == "inspection_gateway_build_info" ? 1 : 0;
     for (const auto& metric : family.metric) {
-      EXPECT_EQ(metric.counter.value + metric.gauge.value + metric.histogram.sample_count, 0)
+      EXPECT_EQ(metric.counter.value + metric.gauge.value + metric.histogram.sample_count, expected)
           << family.name;
     }
   }
@@ -471,6 +476,9 @@ TEST(GatewayMetricsTest, GlobalFamiliesCountExactly) {
   EXPECT_EQ(Value(f, "inspection_reconcile_recovered_total", {{"cause", "webhook_less"}}), 0);
   EXPECT_EQ(Value(f, "inspection_reconcile_overdue_items"), 7);
   EXPECT_EQ(Value(f, "inspection_reconcile_ledger_errors_total"), 1);
+  EXPECT_EQ(Value(f, "inspection_gateway_build_info",
+                  {{"version", version::Version()}, {"revision", version::Revision()}}),
+            1);
   EXPECT_EQ(Value(f, "inspection_cache_evictions_total"), 3);
   EXPECT_EQ(Value(f, "inspection_cache_bytes"), 1024);
   EXPECT_EQ(Value(f, "inspection_webhook_deliveries_total", {{"outcome", "accepted"}}), 2);
