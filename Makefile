@@ -7,7 +7,7 @@ export PATH := $(TOOLS):$(PATH)
 export GRPCURL := $(TOOLS)/grpcurl
 SOURCES = $(shell git ls-files '*.h' '*.cc' 2>/dev/null)
 
-.PHONY: deps configure build run test bench format format-check lint-proto clean
+.PHONY: deps configure build run test bench clients format format-check lint-proto clean
 
 deps:
 	@scripts/install-deps.sh
@@ -36,14 +36,23 @@ bench: build
 	@cmake --build $(BUILD_DIR) --target bench_fanout_client
 	@.tools/venv/bin/python bench/run.py --build-dir $(BUILD_DIR) $(BENCH_ARGS)
 
+# Client code for Go, Python, Java and TypeScript and a descriptor set, into clients/
+# (README, "Using the API from another language").
+clients: deps
+	@scripts/make-clients.sh
+
 format:
 	@clang-format -i $(SOURCES)
 
 format-check: deps
 	@clang-format --dry-run --Werror $(SOURCES) && echo "format-check: ok"
 
+# buf lint (STANDARD), and buf breaking against the last release's image: inspection.v1
+# only grows (README, "The API"; a new release adds its image to proto/releases/).
 lint-proto: deps
 	@buf lint && echo "buf lint: ok"
+	@buf breaking --against $$(ls proto/releases/inspection-v1-*.binpb.gz | sort -V | tail -1) \
+	  && echo "buf breaking: ok"
 
 clean:
 	rm -rf $(BUILD_DIR)

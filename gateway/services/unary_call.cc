@@ -247,13 +247,25 @@ std::optional<errors::ApiError> CallOptionsFor(const grpc::CallbackServerContext
   return std::nullopt;
 }
 
-void AddCacheMetadata(grpc::CallbackServerContext* context, upstream::CacheStatus cache,
+void AddCacheMetadata(ResponseMetadata* metadata, upstream::CacheStatus cache,
                       const std::string& stale_cause) {
   if (cache == upstream::CacheStatus::kNotCached) return;
-  context->AddInitialMetadata("x-cache", std::string(upstream::CacheStatusName(cache)));
+  metadata->emplace_back("x-cache", std::string(upstream::CacheStatusName(cache)));
   if (cache == upstream::CacheStatus::kStale) {
-    context->AddInitialMetadata("x-cache-stale-cause", stale_cause);
+    metadata->emplace_back("x-cache-stale-cause", stale_cause);
   }
+}
+
+void FinishUnary(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
+                 const grpc::Status& status, const ResponseMetadata& metadata) {
+  for (const auto& [key, value] : metadata) {
+    if (status.ok()) {
+      context->AddInitialMetadata(key, value);
+    } else {
+      context->AddTrailingMetadata(key, value);
+    }
+  }
+  reactor->Finish(status);
 }
 
 }  // namespace inspection::services

@@ -7,6 +7,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -180,10 +182,20 @@ std::optional<errors::ApiError> CallOptionsFor(const grpc::CallbackServerContext
                                                const ServiceDeps& deps, std::string request_id,
                                                upstream::CallOptions* out);
 
+// Response metadata of a unary RPC: `x-request-id`, `x-cache`, `idempotency-replayed`, ...
+using ResponseMetadata = std::vector<std::pair<std::string, std::string>>;
+
 // Tells the caller how the cache answered: `x-cache` (hit, miss, coalesced, stale, bypass)
 // and, for a stale answer, `x-cache-stale-cause` (the vendor failure's reason).
-void AddCacheMetadata(grpc::CallbackServerContext* context, upstream::CacheStatus cache,
+void AddCacheMetadata(ResponseMetadata* metadata, upstream::CacheStatus cache,
                       const std::string& stale_cause);
+
+// Finishes a unary RPC. `metadata` goes out as initial metadata (headers) on success and
+// as trailing metadata on an error, so that an error is a Trailers-Only response: a
+// client's retry policy (clients/service_config.json) can retry only a call whose response
+// headers it has not received.
+void FinishUnary(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
+                 const grpc::Status& status, const ResponseMetadata& metadata);
 
 // What one vendor call through an endpoint produced (CallEndpoint).
 template <class Response>
@@ -272,13 +284,15 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
     record.account = std::string(it->second.data(), std::min<size_t>(it->second.size(), 64));
   }
   if (record.route->audited) record.resource = AuditResource(*request);
-  context->AddInitialMetadata("x-request-id", record.request_id);
+  // Sent with the answer (FinishUnary): in the headers on success, in the trailers on an
+  // error.
+  const ResponseMetadata request_id = {{"x-request-id", record.request_id}};
 
   if (auto denied = AdmitCall(*context, deps, record.route->grpc_method); denied.has_value()) {
     record.code = static_cast<grpc::StatusCode>(denied->code);
     record.reason = denied->reason;
     NotifyFinished(deps, record, start);
-    reactor->Finish(denied->ToGrpcStatus());
+    FinishUnary(context, reactor, denied->ToGrpcStatus(), request_id);
     return reactor;
   }
 
@@ -288,7 +302,7 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
     record.code = static_cast<grpc::StatusCode>(error.code);
     record.reason = error.reason;
     NotifyFinished(deps, record, start);
-    reactor->Finish(error.ToGrpcStatus());
+    FinishUnary(context, reactor, error.ToGrpcStatus(), request_id);
     return reactor;
   }
 
@@ -297,7 +311,7 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
     record.code = static_cast<grpc::StatusCode>(error->code);
     record.reason = error->reason;
     NotifyFinished(deps, record, start);
-    reactor->Finish(error->ToGrpcStatus());
+    FinishUnary(context, reactor, error->ToGrpcStatus(), request_id);
     return reactor;
   }
 
@@ -317,7 +331,7 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
       record.code = static_cast<grpc::StatusCode>(error.code);
       record.reason = error.reason;
       NotifyFinished(deps, record, start);
-      reactor->Finish(error.ToGrpcStatus());
+      FinishUnary(context, reactor, error.ToGrpcStatus(), request_id);
       return reactor;
     }
   }
@@ -325,16 +339,17 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
     // Runs for a replay and, possibly on another thread, for a waiter: the metadata is
     // added here, before Finish, never after. ABORTED is the store telling a waiter that
     // the first call never finished (retry), not a replayed outcome.
-    auto finish_with = [reactor, response, context, &deps, start,
-                        record](const pipeline::IdempotentOutcome& outcome) mutable {
+    auto finish_with = [reactor, response, context, &deps, start, record,
+                        request_id](const pipeline::IdempotentOutcome& outcome) mutable {
+      ResponseMetadata metadata = request_id;
       if (outcome.status.error_code() != grpc::StatusCode::ABORTED) {
-        context->AddInitialMetadata("idempotency-replayed", "true");
+        metadata.emplace_back("idempotency-replayed", "true");
         record.idempotency_replayed = true;
       }
       if (outcome.status.ok()) response->ParseFromString(outcome.response);
       record.code = outcome.status.error_code();
       NotifyFinished(deps, record, start);
-      reactor->Finish(outcome.status);
+      FinishUnary(context, reactor, outcome.status, metadata);
     };
     pipeline::IdempotentOutcome replay;
     switch (deps.idempotency->Begin(call.account, idempotency_key, RequestFingerprint(*request),
@@ -351,13 +366,13 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
         record.code = static_cast<grpc::StatusCode>(error.code);
         record.reason = error.reason;
         NotifyFinished(deps, record, start);
-        reactor->Finish(error.ToGrpcStatus());
+        FinishUnary(context, reactor, error.ToGrpcStatus(), request_id);
         return reactor;
       }
       case pipeline::IdempotencyStore::Decision::kUnavailable:
         record.code = replay.status.error_code();
         NotifyFinished(deps, record, start);
-        reactor->Finish(replay.status);
+        FinishUnary(context, reactor, replay.status, request_id);
         return reactor;
       case pipeline::IdempotencyStore::Decision::kLead:
         break;
@@ -369,15 +384,16 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
   CallEndpoint<Request, Response>(
       deps, endpoint, std::move(borrowed), context->deadline(), std::move(call),
       std::move(idempotency_key), std::move(record), start,
-      [reactor, context, response](EndpointResult<Response> out) {
-        AddCacheMetadata(context, out.cache, out.stale_cause);
+      [reactor, context, response, request_id](EndpointResult<Response> out) {
+        ResponseMetadata metadata = request_id;
+        AddCacheMetadata(&metadata, out.cache, out.stale_cause);
         if (out.error.has_value() && out.error->retry_delay.has_value()) {
           // gRPC clients with retry policies read this to back off too.
-          context->AddTrailingMetadata("grpc-retry-pushback-ms",
-                                       std::to_string(out.error->retry_delay->count()));
+          metadata.emplace_back("grpc-retry-pushback-ms",
+                                std::to_string(out.error->retry_delay->count()));
         }
         if (out.status.ok()) response->Swap(&out.response);
-        reactor->Finish(out.status);
+        FinishUnary(context, reactor, out.status, metadata);
       });
   return reactor;
 }
