@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ctest clients.every_language_generates (make clients, checked):
-#   1. the committed Go module (clients/go) is what buf.gen.go.yaml generates now: no diff;
+#   1. the committed Go module (clients/go) is what buf.gen.go.yaml generates now, and
+#      docs/api.md what buf.gen.docs.yaml does: no diff;
 #   2. make-clients.sh, into a scratch directory, generates Go (which builds), Java,
 #      TypeScript, the Python package and its wheel, and the descriptor set;
 #   3. the wheel installs in a fresh venv and imports; the descriptor set holds every
@@ -19,6 +20,9 @@ diff -r "$scratch/go/clients/go/inspection" clients/go/inspection >"$scratch/go.
 echo "check-clients: clients/go is current"
 
 CLIENTS_BASE="$scratch/all" bash scripts/make-clients.sh
+diff "$scratch/all/docs/api.md" docs/api.md >"$scratch/docs.diff" ||
+  fail "docs/api.md is stale: run make clients and commit it ($(head -3 "$scratch/docs.diff"))"
+echo "check-clients: docs/api.md is current"
 out="$scratch/all/clients"
 for file in java/src/main/java/com/inspectiongateway/inspection/v1/TokenServiceGrpc.java \
             java/src/main/java/com/inspectiongateway/inspection/v1/CreateTokenRequest.java \

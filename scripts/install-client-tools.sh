@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The code generators `make clients` runs, at pinned versions, into .tools/ (idempotent):
 #   Go:         protoc-gen-go, protoc-gen-go-grpc (Go module proxy)
+#   API docs:   protoc-gen-doc (Go module proxy): docs/api.md
 #   Python:     grpcio-tools (PyPI; in .tools/venv, installed by install-deps.sh)
 #   TypeScript: @bufbuild/protoc-gen-es (npm)
 #   Java:       protoc-gen-grpc-java (Maven Central); protoc's built-in java generator
@@ -13,6 +14,7 @@ mkdir -p "$tools/bin"
 PROTOC_GEN_GO_VERSION=v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION=v1.5.1
 PROTOC_GEN_ES_VERSION=2.17.0
+PROTOC_GEN_DOC_VERSION=v1.5.1
 # The newest whose linux-x86_64 binary Maven Central served here (1.84.2 and 1.85.0 were not).
 GRPC_JAVA_VERSION=1.82.0
 
@@ -25,6 +27,12 @@ if ! "$tools/bin/protoc-gen-go-grpc" --version 2>/dev/null | grep -q "${PROTOC_G
   echo "install-client-tools: go install protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC_VERSION"
   GOBIN="$tools/bin" GOFLAGS=-mod=mod go install \
     "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC_VERSION"
+fi
+if [ "$(cat "$tools/protoc-gen-doc.version" 2>/dev/null)" != "$PROTOC_GEN_DOC_VERSION" ] || [ ! -x "$tools/bin/protoc-gen-doc" ]; then
+  echo "install-client-tools: go install protoc-gen-doc@$PROTOC_GEN_DOC_VERSION"
+  GOBIN="$tools/bin" GOFLAGS=-mod=mod go install \
+    "github.com/pseudomuto/protoc-gen-doc/cmd/protoc-gen-doc@$PROTOC_GEN_DOC_VERSION"
+  echo "$PROTOC_GEN_DOC_VERSION" >"$tools/protoc-gen-doc.version"
 fi
 [ "${1:-}" = go ] && exit 0
 

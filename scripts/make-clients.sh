@@ -7,6 +7,7 @@
 #   clients/ts/          TypeScript (protoc-gen-es; buf.gen.yaml)
 #   clients/descriptor/  inspection-v1.binpb: a FileDescriptorSet with imports and source
 #                        info (grpcurl -protoset, Envoy, gRPC UIs)
+#   docs/api.md          the API reference from the proto comments (committed)
 # and clients/service_config.json (committed) beside them.
 # CLIENTS_BASE=DIR writes DIR/clients/... instead (the ctest clients.every_language_generates
 # does, so that it never rewrites the committed Go module).
@@ -46,6 +47,9 @@ done
 : >"$py/inspection/py.typed"
 .tools/venv/bin/pip wheel --quiet --disable-pip-version-check --no-deps -w "$py/dist" "$py" >/dev/null
 rm -rf "$py/build" "$py"/*.egg-info
+
+echo "make-clients: API reference (docs/api.md)"
+"$buf" generate --template buf.gen.docs.yaml -o "$base"
 
 echo "make-clients: descriptor set"
 mkdir -p "$base/clients/descriptor"

@@ -54,12 +54,11 @@ TEST(ServiceConfigTest, RetriesExactlyTheSafeAndIdempotentRpcsOnUnavailable) {
   }
   EXPECT_EQ(retried, expected) << "retried: the unary RPCs whose vendor call is safe or "
                                   "idempotent, and nothing else";
-  for (const char* never : {"/inspection.v1.TokenService/CreateToken",
-                            "/inspection.v1.DamageService/DetectDamage",
-                            "/inspection.v1.EventConfigService/TestWebhook",
-                            "/inspection.v1.DamageService/StreamDamageResults",
-                            "/inspection.v1.EventService/Subscribe",
-                            "/inspection.v1.TokenService/WatchTokenStatus"}) {
+  for (const char* never :
+       {"/inspection.v1.TokenService/CreateToken", "/inspection.v1.DamageService/DetectDamage",
+        "/inspection.v1.EventConfigService/TestWebhook",
+        "/inspection.v1.DamageService/StreamDamageResults", "/inspection.v1.EventService/Subscribe",
+        "/inspection.v1.TokenService/WatchTokenStatus"}) {
     EXPECT_EQ(retried.count(never), 0u) << never;
     EXPECT_EQ(listed.count(never), 1u) << never << " is named (without a retry policy)";
   }
@@ -87,10 +86,10 @@ TEST(ServiceConfigTest, AChannelWithItGetsThroughATransientUnavailable) {
   const std::string target = absl::StrCat("127.0.0.1:", (*gateway)->grpc_port());
 
   v1::CreateTokenResponse created;
-  ASSERT_TRUE(v1::TokenService::NewStub(
-                  grpc::CreateChannel(target, grpc::InsecureChannelCredentials()))
-                  ->CreateToken(GatewayTest::Context().get(), ValidTokenRequest(), &created)
-                  .ok());
+  ASSERT_TRUE(
+      v1::TokenService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()))
+          ->CreateToken(GatewayTest::Context().get(), ValidTokenRequest(), &created)
+          .ok());
   v1::GetTokenStatusRequest request;
   request.set_uid(created.token().uid());
   auto fail_three_times = [&] {
@@ -120,12 +119,11 @@ TEST(ServiceConfigTest, AChannelWithItGetsThroughATransientUnavailable) {
   fail_three_times();
   grpc::ChannelArguments configured;
   configured.SetServiceConfigJSON(ServiceConfigText());
-  status = v1::TokenService::NewStub(grpc::CreateCustomChannel(
-                                         target, grpc::InsecureChannelCredentials(), configured))
+  status = v1::TokenService::NewStub(
+               grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), configured))
                ->GetTokenStatus(GatewayTest::Context(30000).get(), request, &response);
   EXPECT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.token().uid(), created.token().uid());
-
 }
 
 }  // namespace

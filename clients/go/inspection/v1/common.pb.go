@@ -26,15 +26,25 @@ const (
 type Locale int32
 
 const (
+	// Not set, or a vendor value this gateway does not know yet (the exact value is kept in the
+	// field's `_raw` companion).
 	Locale_LOCALE_UNSPECIFIED Locale = 0
-	Locale_LOCALE_EN          Locale = 1
-	Locale_LOCALE_FR          Locale = 2
-	Locale_LOCALE_DE          Locale = 3
-	Locale_LOCALE_NL_BE       Locale = 4
-	Locale_LOCALE_IT          Locale = 5
-	Locale_LOCALE_ES          Locale = 6
-	Locale_LOCALE_SV          Locale = 7
-	Locale_LOCALE_NO          Locale = 8
+	// English: the vendor's "en".
+	Locale_LOCALE_EN Locale = 1
+	// French: the vendor's "fr".
+	Locale_LOCALE_FR Locale = 2
+	// German: the vendor's "de".
+	Locale_LOCALE_DE Locale = 3
+	// Dutch (Belgium): the vendor's "nl-BE".
+	Locale_LOCALE_NL_BE Locale = 4
+	// Italian: the vendor's "it".
+	Locale_LOCALE_IT Locale = 5
+	// Spanish: the vendor's "es".
+	Locale_LOCALE_ES Locale = 6
+	// Swedish: the vendor's "sv".
+	Locale_LOCALE_SV Locale = 7
+	// Norwegian: the vendor's "no".
+	Locale_LOCALE_NO Locale = 8
 )
 
 // Enum value maps for Locale.
@@ -94,9 +104,12 @@ func (Locale) EnumDescriptor() ([]byte, []int) {
 type Gender int32
 
 const (
+	// Not set: sent as the vendor's null.
 	Gender_GENDER_UNSPECIFIED Gender = 0
-	Gender_GENDER_MEN         Gender = 1
-	Gender_GENDER_WOMEN       Gender = 2
+	// The vendor's "men".
+	Gender_GENDER_MEN Gender = 1
+	// The vendor's "women".
+	Gender_GENDER_WOMEN Gender = 2
 )
 
 // Enum value maps for Gender.
@@ -147,11 +160,17 @@ func (Gender) EnumDescriptor() ([]byte, []int) {
 type SendingType int32
 
 const (
-	SendingType_SENDING_TYPE_UNSPECIFIED   SendingType = 0
-	SendingType_SENDING_TYPE_EMAIL         SendingType = 1
-	SendingType_SENDING_TYPE_SMS           SendingType = 2
+	// Not set: refused in a request (sending_type is required); in an answer, a value this
+	// gateway does not know.
+	SendingType_SENDING_TYPE_UNSPECIFIED SendingType = 0
+	// The link is sent by e-mail: the vendor's 0.
+	SendingType_SENDING_TYPE_EMAIL SendingType = 1
+	// The link is sent by SMS: the vendor's 1.
+	SendingType_SENDING_TYPE_SMS SendingType = 2
+	// The link is sent by e-mail and SMS: the vendor's 2.
 	SendingType_SENDING_TYPE_EMAIL_AND_SMS SendingType = 3
-	SendingType_SENDING_TYPE_NONE          SendingType = 4
+	// No message is sent (the token is only created): the vendor's null.
+	SendingType_SENDING_TYPE_NONE SendingType = 4
 )
 
 // Enum value maps for SendingType.
@@ -203,6 +222,8 @@ func (SendingType) EnumDescriptor() ([]byte, []int) {
 type TradeinStatus int32
 
 const (
+	// Not set, or a vendor value this gateway does not know yet (the exact value is kept in the
+	// field's `_raw` companion).
 	TradeinStatus_TRADEIN_STATUS_UNSPECIFIED TradeinStatus = 0
 	// 0: created; the customer has not opened the URL.
 	TradeinStatus_TRADEIN_STATUS_CREATED TradeinStatus = 1
@@ -275,6 +296,8 @@ func (TradeinStatus) EnumDescriptor() ([]byte, []int) {
 type InspectionType int32
 
 const (
+	// Not set, or a vendor value this gateway does not know yet (the exact value is kept in the
+	// field's `_raw` companion).
 	InspectionType_INSPECTION_TYPE_UNSPECIFIED InspectionType = 0
 	// 4: made in the customer web application (self-inspection).
 	InspectionType_INSPECTION_TYPE_WEB_APP InspectionType = 1
@@ -327,13 +350,21 @@ func (InspectionType) EnumDescriptor() ([]byte, []int) {
 type GlobalState int32
 
 const (
-	GlobalState_GLOBAL_STATE_UNSPECIFIED   GlobalState = 0
-	GlobalState_GLOBAL_STATE_ON_BOARDING   GlobalState = 1
-	GlobalState_GLOBAL_STATE_FORM_ONBOARD  GlobalState = 2
+	// Not set, or a vendor value this gateway does not know yet (the exact value is kept in the
+	// field's `_raw` companion).
+	GlobalState_GLOBAL_STATE_UNSPECIFIED GlobalState = 0
+	// The vendor's "on-boarding".
+	GlobalState_GLOBAL_STATE_ON_BOARDING GlobalState = 1
+	// The vendor's "form-onboard".
+	GlobalState_GLOBAL_STATE_FORM_ONBOARD GlobalState = 2
+	// The vendor's "shoot-inspect".
 	GlobalState_GLOBAL_STATE_SHOOT_INSPECT GlobalState = 3
+	// The vendor's "form-offboard".
 	GlobalState_GLOBAL_STATE_FORM_OFFBOARD GlobalState = 4
-	GlobalState_GLOBAL_STATE_FAST_TRACK    GlobalState = 5
-	GlobalState_GLOBAL_STATE_END_INSPECT   GlobalState = 6
+	// The vendor's "fast-track".
+	GlobalState_GLOBAL_STATE_FAST_TRACK GlobalState = 5
+	// The vendor's "end-inspect".
+	GlobalState_GLOBAL_STATE_END_INSPECT GlobalState = 6
 )
 
 // Enum value maps for GlobalState.
@@ -389,15 +420,25 @@ func (GlobalState) EnumDescriptor() ([]byte, []int) {
 type EventName int32
 
 const (
-	EventName_EVENT_NAME_UNSPECIFIED          EventName = 0
-	EventName_EVENT_NAME_NEW_INSPECTION       EventName = 1
-	EventName_EVENT_NAME_DETECTION_FINISHED   EventName = 2
-	EventName_EVENT_NAME_CREATE_REPORT        EventName = 3
+	// Not set, or a vendor value this gateway does not know yet (the exact value is kept in the
+	// field's `_raw` companion).
+	EventName_EVENT_NAME_UNSPECIFIED EventName = 0
+	// The vendor's "newInspection".
+	EventName_EVENT_NAME_NEW_INSPECTION EventName = 1
+	// The vendor's "detectionFinished".
+	EventName_EVENT_NAME_DETECTION_FINISHED EventName = 2
+	// The vendor's "createReport".
+	EventName_EVENT_NAME_CREATE_REPORT EventName = 3
+	// The vendor's "shareUpdatedReport".
 	EventName_EVENT_NAME_SHARE_UPDATED_REPORT EventName = 4
-	EventName_EVENT_NAME_DELETE_INSPECTION    EventName = 5
-	EventName_EVENT_NAME_TRADEIN_VEHICLE      EventName = 6
-	EventName_EVENT_NAME_NEW_DAMAGE           EventName = 7
-	EventName_EVENT_NAME_CHASE_UP_VEHICLE     EventName = 8
+	// The vendor's "deleteInspection".
+	EventName_EVENT_NAME_DELETE_INSPECTION EventName = 5
+	// The vendor's "tradeinVehicle".
+	EventName_EVENT_NAME_TRADEIN_VEHICLE EventName = 6
+	// The vendor's "newDamage".
+	EventName_EVENT_NAME_NEW_DAMAGE EventName = 7
+	// The vendor's "chaseUpVehicle".
+	EventName_EVENT_NAME_CHASE_UP_VEHICLE EventName = 8
 )
 
 // Enum value maps for EventName.
@@ -455,9 +496,12 @@ func (EventName) EnumDescriptor() ([]byte, []int) {
 
 // A reference to another vendor record (`vehiclePtr`, `customerPtr`, ...).
 type Ref struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            *string                `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
-	UnknownFields *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `id`.
+	Id *string `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -508,9 +552,11 @@ func (x *Ref) GetUnknownFields() *structpb.Struct {
 
 // A point `[x, y]`; the vendor's samples use fractions of the image in 0..1.
 type Point struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	X             float64                `protobuf:"fixed64,1,opt,name=x,proto3" json:"x,omitempty"`
-	Y             float64                `protobuf:"fixed64,2,opt,name=y,proto3" json:"y,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `x`.
+	X float64 `protobuf:"fixed64,1,opt,name=x,proto3" json:"x,omitempty"`
+	// Vendor field `y`.
+	Y             float64 `protobuf:"fixed64,2,opt,name=y,proto3" json:"y,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -561,8 +607,9 @@ func (x *Point) GetY() float64 {
 
 // A polygon: `[[x, y], ...]`.
 type Polygon struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Points        []*Point               `protobuf:"bytes,1,rep,name=points,proto3" json:"points,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `points`.
+	Points        []*Point `protobuf:"bytes,1,rep,name=points,proto3" json:"points,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -611,10 +658,12 @@ type PartCode struct {
 	// The vendor's code, unchanged (for example `PRTAVD`).
 	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
 	// Family code (`PRT`) and its meaning (`door`); empty when unknown.
-	Family     string `protobuf:"bytes,2,opt,name=family,proto3" json:"family,omitempty"`
+	Family string `protobuf:"bytes,2,opt,name=family,proto3" json:"family,omitempty"`
+	// Vendor field `familyName`.
 	FamilyName string `protobuf:"bytes,3,opt,name=family_name,json=familyName,proto3" json:"family_name,omitempty"`
 	// Location suffix (`AVD`) and its meaning (`front right`); empty when none/unknown.
-	Location      string `protobuf:"bytes,4,opt,name=location,proto3" json:"location,omitempty"`
+	Location string `protobuf:"bytes,4,opt,name=location,proto3" json:"location,omitempty"`
+	// Vendor field `locationName`.
 	LocationName  string `protobuf:"bytes,5,opt,name=location_name,json=locationName,proto3" json:"location_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -687,17 +736,27 @@ func (x *PartCode) GetLocationName() string {
 
 // Token options (`options`).
 type TokenOptions struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	ShootInspect   *bool                  `protobuf:"varint,1,opt,name=shoot_inspect,json=shootInspect,proto3,oneof" json:"shoot_inspect,omitempty"`
-	FastTrack      *bool                  `protobuf:"varint,2,opt,name=fast_track,json=fastTrack,proto3,oneof" json:"fast_track,omitempty"`
-	Cost           *bool                  `protobuf:"varint,3,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
-	Report         *bool                  `protobuf:"varint,4,opt,name=report,proto3,oneof" json:"report,omitempty"`
-	DownloadRoi    *bool                  `protobuf:"varint,5,opt,name=download_roi,json=downloadRoi,proto3,oneof" json:"download_roi,omitempty"`
-	LoadInspection *bool                  `protobuf:"varint,6,opt,name=load_inspection,json=loadInspection,proto3,oneof" json:"load_inspection,omitempty"`
-	ThirdParty     *bool                  `protobuf:"varint,7,opt,name=third_party,json=thirdParty,proto3,oneof" json:"third_party,omitempty"`
-	UnknownFields  *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the customer takes the pictures themselves. Vendor field `shootInspect`.
+	ShootInspect *bool `protobuf:"varint,1,opt,name=shoot_inspect,json=shootInspect,proto3,oneof" json:"shoot_inspect,omitempty"`
+	// `true`: the end user validates the damages after shooting; `false`: damages are reviewed by
+	// the customer's team or by the service operator. Vendor field `fastTrack`.
+	FastTrack *bool `protobuf:"varint,2,opt,name=fast_track,json=fastTrack,proto3,oneof" json:"fast_track,omitempty"`
+	// Must always be `false`. Vendor field `cost`.
+	Cost *bool `protobuf:"varint,3,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
+	// Must always be `false`. Vendor field `report`.
+	Report *bool `protobuf:"varint,4,opt,name=report,proto3,oneof" json:"report,omitempty"`
+	// Must always be `false`. Vendor field `downloadRoi`.
+	DownloadRoi *bool `protobuf:"varint,5,opt,name=download_roi,json=downloadRoi,proto3,oneof" json:"download_roi,omitempty"`
+	// Vendor field `loadInspection`.
+	LoadInspection *bool `protobuf:"varint,6,opt,name=load_inspection,json=loadInspection,proto3,oneof" json:"load_inspection,omitempty"`
+	// Vendor field `thirdParty`.
+	ThirdParty *bool `protobuf:"varint,7,opt,name=third_party,json=thirdParty,proto3,oneof" json:"third_party,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TokenOptions) Reset() {
@@ -789,11 +848,14 @@ func (x *TokenOptions) GetUnknownFields() *structpb.Struct {
 // `inspectionPtr` of a token.
 type InspectionRef struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    *string                `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
+	// Vendor field `id`.
+	Id *string `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
 	// Vendor inspection type code, kept as the vendor sent it.
 	Type *int32 `protobuf:"varint,2,opt,name=type,proto3,oneof" json:"type,omitempty"`
 	// Null in the vendor's samples; kept as any JSON value.
-	PercentDamage *structpb.Value  `protobuf:"bytes,3,opt,name=percent_damage,json=percentDamage,proto3" json:"percent_damage,omitempty"`
+	PercentDamage *structpb.Value `protobuf:"bytes,3,opt,name=percent_damage,json=percentDamage,proto3" json:"percent_damage,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
 	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -859,34 +921,53 @@ func (x *InspectionRef) GetUnknownFields() *structpb.Struct {
 
 // A self-inspection token, as returned on creation, by status and in search results.
 type Token struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Expired *bool                  `protobuf:"varint,1,opt,name=expired,proto3,oneof" json:"expired,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the validity duration has elapsed. Vendor field `expired`.
+	Expired *bool `protobuf:"varint,1,opt,name=expired,proto3,oneof" json:"expired,omitempty"`
 	// Token record id (not the uid).
-	Id             *string       `protobuf:"bytes,2,opt,name=id,proto3,oneof" json:"id,omitempty"`
-	CreatedAt      *string       `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3,oneof" json:"created_at,omitempty"`
-	UpdatedAt      *string       `protobuf:"bytes,4,opt,name=updated_at,json=updatedAt,proto3,oneof" json:"updated_at,omitempty"`
-	TradeinVehicle *bool         `protobuf:"varint,5,opt,name=tradein_vehicle,json=tradeinVehicle,proto3,oneof" json:"tradein_vehicle,omitempty"`
-	TradeinStatus  TradeinStatus `protobuf:"varint,6,opt,name=tradein_status,json=tradeinStatus,proto3,enum=inspection.v1.TradeinStatus" json:"tradein_status,omitempty"`
+	Id *string `protobuf:"bytes,2,opt,name=id,proto3,oneof" json:"id,omitempty"`
+	// Creation date; for a self-inspection, the date the link was opened. Vendor field
+	// `createdAt`.
+	CreatedAt *string `protobuf:"bytes,3,opt,name=created_at,json=createdAt,proto3,oneof" json:"created_at,omitempty"`
+	// Vendor field `updatedAt`.
+	UpdatedAt *string `protobuf:"bytes,4,opt,name=updated_at,json=updatedAt,proto3,oneof" json:"updated_at,omitempty"`
+	// Vendor field `tradeinVehicle`.
+	TradeinVehicle *bool `protobuf:"varint,5,opt,name=tradein_vehicle,json=tradeinVehicle,proto3,oneof" json:"tradein_vehicle,omitempty"`
+	// Status code, see States and transitions. Vendor field `tradeinStatus`.
+	TradeinStatus TradeinStatus `protobuf:"varint,6,opt,name=tradein_status,json=tradeinStatus,proto3,enum=inspection.v1.TradeinStatus" json:"tradein_status,omitempty"`
 	// The vendor's exact `tradeinStatus` number.
-	TradeinStatusRaw       *int32      `protobuf:"varint,7,opt,name=tradein_status_raw,json=tradeinStatusRaw,proto3,oneof" json:"tradein_status_raw,omitempty"`
-	TradeinStatusUpdatedAt *string     `protobuf:"bytes,8,opt,name=tradein_status_updated_at,json=tradeinStatusUpdatedAt,proto3,oneof" json:"tradein_status_updated_at,omitempty"`
-	SendingType            SendingType `protobuf:"varint,9,opt,name=sending_type,json=sendingType,proto3,enum=inspection.v1.SendingType" json:"sending_type,omitempty"`
+	TradeinStatusRaw *int32 `protobuf:"varint,7,opt,name=tradein_status_raw,json=tradeinStatusRaw,proto3,oneof" json:"tradein_status_raw,omitempty"`
+	// Vendor field `tradeinStatusUpdatedAt`.
+	TradeinStatusUpdatedAt *string `protobuf:"bytes,8,opt,name=tradein_status_updated_at,json=tradeinStatusUpdatedAt,proto3,oneof" json:"tradein_status_updated_at,omitempty"`
+	// Vendor field `sendingType`.
+	SendingType SendingType `protobuf:"varint,9,opt,name=sending_type,json=sendingType,proto3,enum=inspection.v1.SendingType" json:"sending_type,omitempty"`
 	// The vendor's exact `sendingType` number; unset when the vendor sent null.
 	SendingTypeRaw *int32 `protobuf:"varint,10,opt,name=sending_type_raw,json=sendingTypeRaw,proto3,oneof" json:"sending_type_raw,omitempty"`
-	VehiclePtr     *Ref   `protobuf:"bytes,11,opt,name=vehicle_ptr,json=vehiclePtr,proto3" json:"vehicle_ptr,omitempty"`
+	// Vendor field `vehiclePtr`.
+	VehiclePtr *Ref `protobuf:"bytes,11,opt,name=vehicle_ptr,json=vehiclePtr,proto3" json:"vehicle_ptr,omitempty"`
 	// Unique token id, used to build the customer URL and the deviceId.
 	Uid *string `protobuf:"bytes,12,opt,name=uid,proto3,oneof" json:"uid,omitempty"`
 	// Expiry date of the token.
-	ExpiresIn      *string        `protobuf:"bytes,13,opt,name=expires_in,json=expiresIn,proto3,oneof" json:"expires_in,omitempty"`
-	Options        *TokenOptions  `protobuf:"bytes,14,opt,name=options,proto3" json:"options,omitempty"`
-	ApiTokenPtr    *Ref           `protobuf:"bytes,15,opt,name=api_token_ptr,json=APITokenPtr,proto3" json:"api_token_ptr,omitempty"`
-	InspectionPtr  *InspectionRef `protobuf:"bytes,16,opt,name=inspection_ptr,json=inspectionPtr,proto3" json:"inspection_ptr,omitempty"`
-	CustomerPtr    *Ref           `protobuf:"bytes,17,opt,name=customer_ptr,json=customerPtr,proto3" json:"customer_ptr,omitempty"`
-	CreatorUserPtr *Ref           `protobuf:"bytes,18,opt,name=creator_user_ptr,json=creatorUserPtr,proto3" json:"creator_user_ptr,omitempty"`
+	ExpiresIn *string `protobuf:"bytes,13,opt,name=expires_in,json=expiresIn,proto3,oneof" json:"expires_in,omitempty"`
+	// `fastTrack`, `shootInspect`, `cost`, `report`, `downloadRoi`, `loadInspection` (booleans);
+	// the status response also has `thirdParty` (boolean). Vendor field `options`.
+	Options *TokenOptions `protobuf:"bytes,14,opt,name=options,proto3" json:"options,omitempty"`
+	// Vendor field `APITokenPtr`.
+	ApiTokenPtr *Ref `protobuf:"bytes,15,opt,name=api_token_ptr,json=APITokenPtr,proto3" json:"api_token_ptr,omitempty"`
+	// (status response, and after an inspection exists) `id` = inspection id, `type` integer,
+	// `percentDamage` (null in samples). Vendor field `inspectionPtr`.
+	InspectionPtr *InspectionRef `protobuf:"bytes,16,opt,name=inspection_ptr,json=inspectionPtr,proto3" json:"inspection_ptr,omitempty"`
+	// Vendor field `customerPtr`.
+	CustomerPtr *Ref `protobuf:"bytes,17,opt,name=customer_ptr,json=customerPtr,proto3" json:"customer_ptr,omitempty"`
+	// Vendor field `creatorUserPtr`.
+	CreatorUserPtr *Ref `protobuf:"bytes,18,opt,name=creator_user_ptr,json=creatorUserPtr,proto3" json:"creator_user_ptr,omitempty"`
 	// `<uid>-pwa`.
-	DeviceId      *string             `protobuf:"bytes,19,opt,name=device_id,json=deviceId,proto3,oneof" json:"device_id,omitempty"`
-	Monitoring    *structpb.ListValue `protobuf:"bytes,20,opt,name=monitoring,proto3" json:"monitoring,omitempty"`
-	UnknownFields *structpb.Struct    `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	DeviceId *string `protobuf:"bytes,19,opt,name=device_id,json=deviceId,proto3,oneof" json:"device_id,omitempty"`
+	// Present in search results, empty in samples. Vendor field `monitoring`.
+	Monitoring *structpb.ListValue `protobuf:"bytes,20,opt,name=monitoring,proto3" json:"monitoring,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

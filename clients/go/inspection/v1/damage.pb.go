@@ -22,6 +22,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// The request of DetectDamage.
 type DetectDamageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Non-empty list of absolute http(s) URLs, several viewpoints of one vehicle.
@@ -77,6 +78,7 @@ func (x *DetectDamageRequest) GetIdempotencyKey() string {
 	return ""
 }
 
+// The answer of DetectDamage.
 type DetectDamageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The vendor's response body, unchanged (the spec does not show its shape).
@@ -132,6 +134,7 @@ func (x *DetectDamageResponse) GetInspectionId() string {
 	return ""
 }
 
+// The request of StreamDamageResults.
 type StreamDamageResultsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Non-empty list of absolute http(s) URLs, several viewpoints of one vehicle.
@@ -189,8 +192,11 @@ func (x *StreamDamageResultsRequest) GetIdempotencyKey() string {
 	return ""
 }
 
+// The answer of StreamDamageResults.
 type StreamDamageResultsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
+	// The submission first, then one event per message.
+	//
 	// Types that are valid to be assigned to Result:
 	//
 	//	*StreamDamageResultsResponse_Submitted

@@ -33,6 +33,16 @@ const (
 type DamageServiceClient interface {
 	// POST /apiV1/damage/vehicle with several viewpoints of one vehicle. Never re-sent
 	// by the gateway once the request may have reached the vendor.
+	// Behaviour: not idempotent: never retried once it may have reached the vendor, never cached.
+	// A failure after sending is UNKNOWN (OUTCOME_UNKNOWN): the creation may have happened;
+	// repeat it only with the same idempotency key (field `idempotency_key` or metadata
+	// `idempotency-key`), which returns the first outcome.
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	DetectDamage(ctx context.Context, in *DetectDamageRequest, opts ...grpc.CallOption) (*DetectDamageResponse, error)
 	// Submits damage detection like DetectDamage, then streams that inspection's events
 	// from the event log (newInspection, detectionFinished, createReport) as the vendor's
@@ -41,6 +51,13 @@ type DamageServiceClient interface {
 	// gateway runs without webhooks), the gateway polls the inspection's damages report and
 	// the stream ends with that event instead: Event.source EVENT_SOURCE_RECONCILE says which.
 	// The first message is the submission's result.
+	// Behaviour: the submission is not idempotent, like DetectDamage (same idempotency key,
+	// shared with it: a repeat replays the first submission and follows its events); never
+	// retry the stream without a key. Errors: the submission's, as DetectDamage's
+	// (INVALID_REQUEST, OUTCOME_UNKNOWN, ...); FAILED_PRECONDITION (INSPECTION_ID_NOT_FOUND)
+	// when the answer names no inspection; RESOURCE_EXHAUSTED (STREAM_LIMIT,
+	// CONNECTION_STREAM_LIMIT, CALLER_STREAM_LIMIT, SUBSCRIBER_TOO_SLOW); UNAVAILABLE
+	// (STREAM_INTERRUPTED, on shutdown).
 	StreamDamageResults(ctx context.Context, in *StreamDamageResultsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamDamageResultsResponse], error)
 }
 
@@ -91,6 +108,16 @@ type DamageService_StreamDamageResultsClient = grpc.ServerStreamingClient[Stream
 type DamageServiceServer interface {
 	// POST /apiV1/damage/vehicle with several viewpoints of one vehicle. Never re-sent
 	// by the gateway once the request may have reached the vendor.
+	// Behaviour: not idempotent: never retried once it may have reached the vendor, never cached.
+	// A failure after sending is UNKNOWN (OUTCOME_UNKNOWN): the creation may have happened;
+	// repeat it only with the same idempotency key (field `idempotency_key` or metadata
+	// `idempotency-key`), which returns the first outcome.
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	DetectDamage(context.Context, *DetectDamageRequest) (*DetectDamageResponse, error)
 	// Submits damage detection like DetectDamage, then streams that inspection's events
 	// from the event log (newInspection, detectionFinished, createReport) as the vendor's
@@ -99,6 +126,13 @@ type DamageServiceServer interface {
 	// gateway runs without webhooks), the gateway polls the inspection's damages report and
 	// the stream ends with that event instead: Event.source EVENT_SOURCE_RECONCILE says which.
 	// The first message is the submission's result.
+	// Behaviour: the submission is not idempotent, like DetectDamage (same idempotency key,
+	// shared with it: a repeat replays the first submission and follows its events); never
+	// retry the stream without a key. Errors: the submission's, as DetectDamage's
+	// (INVALID_REQUEST, OUTCOME_UNKNOWN, ...); FAILED_PRECONDITION (INSPECTION_ID_NOT_FOUND)
+	// when the answer names no inspection; RESOURCE_EXHAUSTED (STREAM_LIMIT,
+	// CONNECTION_STREAM_LIMIT, CALLER_STREAM_LIMIT, SUBSCRIBER_TOO_SLOW); UNAVAILABLE
+	// (STREAM_INTERRUPTED, on shutdown).
 	StreamDamageResults(*StreamDamageResultsRequest, grpc.ServerStreamingServer[StreamDamageResultsResponse]) error
 	mustEmbedUnimplementedDamageServiceServer()
 }

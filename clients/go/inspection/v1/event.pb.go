@@ -26,6 +26,7 @@ const (
 type EventSource int32
 
 const (
+	// Not set (never sent by this gateway).
 	EventSource_EVENT_SOURCE_UNSPECIFIED EventSource = 0
 	// A vendor webhook, stored as received.
 	EventSource_EVENT_SOURCE_WEBHOOK EventSource = 1
@@ -83,16 +84,25 @@ func (EventSource) EnumDescriptor() ([]byte, []int) {
 	return file_inspection_v1_event_proto_rawDescGZIP(), []int{0}
 }
 
+// How bad a damage is (the spec's SEV0..SEV5 codes, decoded with reference/codes.md).
 type Severity int32
 
 const (
+	// Not set, or a vendor value this gateway does not know yet (the exact value is kept in the
+	// field's `_raw` companion).
 	Severity_SEVERITY_UNSPECIFIED Severity = 0
-	Severity_SEVERITY_SEV0        Severity = 1 // unknown
-	Severity_SEVERITY_SEV1        Severity = 2 // polish
-	Severity_SEVERITY_SEV2        Severity = 3 // quick repair
-	Severity_SEVERITY_SEV3        Severity = 4 // paint
-	Severity_SEVERITY_SEV4        Severity = 5 // panel work and paint
-	Severity_SEVERITY_SEV5        Severity = 6 // replace
+	// Unknown: the vendor's "SEV0".
+	Severity_SEVERITY_SEV0 Severity = 1
+	// Polish: the vendor's "SEV1".
+	Severity_SEVERITY_SEV1 Severity = 2
+	// Quick repair: the vendor's "SEV2".
+	Severity_SEVERITY_SEV2 Severity = 3
+	// Paint: the vendor's "SEV3".
+	Severity_SEVERITY_SEV3 Severity = 4
+	// Panel work and paint: the vendor's "SEV4".
+	Severity_SEVERITY_SEV4 Severity = 5
+	// Replace: the vendor's "SEV5".
+	Severity_SEVERITY_SEV5 Severity = 6
 )
 
 // Enum value maps for Severity.
@@ -144,6 +154,7 @@ func (Severity) EnumDescriptor() ([]byte, []int) {
 	return file_inspection_v1_event_proto_rawDescGZIP(), []int{1}
 }
 
+// The request of Subscribe.
 type SubscribeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only these events (any when both lists are empty).
@@ -152,7 +163,8 @@ type SubscribeRequest struct {
 	EventNamesRaw []string `protobuf:"bytes,2,rep,name=event_names_raw,json=eventNamesRaw,proto3" json:"event_names_raw,omitempty"`
 	// Only events about this inspection / this token (uid), when set.
 	InspectionId string `protobuf:"bytes,3,opt,name=inspection_id,json=inspectionId,proto3" json:"inspection_id,omitempty"`
-	TokenUid     string `protobuf:"bytes,4,opt,name=token_uid,json=tokenUid,proto3" json:"token_uid,omitempty"`
+	// Vendor field `tokenUid`.
+	TokenUid string `protobuf:"bytes,4,opt,name=token_uid,json=tokenUid,proto3" json:"token_uid,omitempty"`
 	// Resume after this cursor (the last one the client processed): no gap, no duplicate.
 	AfterCursor string `protobuf:"bytes,5,opt,name=after_cursor,json=afterCursor,proto3" json:"after_cursor,omitempty"`
 	// With an empty after_cursor: start from the oldest retained event instead of "now".
@@ -233,9 +245,11 @@ func (x *SubscribeRequest) GetFromStart() bool {
 	return false
 }
 
+// The answer of Subscribe.
 type SubscribeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Event         *Event                 `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The next event, in log order.
+	Event         *Event `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -281,14 +295,17 @@ func (x *SubscribeResponse) GetEvent() *Event {
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Opaque, totally ordered position in the log; pass it back as after_cursor.
-	Cursor    string    `protobuf:"bytes,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	Cursor string `protobuf:"bytes,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// Vendor field `eventName`.
 	EventName EventName `protobuf:"varint,2,opt,name=event_name,json=eventName,proto3,enum=inspection.v1.EventName" json:"event_name,omitempty"`
 	// The vendor's event name, exactly as received (also for names we do not know).
 	EventNameRaw string `protobuf:"bytes,3,opt,name=event_name_raw,json=eventNameRaw,proto3" json:"event_name_raw,omitempty"`
 	// Correlation ids taken from the payload by the configured JSON pointers.
 	InspectionId string `protobuf:"bytes,4,opt,name=inspection_id,json=inspectionId,proto3" json:"inspection_id,omitempty"`
-	TokenId      string `protobuf:"bytes,5,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
-	VehicleId    string `protobuf:"bytes,6,opt,name=vehicle_id,json=vehicleId,proto3" json:"vehicle_id,omitempty"`
+	// Token uid. Vendor field `tokenId`.
+	TokenId string `protobuf:"bytes,5,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	// Vendor field `vehicleId`.
+	VehicleId string `protobuf:"bytes,6,opt,name=vehicle_id,json=vehicleId,proto3" json:"vehicle_id,omitempty"`
 	// When the gateway accepted the webhook (RFC 3339, UTC).
 	ReceivedAt string `protobuf:"bytes,7,opt,name=received_at,json=receivedAt,proto3" json:"received_at,omitempty"`
 	// The webhook body, unchanged.
@@ -411,15 +428,23 @@ func (x *Event) GetSource() EventSource {
 	return EventSource_EVENT_SOURCE_UNSPECIFIED
 }
 
+// The spec's createReport delivery body, decoded: the damage report of one inspection.
 type CreateReport struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	Message      *string                `protobuf:"bytes,1,opt,name=message,proto3,oneof" json:"message,omitempty"`
-	Event        *string                `protobuf:"bytes,2,opt,name=event,proto3,oneof" json:"event,omitempty"`
-	InspectionId *string                `protobuf:"bytes,3,opt,name=inspection_id,json=inspectionId,proto3,oneof" json:"inspection_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sample `Report OK`. Vendor field `message`.
+	Message *string `protobuf:"bytes,1,opt,name=message,proto3,oneof" json:"message,omitempty"`
+	// Event name. Vendor field `event`.
+	Event *string `protobuf:"bytes,2,opt,name=event,proto3,oneof" json:"event,omitempty"`
+	// Vendor field `inspectionId`.
+	InspectionId *string `protobuf:"bytes,3,opt,name=inspection_id,json=inspectionId,proto3,oneof" json:"inspection_id,omitempty"`
 	// The token uid.
-	TokenId       *string          `protobuf:"bytes,4,opt,name=token_id,json=tokenId,proto3,oneof" json:"token_id,omitempty"`
-	VehicleId     *string          `protobuf:"bytes,5,opt,name=vehicle_id,json=vehicleId,proto3,oneof" json:"vehicle_id,omitempty"`
-	DataApi       *ReportDataApi   `protobuf:"bytes,6,opt,name=data_api,json=dataAPI,proto3" json:"data_api,omitempty"`
+	TokenId *string `protobuf:"bytes,4,opt,name=token_id,json=tokenId,proto3,oneof" json:"token_id,omitempty"`
+	// Vendor field `vehicleId`.
+	VehicleId *string `protobuf:"bytes,5,opt,name=vehicle_id,json=vehicleId,proto3,oneof" json:"vehicle_id,omitempty"`
+	// Vendor field `dataAPI`.
+	DataApi *ReportDataApi `protobuf:"bytes,6,opt,name=data_api,json=dataAPI,proto3" json:"data_api,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
 	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -504,12 +529,18 @@ func (x *CreateReport) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// `dataAPI` of a createReport delivery: the report with its processing time and status.
 type ReportDataApi struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TotalTime     *float64               `protobuf:"fixed64,1,opt,name=total_time,json=totalTime,proto3,oneof" json:"total_time,omitempty"`
-	Status        *int32                 `protobuf:"varint,2,opt,name=status,proto3,oneof" json:"status,omitempty"`
-	Data          *ReportData            `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
-	UnknownFields *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `totalTime`.
+	TotalTime *float64 `protobuf:"fixed64,1,opt,name=total_time,json=totalTime,proto3,oneof" json:"total_time,omitempty"`
+	// Vendor field `status`.
+	Status *int32 `protobuf:"varint,2,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	// Vendor field `data`.
+	Data *ReportData `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -572,22 +603,34 @@ func (x *ReportDataApi) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// `dataAPI.data`: the report itself (damages by part, vehicle, images, custom form results).
 type ReportData struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Damages keyed by part code (`PRCAR`, `CLRAV`, ...).
-	Damages               map[string]*DamageList  `protobuf:"bytes,1,rep,name=damages,proto3" json:"damages,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Vehicle               *ReportVehicle          `protobuf:"bytes,2,opt,name=vehicle,proto3" json:"vehicle,omitempty"`
-	DamageNumber          *int32                  `protobuf:"varint,3,opt,name=damage_number,json=damageNumber,proto3,oneof" json:"damage_number,omitempty"`
-	DetectionList         []*ReportImageDetection `protobuf:"bytes,4,rep,name=detection_list,json=detectionList,proto3" json:"detection_list,omitempty"`
-	ReportUrl             *string                 `protobuf:"bytes,5,opt,name=report_url,json=reportUrl,proto3,oneof" json:"report_url,omitempty"`
-	ReportUrlWithoutCosts *string                 `protobuf:"bytes,6,opt,name=report_url_without_costs,json=reportUrlWithoutCosts,proto3,oneof" json:"report_url_without_costs,omitempty"`
-	CustomFormResults     []*CustomFormScreen     `protobuf:"bytes,7,rep,name=custom_form_results,json=customFormResults,proto3" json:"custom_form_results,omitempty"`
-	TokenId               *string                 `protobuf:"bytes,8,opt,name=token_id,json=tokenId,proto3,oneof" json:"token_id,omitempty"`
-	Severity              []*SeverityEntry        `protobuf:"bytes,9,rep,name=severity,proto3" json:"severity,omitempty"`
-	InspectionImages      []*InspectionImage      `protobuf:"bytes,10,rep,name=inspection_images,json=inspectionImages,proto3" json:"inspection_images,omitempty"`
-	UnknownFields         *structpb.Struct        `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	Damages map[string]*DamageList `protobuf:"bytes,1,rep,name=damages,proto3" json:"damages,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Vendor field `vehicle`.
+	Vehicle *ReportVehicle `protobuf:"bytes,2,opt,name=vehicle,proto3" json:"vehicle,omitempty"`
+	// Vendor field `damageNumber`.
+	DamageNumber *int32 `protobuf:"varint,3,opt,name=damage_number,json=damageNumber,proto3,oneof" json:"damage_number,omitempty"`
+	// Vendor field `detectionList`.
+	DetectionList []*ReportImageDetection `protobuf:"bytes,4,rep,name=detection_list,json=detectionList,proto3" json:"detection_list,omitempty"`
+	// Report address with token. Vendor field `reportUrl`.
+	ReportUrl *string `protobuf:"bytes,5,opt,name=report_url,json=reportUrl,proto3,oneof" json:"report_url,omitempty"`
+	// Vendor field `reportUrlWithoutCosts`.
+	ReportUrlWithoutCosts *string `protobuf:"bytes,6,opt,name=report_url_without_costs,json=reportUrlWithoutCosts,proto3,oneof" json:"report_url_without_costs,omitempty"`
+	// Vendor field `customFormResults`.
+	CustomFormResults []*CustomFormScreen `protobuf:"bytes,7,rep,name=custom_form_results,json=customFormResults,proto3" json:"custom_form_results,omitempty"`
+	// Token uid. Vendor field `tokenId`.
+	TokenId *string `protobuf:"bytes,8,opt,name=token_id,json=tokenId,proto3,oneof" json:"token_id,omitempty"`
+	// Vendor field `severity`.
+	Severity []*SeverityEntry `protobuf:"bytes,9,rep,name=severity,proto3" json:"severity,omitempty"`
+	// Vendor field `inspectionImages`.
+	InspectionImages []*InspectionImage `protobuf:"bytes,10,rep,name=inspection_images,json=inspectionImages,proto3" json:"inspection_images,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportData) Reset() {
@@ -697,9 +740,12 @@ func (x *ReportData) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// The damages found on one part.
 type DamageList struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Damages       []*Damage              `protobuf:"bytes,1,rep,name=damages,proto3" json:"damages,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Keys are part codes (for example `PRCAR`, `CLRAV`, `JNAARG`); each value is an array of
+	// damage objects. Vendor field `damages`.
+	Damages       []*Damage `protobuf:"bytes,1,rep,name=damages,proto3" json:"damages,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -741,21 +787,31 @@ func (x *DamageList) GetDamages() []*Damage {
 	return nil
 }
 
+// One damage on one part of one image.
 type Damage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Uid   *int64                 `protobuf:"varint,1,opt,name=uid,proto3,oneof" json:"uid,omitempty"`
+	// The damage's id. Vendor field `uid`.
+	Uid *int64 `protobuf:"varint,1,opt,name=uid,proto3,oneof" json:"uid,omitempty"`
 	// False for damages added manually.
-	IsAuto      *bool    `protobuf:"varint,2,opt,name=is_auto,json=isAuto,proto3,oneof" json:"is_auto,omitempty"`
-	Severity    Severity `protobuf:"varint,3,opt,name=severity,proto3,enum=inspection.v1.Severity" json:"severity,omitempty"`
-	SeverityRaw string   `protobuf:"bytes,4,opt,name=severity_raw,json=severityRaw,proto3" json:"severity_raw,omitempty"`
+	IsAuto *bool `protobuf:"varint,2,opt,name=is_auto,json=isAuto,proto3,oneof" json:"is_auto,omitempty"`
+	// How bad the damage is (decoded from `severity_raw`). Vendor field `severity`.
+	Severity Severity `protobuf:"varint,3,opt,name=severity,proto3,enum=inspection.v1.Severity" json:"severity,omitempty"`
+	// The vendor's exact `severity` value, kept beside the typed field (which is *_UNSPECIFIED
+	// for a value this gateway does not know).
+	SeverityRaw string `protobuf:"bytes,4,opt,name=severity_raw,json=severityRaw,proto3" json:"severity_raw,omitempty"`
 	// Absent on manual damages.
 	Size *float64 `protobuf:"fixed64,5,opt,name=size,proto3,oneof" json:"size,omitempty"`
 	// Part code, and its decoding.
-	Part     *string   `protobuf:"bytes,6,opt,name=part,proto3,oneof" json:"part,omitempty"`
+	Part *string `protobuf:"bytes,6,opt,name=part,proto3,oneof" json:"part,omitempty"`
+	// `part` decoded with reference/codes.md (PART_CODE_UNSPECIFIED for a code this gateway does
+	// not know). Computed by the gateway.
 	PartCode *PartCode `protobuf:"bytes,7,opt,name=part_code,json=partCode,proto3" json:"part_code,omitempty"`
 	// For example scratch, scratch_rubbing, scratch_rim, broken_part.
-	Type          *string          `protobuf:"bytes,8,opt,name=type,proto3,oneof" json:"type,omitempty"`
-	Rois          []*DamageRoi     `protobuf:"bytes,9,rep,name=rois,proto3" json:"rois,omitempty"`
+	Type *string `protobuf:"bytes,8,opt,name=type,proto3,oneof" json:"type,omitempty"`
+	// Vendor field `rois`.
+	Rois []*DamageRoi `protobuf:"bytes,9,rep,name=rois,proto3" json:"rois,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
 	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -863,17 +919,26 @@ func (x *Damage) GetUnknownFields() *structpb.Struct {
 
 // Box values are fractions of the image.
 type DamageRoi struct {
-	state                 protoimpl.MessageState `protogen:"open.v1"`
-	CropStorageObjectName *string                `protobuf:"bytes,1,opt,name=crop_storage_object_name,json=cropStorageObjectName,proto3,oneof" json:"crop_storage_object_name,omitempty"`
-	Height                *float64               `protobuf:"fixed64,2,opt,name=height,proto3,oneof" json:"height,omitempty"`
-	Width                 *float64               `protobuf:"fixed64,3,opt,name=width,proto3,oneof" json:"width,omitempty"`
-	CenterX               *float64               `protobuf:"fixed64,4,opt,name=center_x,json=centerX,proto3,oneof" json:"center_x,omitempty"`
-	CenterY               *float64               `protobuf:"fixed64,5,opt,name=center_y,json=centerY,proto3,oneof" json:"center_y,omitempty"`
-	ImageId               *string                `protobuf:"bytes,6,opt,name=image_id,json=imageId,proto3,oneof" json:"image_id,omitempty"`
-	ImageUrl              *string                `protobuf:"bytes,7,opt,name=image_url,json=imageUrl,proto3,oneof" json:"image_url,omitempty"`
-	UnknownFields         *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `cropStorageObjectName`.
+	CropStorageObjectName *string `protobuf:"bytes,1,opt,name=crop_storage_object_name,json=cropStorageObjectName,proto3,oneof" json:"crop_storage_object_name,omitempty"`
+	// Vendor field `height`.
+	Height *float64 `protobuf:"fixed64,2,opt,name=height,proto3,oneof" json:"height,omitempty"`
+	// Vendor field `width`.
+	Width *float64 `protobuf:"fixed64,3,opt,name=width,proto3,oneof" json:"width,omitempty"`
+	// Vendor field `centerX`.
+	CenterX *float64 `protobuf:"fixed64,4,opt,name=center_x,json=centerX,proto3,oneof" json:"center_x,omitempty"`
+	// Vendor field `centerY`.
+	CenterY *float64 `protobuf:"fixed64,5,opt,name=center_y,json=centerY,proto3,oneof" json:"center_y,omitempty"`
+	// Vendor field `imageId`.
+	ImageId *string `protobuf:"bytes,6,opt,name=image_id,json=imageId,proto3,oneof" json:"image_id,omitempty"`
+	// Vendor field `imageUrl`.
+	ImageUrl *string `protobuf:"bytes,7,opt,name=image_url,json=imageUrl,proto3,oneof" json:"image_url,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DamageRoi) Reset() {
@@ -962,14 +1027,20 @@ func (x *DamageRoi) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// `dataAPI.data.vehicle`: the vehicle the report is about.
 type ReportVehicle struct {
-	state                protoimpl.MessageState `protogen:"open.v1"`
-	Region               *string                `protobuf:"bytes,1,opt,name=region,proto3,oneof" json:"region,omitempty"`
-	Immat                *string                `protobuf:"bytes,2,opt,name=immat,proto3,oneof" json:"immat,omitempty"`
-	DetectedLicensePlate *string                `protobuf:"bytes,3,opt,name=detected_license_plate,json=detectedLicensePlate,proto3,oneof" json:"detected_license_plate,omitempty"`
-	UnknownFields        *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `region`.
+	Region *string `protobuf:"bytes,1,opt,name=region,proto3,oneof" json:"region,omitempty"`
+	// Vehicle licence plate. Vendor field `immat`.
+	Immat *string `protobuf:"bytes,2,opt,name=immat,proto3,oneof" json:"immat,omitempty"`
+	// Vendor field `detectedLicensePlate`.
+	DetectedLicensePlate *string `protobuf:"bytes,3,opt,name=detected_license_plate,json=detectedLicensePlate,proto3,oneof" json:"detected_license_plate,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportVehicle) Reset() {
@@ -1030,17 +1101,24 @@ func (x *ReportVehicle) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// One image of the report (`dataAPI.data.detectionList[]`) with the damages found on it.
 type ReportImageDetection struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Time-limited signed URL.
-	Url    *string `protobuf:"bytes,1,opt,name=url,proto3,oneof" json:"url,omitempty"`
-	Status *int32  `protobuf:"varint,2,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	Url *string `protobuf:"bytes,1,opt,name=url,proto3,oneof" json:"url,omitempty"`
+	// Vendor field `status`.
+	Status *int32 `protobuf:"varint,2,opt,name=status,proto3,oneof" json:"status,omitempty"`
 	// Angle code 0..17, absent for some images; decoded in angle_name.
-	Angle     *int32  `protobuf:"varint,3,opt,name=angle,proto3,oneof" json:"angle,omitempty"`
-	AngleName string  `protobuf:"bytes,4,opt,name=angle_name,json=angleName,proto3" json:"angle_name,omitempty"`
-	Id        *string `protobuf:"bytes,5,opt,name=id,proto3,oneof" json:"id,omitempty"`
+	Angle *int32 `protobuf:"varint,3,opt,name=angle,proto3,oneof" json:"angle,omitempty"`
+	// `angle` decoded ("front", "back three-quarter, driver side", ...); empty for no or an
+	// unknown code. Computed by the gateway.
+	AngleName string `protobuf:"bytes,4,opt,name=angle_name,json=angleName,proto3" json:"angle_name,omitempty"`
+	// Vendor field `id`.
+	Id *string `protobuf:"bytes,5,opt,name=id,proto3,oneof" json:"id,omitempty"`
 	// `detections.damages`: null, or damages keyed by part code; kept as sent.
-	Detections    *structpb.Value  `protobuf:"bytes,6,opt,name=detections,proto3" json:"detections,omitempty"`
+	Detections *structpb.Value `protobuf:"bytes,6,opt,name=detections,proto3" json:"detections,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
 	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1125,11 +1203,16 @@ func (x *ReportImageDetection) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// A text in several languages, keyed by the vendor's language code.
 type LocalizedText struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Locale        *string                `protobuf:"bytes,1,opt,name=locale,proto3,oneof" json:"locale,omitempty"`
-	Text          *string                `protobuf:"bytes,2,opt,name=text,proto3,oneof" json:"text,omitempty"`
-	UnknownFields *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One of `en`, `fr`, `de`, `nl-BE`, `it`, `es`, `sv`, `no`. Vendor field `locale`.
+	Locale *string `protobuf:"bytes,1,opt,name=locale,proto3,oneof" json:"locale,omitempty"`
+	// Vendor field `text`.
+	Text *string `protobuf:"bytes,2,opt,name=text,proto3,oneof" json:"text,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1185,14 +1268,23 @@ func (x *LocalizedText) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// One answer of a custom form filled in during the self-inspection.
 type CustomFormInput struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Order         *int32                 `protobuf:"varint,1,opt,name=order,proto3,oneof" json:"order,omitempty"`
-	BlockId       *string                `protobuf:"bytes,2,opt,name=block_id,json=blockId,proto3,oneof" json:"block_id,omitempty"`
-	Question      []*LocalizedText       `protobuf:"bytes,3,rep,name=question,proto3" json:"question,omitempty"`
-	Answer        []*LocalizedText       `protobuf:"bytes,4,rep,name=answer,proto3" json:"answer,omitempty"`
-	Cost          *float64               `protobuf:"fixed64,5,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
-	UnknownFields *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `order`.
+	Order *int32 `protobuf:"varint,1,opt,name=order,proto3,oneof" json:"order,omitempty"`
+	// Vendor field `blockId`.
+	BlockId *string `protobuf:"bytes,2,opt,name=block_id,json=blockId,proto3,oneof" json:"block_id,omitempty"`
+	// Vendor field `question`.
+	Question []*LocalizedText `protobuf:"bytes,3,rep,name=question,proto3" json:"question,omitempty"`
+	// Vendor field `answer`.
+	Answer []*LocalizedText `protobuf:"bytes,4,rep,name=answer,proto3" json:"answer,omitempty"`
+	// Repair cost the vendor estimated for this answer (the currency is not shown in the spec).
+	// Vendor field `cost`.
+	Cost *float64 `protobuf:"fixed64,5,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1269,12 +1361,18 @@ func (x *CustomFormInput) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// One screen of a custom form and its answers.
 type CustomFormScreen struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ScreenId      *string                `protobuf:"bytes,1,opt,name=screen_id,json=screenId,proto3,oneof" json:"screen_id,omitempty"`
-	Title         []*LocalizedText       `protobuf:"bytes,2,rep,name=title,proto3" json:"title,omitempty"`
-	Inputs        []*CustomFormInput     `protobuf:"bytes,3,rep,name=inputs,proto3" json:"inputs,omitempty"`
-	UnknownFields *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `screenId`.
+	ScreenId *string `protobuf:"bytes,1,opt,name=screen_id,json=screenId,proto3,oneof" json:"screen_id,omitempty"`
+	// Vendor field `title`.
+	Title []*LocalizedText `protobuf:"bytes,2,rep,name=title,proto3" json:"title,omitempty"`
+	// Vendor field `inputs`.
+	Inputs []*CustomFormInput `protobuf:"bytes,3,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1337,15 +1435,23 @@ func (x *CustomFormScreen) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// One severity the vendor assigned, with its score.
 type SeverityEntry struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	Cost        *float64               `protobuf:"fixed64,1,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
-	Severity    Severity               `protobuf:"varint,2,opt,name=severity,proto3,enum=inspection.v1.Severity" json:"severity,omitempty"`
-	SeverityRaw string                 `protobuf:"bytes,3,opt,name=severity_raw,json=severityRaw,proto3" json:"severity_raw,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Repair cost the vendor estimated for this severity (the currency is not shown in the spec).
+	// Vendor field `cost`.
+	Cost *float64 `protobuf:"fixed64,1,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
+	// Vendor field `severity`.
+	Severity Severity `protobuf:"varint,2,opt,name=severity,proto3,enum=inspection.v1.Severity" json:"severity,omitempty"`
+	// The vendor's exact `severity` value, kept beside the typed field (which is *_UNSPECIFIED
+	// for a value this gateway does not know).
+	SeverityRaw string `protobuf:"bytes,3,opt,name=severity_raw,json=severityRaw,proto3" json:"severity_raw,omitempty"`
 	// Sample `sum`.
 	SeverityType *string `protobuf:"bytes,4,opt,name=severity_type,json=severityType,proto3,oneof" json:"severity_type,omitempty"`
 	// Part code.
-	Location      *string          `protobuf:"bytes,5,opt,name=location,proto3,oneof" json:"location,omitempty"`
+	Location *string `protobuf:"bytes,5,opt,name=location,proto3,oneof" json:"location,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
 	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1423,14 +1529,24 @@ func (x *SeverityEntry) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// One image of an inspection (search results).
 type InspectionImage struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          *string                `protobuf:"bytes,1,opt,name=name,proto3,oneof" json:"name,omitempty"`
-	Url           *string                `protobuf:"bytes,2,opt,name=url,proto3,oneof" json:"url,omitempty"`
-	ShootingDate  *string                `protobuf:"bytes,3,opt,name=shooting_date,json=shootingDate,proto3,oneof" json:"shooting_date,omitempty"`
-	Angle         *int32                 `protobuf:"varint,4,opt,name=angle,proto3,oneof" json:"angle,omitempty"`
-	AngleName     string                 `protobuf:"bytes,5,opt,name=angle_name,json=angleName,proto3" json:"angle_name,omitempty"`
-	UnknownFields *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `name`.
+	Name *string `protobuf:"bytes,1,opt,name=name,proto3,oneof" json:"name,omitempty"`
+	// Address of the image (a time-limited signed URL). Vendor field `url`.
+	Url *string `protobuf:"bytes,2,opt,name=url,proto3,oneof" json:"url,omitempty"`
+	// Vendor field `shootingDate`.
+	ShootingDate *string `protobuf:"bytes,3,opt,name=shooting_date,json=shootingDate,proto3,oneof" json:"shooting_date,omitempty"`
+	// Shot angle code, 0 to 17 (reference/codes.md); absent for interior and document shots.
+	// Vendor field `angle`.
+	Angle *int32 `protobuf:"varint,4,opt,name=angle,proto3,oneof" json:"angle,omitempty"`
+	// `angle` decoded ("front", "back three-quarter, driver side", ...); empty for no or an
+	// unknown code. Computed by the gateway.
+	AngleName string `protobuf:"bytes,5,opt,name=angle_name,json=angleName,proto3" json:"angle_name,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

@@ -31,8 +31,11 @@ type WebhookConfig struct {
 	// (`printf %s "$KEY" | sha256sum | cut -c1-12`); empty when no key is set.
 	WebhookHeaderKeySha256Prefix string `protobuf:"bytes,5,opt,name=webhook_header_key_sha256_prefix,json=webhookHeaderKeySha256Prefix,proto3" json:"webhook_header_key_sha256_prefix,omitempty"`
 	// Deprecated by the vendor; only webhook_url_v2 is to be set.
-	WebhookUrl    *string          `protobuf:"bytes,2,opt,name=webhook_url,json=webhookUrl,proto3,oneof" json:"webhook_url,omitempty"`
-	WebhookUrlV2  *string          `protobuf:"bytes,3,opt,name=webhook_url_v2,json=webhookUrlV2,proto3,oneof" json:"webhook_url_v2,omitempty"`
+	WebhookUrl *string `protobuf:"bytes,2,opt,name=webhook_url,json=webhookUrl,proto3,oneof" json:"webhook_url,omitempty"`
+	// Vendor field `webhookUrlV2`.
+	WebhookUrlV2 *string `protobuf:"bytes,3,opt,name=webhook_url_v2,json=webhookUrlV2,proto3,oneof" json:"webhook_url_v2,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
 	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -105,19 +108,31 @@ func (x *WebhookConfig) GetUnknownFields() *structpb.Struct {
 
 // One event's configuration. Initial values: booleans false, others null.
 type EventConfig struct {
-	state               protoimpl.MessageState `protogen:"open.v1"`
-	EventName           EventName              `protobuf:"varint,1,opt,name=event_name,json=eventName,proto3,enum=inspection.v1.EventName" json:"event_name,omitempty"`
-	EventNameRaw        string                 `protobuf:"bytes,2,opt,name=event_name_raw,json=eventNameRaw,proto3" json:"event_name_raw,omitempty"`
-	Webhook             *bool                  `protobuf:"varint,3,opt,name=webhook,proto3,oneof" json:"webhook,omitempty"`
-	CompanyEmail        *bool                  `protobuf:"varint,4,opt,name=company_email,json=companyEmail,proto3,oneof" json:"company_email,omitempty"`
-	CompanyEmailAddress *string                `protobuf:"bytes,5,opt,name=company_email_address,json=companyEmailAddress,proto3,oneof" json:"company_email_address,omitempty"`
-	CustomerEmail       *bool                  `protobuf:"varint,6,opt,name=customer_email,json=customerEmail,proto3,oneof" json:"customer_email,omitempty"`
-	CustomerSms         *bool                  `protobuf:"varint,7,opt,name=customer_sms,json=customerSMS,proto3,oneof" json:"customer_sms,omitempty"`
-	SenderEmail         *string                `protobuf:"bytes,8,opt,name=sender_email,json=senderEmail,proto3,oneof" json:"sender_email,omitempty"`
-	SenderName          *string                `protobuf:"bytes,9,opt,name=sender_name,json=senderName,proto3,oneof" json:"sender_name,omitempty"`
-	UnknownFields       *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `eventName`.
+	EventName EventName `protobuf:"varint,1,opt,name=event_name,json=eventName,proto3,enum=inspection.v1.EventName" json:"event_name,omitempty"`
+	// The vendor's exact `eventName` value, kept beside the typed field (which is *_UNSPECIFIED
+	// for a value this gateway does not know).
+	EventNameRaw string `protobuf:"bytes,2,opt,name=event_name_raw,json=eventNameRaw,proto3" json:"event_name_raw,omitempty"`
+	// Vendor field `webhook`.
+	Webhook *bool `protobuf:"varint,3,opt,name=webhook,proto3,oneof" json:"webhook,omitempty"`
+	// Vendor field `companyEmail`.
+	CompanyEmail *bool `protobuf:"varint,4,opt,name=company_email,json=companyEmail,proto3,oneof" json:"company_email,omitempty"`
+	// Vendor field `companyEmailAddress`.
+	CompanyEmailAddress *string `protobuf:"bytes,5,opt,name=company_email_address,json=companyEmailAddress,proto3,oneof" json:"company_email_address,omitempty"`
+	// Vendor field `customerEmail`.
+	CustomerEmail *bool `protobuf:"varint,6,opt,name=customer_email,json=customerEmail,proto3,oneof" json:"customer_email,omitempty"`
+	// Vendor field `customerSMS`.
+	CustomerSms *bool `protobuf:"varint,7,opt,name=customer_sms,json=customerSMS,proto3,oneof" json:"customer_sms,omitempty"`
+	// Vendor field `senderEmail`.
+	SenderEmail *string `protobuf:"bytes,8,opt,name=sender_email,json=senderEmail,proto3,oneof" json:"sender_email,omitempty"`
+	// Vendor field `senderName`.
+	SenderName *string `protobuf:"bytes,9,opt,name=sender_name,json=senderName,proto3,oneof" json:"sender_name,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EventConfig) Reset() {
@@ -220,6 +235,7 @@ func (x *EventConfig) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// The request of GetWebhookConfig.
 type GetWebhookConfigRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -256,9 +272,12 @@ func (*GetWebhookConfigRequest) Descriptor() ([]byte, []int) {
 	return file_inspection_v1_event_config_proto_rawDescGZIP(), []int{2}
 }
 
+// The answer of GetWebhookConfig.
 type GetWebhookConfigResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Config        *WebhookConfig         `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The webhook destination as the vendor holds it; the header key itself is never returned
+	// (only whether it is set and a hash prefix).
+	Config        *WebhookConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -300,6 +319,7 @@ func (x *GetWebhookConfigResponse) GetConfig() *WebhookConfig {
 	return nil
 }
 
+// The request of UpdateWebhookConfig.
 type UpdateWebhookConfigRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Destination URL (required, absolute http(s)).
@@ -354,9 +374,11 @@ func (x *UpdateWebhookConfigRequest) GetWebhookHeaderKey() string {
 	return ""
 }
 
+// The answer of UpdateWebhookConfig.
 type UpdateWebhookConfigResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Config        *WebhookConfig         `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The destination after the update; the header key itself is never returned.
+	Config        *WebhookConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -398,6 +420,7 @@ func (x *UpdateWebhookConfigResponse) GetConfig() *WebhookConfig {
 	return nil
 }
 
+// The request of ListEventConfigs.
 type ListEventConfigsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -434,6 +457,7 @@ func (*ListEventConfigsRequest) Descriptor() ([]byte, []int) {
 	return file_inspection_v1_event_config_proto_rawDescGZIP(), []int{6}
 }
 
+// The answer of ListEventConfigs.
 type ListEventConfigsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One per event name, in the vendor's order.
@@ -479,9 +503,11 @@ func (x *ListEventConfigsResponse) GetEventConfigs() []*EventConfig {
 	return nil
 }
 
+// The request of UpdateEventConfig.
 type UpdateEventConfigRequest struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	EventName EventName              `protobuf:"varint,1,opt,name=event_name,json=eventName,proto3,enum=inspection.v1.EventName" json:"event_name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The event to enable or disable (or event_name_raw). Vendor field `eventName`.
+	EventName EventName `protobuf:"varint,1,opt,name=event_name,json=eventName,proto3,enum=inspection.v1.EventName" json:"event_name,omitempty"`
 	// An event name this gateway does not know yet, sent verbatim instead of
 	// event_name.
 	EventNameRaw string `protobuf:"bytes,2,opt,name=event_name_raw,json=eventNameRaw,proto3" json:"event_name_raw,omitempty"`
@@ -542,9 +568,11 @@ func (x *UpdateEventConfigRequest) GetWebhook() bool {
 	return false
 }
 
+// The answer of UpdateEventConfig.
 type UpdateEventConfigResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Config        *EventConfig           `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The event's configuration after the update.
+	Config        *EventConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -586,9 +614,11 @@ func (x *UpdateEventConfigResponse) GetConfig() *EventConfig {
 	return nil
 }
 
+// The request of TestWebhook.
 type TestWebhookRequest struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	EventName EventName              `protobuf:"varint,1,opt,name=event_name,json=eventName,proto3,enum=inspection.v1.EventName" json:"event_name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `eventName`.
+	EventName EventName `protobuf:"varint,1,opt,name=event_name,json=eventName,proto3,enum=inspection.v1.EventName" json:"event_name,omitempty"`
 	// An event name this gateway does not know yet, sent verbatim instead of
 	// event_name.
 	EventNameRaw string `protobuf:"bytes,2,opt,name=event_name_raw,json=eventNameRaw,proto3" json:"event_name_raw,omitempty"`
@@ -649,10 +679,13 @@ func (x *TestWebhookRequest) GetInspectionId() string {
 	return ""
 }
 
+// The answer of TestWebhook.
 type TestWebhookResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Sample value `send`.
-	Status        *string          `protobuf:"bytes,1,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	Status *string `protobuf:"bytes,1,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
 	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -33,14 +33,57 @@ const (
 // Webhook destination and event subscriptions at the vendor.
 type EventConfigServiceClient interface {
 	// GET /apiV1/eventmanager/configwebhook
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After) and caches the answer for 30 s (metadata
+	// `x-cache`; `cache-control: no-cache` skips the cache).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	GetWebhookConfig(ctx context.Context, in *GetWebhookConfigRequest, opts ...grpc.CallOption) (*GetWebhookConfigResponse, error)
 	// PUT /apiV1/eventmanager/configwebhook
+	// Behaviour: idempotent (a PUT: sending twice is sending once); transient vendor failures are
+	// retried; never cached.
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	UpdateWebhookConfig(ctx context.Context, in *UpdateWebhookConfigRequest, opts ...grpc.CallOption) (*UpdateWebhookConfigResponse, error)
 	// GET /apiV1/eventmanager/configevent
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After) and caches the answer for 30 s (metadata
+	// `x-cache`; `cache-control: no-cache` skips the cache).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	ListEventConfigs(ctx context.Context, in *ListEventConfigsRequest, opts ...grpc.CallOption) (*ListEventConfigsResponse, error)
 	// PUT /apiV1/eventmanager/configevent
+	// Behaviour: idempotent (a PUT: sending twice is sending once); transient vendor failures are
+	// retried; never cached.
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	UpdateEventConfig(ctx context.Context, in *UpdateEventConfigRequest, opts ...grpc.CallOption) (*UpdateEventConfigResponse, error)
 	// GET /apiV1/eventmanager/testwebhook: the vendor delivers one event of that kind.
+	// Behaviour: not idempotent (each call makes the vendor send a test event): never retried
+	// once it may have reached the vendor, never cached; a failure after sending is UNKNOWN
+	// (OUTCOME_UNKNOWN).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	TestWebhook(ctx context.Context, in *TestWebhookRequest, opts ...grpc.CallOption) (*TestWebhookResponse, error)
 }
 
@@ -109,14 +152,57 @@ func (c *eventConfigServiceClient) TestWebhook(ctx context.Context, in *TestWebh
 // Webhook destination and event subscriptions at the vendor.
 type EventConfigServiceServer interface {
 	// GET /apiV1/eventmanager/configwebhook
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After) and caches the answer for 30 s (metadata
+	// `x-cache`; `cache-control: no-cache` skips the cache).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	GetWebhookConfig(context.Context, *GetWebhookConfigRequest) (*GetWebhookConfigResponse, error)
 	// PUT /apiV1/eventmanager/configwebhook
+	// Behaviour: idempotent (a PUT: sending twice is sending once); transient vendor failures are
+	// retried; never cached.
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	UpdateWebhookConfig(context.Context, *UpdateWebhookConfigRequest) (*UpdateWebhookConfigResponse, error)
 	// GET /apiV1/eventmanager/configevent
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After) and caches the answer for 30 s (metadata
+	// `x-cache`; `cache-control: no-cache` skips the cache).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	ListEventConfigs(context.Context, *ListEventConfigsRequest) (*ListEventConfigsResponse, error)
 	// PUT /apiV1/eventmanager/configevent
+	// Behaviour: idempotent (a PUT: sending twice is sending once); transient vendor failures are
+	// retried; never cached.
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	UpdateEventConfig(context.Context, *UpdateEventConfigRequest) (*UpdateEventConfigResponse, error)
 	// GET /apiV1/eventmanager/testwebhook: the vendor delivers one event of that kind.
+	// Behaviour: not idempotent (each call makes the vendor send a test event): never retried
+	// once it may have reached the vendor, never cached; a failure after sending is UNKNOWN
+	// (OUTCOME_UNKNOWN).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	TestWebhook(context.Context, *TestWebhookRequest) (*TestWebhookResponse, error)
 	mustEmbedUnimplementedEventConfigServiceServer()
 }

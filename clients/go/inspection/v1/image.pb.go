@@ -22,14 +22,19 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// The quality verdict on an image (`compliance`).
 type ImageQualityCompliance int32
 
 const (
+	// Not set, or a vendor value this gateway does not know yet (the exact value is kept in the
+	// field's `_raw` companion).
 	ImageQualityCompliance_IMAGE_QUALITY_COMPLIANCE_UNSPECIFIED ImageQualityCompliance = 0
 	// Damages may be hidden or invisible: reject after reviewing `reason`.
-	ImageQualityCompliance_IMAGE_QUALITY_COMPLIANCE_NOT_GOOD    ImageQualityCompliance = 1
+	ImageQualityCompliance_IMAGE_QUALITY_COMPLIANCE_NOT_GOOD ImageQualityCompliance = 1
+	// The vendor's "exploitable".
 	ImageQualityCompliance_IMAGE_QUALITY_COMPLIANCE_EXPLOITABLE ImageQualityCompliance = 2
-	ImageQualityCompliance_IMAGE_QUALITY_COMPLIANCE_GOOD        ImageQualityCompliance = 3
+	// The vendor's "good".
+	ImageQualityCompliance_IMAGE_QUALITY_COMPLIANCE_GOOD ImageQualityCompliance = 3
 )
 
 // Enum value maps for ImageQualityCompliance.
@@ -79,14 +84,24 @@ func (ImageQualityCompliance) EnumDescriptor() ([]byte, []int) {
 type ImageAngle int32
 
 const (
-	ImageAngle_IMAGE_ANGLE_UNSPECIFIED         ImageAngle = 0
-	ImageAngle_IMAGE_ANGLE_FRONT               ImageAngle = 1
-	ImageAngle_IMAGE_ANGLE_FRONT_T34_DRIVER    ImageAngle = 2
-	ImageAngle_IMAGE_ANGLE_SIDE_DRIVER         ImageAngle = 3
-	ImageAngle_IMAGE_ANGLE_BACK_T34_DRIVER     ImageAngle = 4
-	ImageAngle_IMAGE_ANGLE_BACK                ImageAngle = 5
-	ImageAngle_IMAGE_ANGLE_BACK_T34_PASSENGER  ImageAngle = 6
-	ImageAngle_IMAGE_ANGLE_SIDE_PASSENGER      ImageAngle = 7
+	// Not set, or a vendor value this gateway does not know yet (the exact value is kept in the
+	// field's `_raw` companion).
+	ImageAngle_IMAGE_ANGLE_UNSPECIFIED ImageAngle = 0
+	// The vendor's "Front".
+	ImageAngle_IMAGE_ANGLE_FRONT ImageAngle = 1
+	// The vendor's "Front t34 Driver".
+	ImageAngle_IMAGE_ANGLE_FRONT_T34_DRIVER ImageAngle = 2
+	// The vendor's "Side Driver".
+	ImageAngle_IMAGE_ANGLE_SIDE_DRIVER ImageAngle = 3
+	// The vendor's "Back t34 Driver".
+	ImageAngle_IMAGE_ANGLE_BACK_T34_DRIVER ImageAngle = 4
+	// The vendor's "Back".
+	ImageAngle_IMAGE_ANGLE_BACK ImageAngle = 5
+	// The vendor's "Back t34 Passenger".
+	ImageAngle_IMAGE_ANGLE_BACK_T34_PASSENGER ImageAngle = 6
+	// The vendor's "Side Passenger".
+	ImageAngle_IMAGE_ANGLE_SIDE_PASSENGER ImageAngle = 7
+	// The vendor's "Front t34 Passenger".
 	ImageAngle_IMAGE_ANGLE_FRONT_T34_PASSENGER ImageAngle = 8
 )
 
@@ -143,12 +158,17 @@ func (ImageAngle) EnumDescriptor() ([]byte, []int) {
 	return file_inspection_v1_image_proto_rawDescGZIP(), []int{1}
 }
 
+// Whether the vehicle is cut off at the image border (`cut`).
 type ImageCut int32
 
 const (
+	// Not set, or a vendor value this gateway does not know yet (the exact value is kept in the
+	// field's `_raw` companion).
 	ImageCut_IMAGE_CUT_UNSPECIFIED ImageCut = 0
-	ImageCut_IMAGE_CUT_NOT_CUT     ImageCut = 1
-	ImageCut_IMAGE_CUT_CUT         ImageCut = 2
+	// The vendor's "not cut".
+	ImageCut_IMAGE_CUT_NOT_CUT ImageCut = 1
+	// The vendor's "cut".
+	ImageCut_IMAGE_CUT_CUT ImageCut = 2
 	// The vehicle fits exactly in the frame.
 	ImageCut_IMAGE_CUT_BORDER ImageCut = 3
 )
@@ -196,13 +216,20 @@ func (ImageCut) EnumDescriptor() ([]byte, []int) {
 	return file_inspection_v1_image_proto_rawDescGZIP(), []int{2}
 }
 
+// How the image is rotated (`rotation`).
 type ImageRotation int32
 
 const (
-	ImageRotation_IMAGE_ROTATION_UNSPECIFIED         ImageRotation = 0
-	ImageRotation_IMAGE_ROTATION_NONE                ImageRotation = 1
-	ImageRotation_IMAGE_ROTATION_90_CLOCKWISE        ImageRotation = 2
-	ImageRotation_IMAGE_ROTATION_180                 ImageRotation = 3
+	// Not set, or a vendor value this gateway does not know yet (the exact value is kept in the
+	// field's `_raw` companion).
+	ImageRotation_IMAGE_ROTATION_UNSPECIFIED ImageRotation = 0
+	// The vendor's "0".
+	ImageRotation_IMAGE_ROTATION_NONE ImageRotation = 1
+	// The vendor's "90_CLOCKWISE".
+	ImageRotation_IMAGE_ROTATION_90_CLOCKWISE ImageRotation = 2
+	// The vendor's "ROTATE_180".
+	ImageRotation_IMAGE_ROTATION_180 ImageRotation = 3
+	// The vendor's "90_COUNTERCLOCKWISE".
 	ImageRotation_IMAGE_ROTATION_90_COUNTERCLOCKWISE ImageRotation = 4
 )
 
@@ -251,15 +278,22 @@ func (ImageRotation) EnumDescriptor() ([]byte, []int) {
 	return file_inspection_v1_image_proto_rawDescGZIP(), []int{3}
 }
 
+// What an image shows (`imageType`).
 type ImageType int32
 
 const (
+	// Not set, or a vendor value this gateway does not know yet (the exact value is kept in the
+	// field's `_raw` companion).
 	ImageType_IMAGE_TYPE_UNSPECIFIED ImageType = 0
-	ImageType_IMAGE_TYPE_DISTANT     ImageType = 1
-	ImageType_IMAGE_TYPE_CLOSE       ImageType = 2
-	ImageType_IMAGE_TYPE_INTERIOR    ImageType = 3
+	// The vendor's "distant".
+	ImageType_IMAGE_TYPE_DISTANT ImageType = 1
+	// The vendor's "close".
+	ImageType_IMAGE_TYPE_CLOSE ImageType = 2
+	// The vendor's "interior".
+	ImageType_IMAGE_TYPE_INTERIOR ImageType = 3
 	// No vehicle or vehicle part detected: unsuitable for analysis.
-	ImageType_IMAGE_TYPE_NOT_A_CAR  ImageType = 4
+	ImageType_IMAGE_TYPE_NOT_A_CAR ImageType = 4
+	// The vendor's "cargo_area".
 	ImageType_IMAGE_TYPE_CARGO_AREA ImageType = 5
 )
 
@@ -310,6 +344,7 @@ func (ImageType) EnumDescriptor() ([]byte, []int) {
 	return file_inspection_v1_image_proto_rawDescGZIP(), []int{4}
 }
 
+// The request of RemoveBackground.
 type RemoveBackgroundRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// URL of the car image (required).
@@ -319,19 +354,24 @@ type RemoveBackgroundRequest struct {
 	// Hexadecimal colour (`#RRGGBB` or `RRGGBB`) of a monochrome background: JPEG result.
 	ColorBackground *string `protobuf:"bytes,3,opt,name=color_background,json=colorBackground,proto3,oneof" json:"color_background,omitempty"`
 	// Size of the vehicle relative to the background.
-	ManualWidthRatio  *float64 `protobuf:"fixed64,4,opt,name=manual_width_ratio,json=manualWidthRatio,proto3,oneof" json:"manual_width_ratio,omitempty"`
-	AutoCenter        *bool    `protobuf:"varint,5,opt,name=auto_center,json=autoCenter,proto3,oneof" json:"auto_center,omitempty"`
-	ManualPositioning *bool    `protobuf:"varint,6,opt,name=manual_positioning,json=manualPositioning,proto3,oneof" json:"manual_positioning,omitempty"`
+	ManualWidthRatio *float64 `protobuf:"fixed64,4,opt,name=manual_width_ratio,json=manualWidthRatio,proto3,oneof" json:"manual_width_ratio,omitempty"`
+	// Centre the vehicle. Vendor field `autoCenter`.
+	AutoCenter *bool `protobuf:"varint,5,opt,name=auto_center,json=autoCenter,proto3,oneof" json:"auto_center,omitempty"`
+	// Enables the manual top-left position parameter. Vendor field `manualPositioning`.
+	ManualPositioning *bool `protobuf:"varint,6,opt,name=manual_positioning,json=manualPositioning,proto3,oneof" json:"manual_positioning,omitempty"`
 	// `[x, y]` of the top-left corner of the vehicle on the background. The spec spells
 	// it `manualTopLeftPositionRatio` and `...Ratios`; the gateway's
 	// `background_removal.position_ratio_key` setting says which it sends.
 	ManualTopLeftPositionRatio []float64 `protobuf:"fixed64,7,rep,packed,name=manual_top_left_position_ratio,json=manualTopLeftPositionRatio,proto3" json:"manual_top_left_position_ratio,omitempty"`
 	// Legacy `[x1, y1, x2, y2]`. The spec spells it `wheelBox` and `wheelsBox`; the
 	// gateway's `background_removal.wheel_box_key` setting says which it sends.
-	WheelBox         []float64 `protobuf:"fixed64,8,rep,packed,name=wheel_box,json=wheelBox,proto3" json:"wheel_box,omitempty"`
-	BlurFace         *bool     `protobuf:"varint,9,opt,name=blur_face,json=blurFace,proto3,oneof" json:"blur_face,omitempty"`
-	BlurLogo         *bool     `protobuf:"varint,10,opt,name=blur_logo,json=blurLogo,proto3,oneof" json:"blur_logo,omitempty"`
-	BlurLicencePlate *bool     `protobuf:"varint,11,opt,name=blur_licence_plate,json=blurLicencePlate,proto3,oneof" json:"blur_licence_plate,omitempty"`
+	WheelBox []float64 `protobuf:"fixed64,8,rep,packed,name=wheel_box,json=wheelBox,proto3" json:"wheel_box,omitempty"`
+	// Blur faces. Vendor field `blurFace`.
+	BlurFace *bool `protobuf:"varint,9,opt,name=blur_face,json=blurFace,proto3,oneof" json:"blur_face,omitempty"`
+	// Blur logos. Vendor field `blurLogo`.
+	BlurLogo *bool `protobuf:"varint,10,opt,name=blur_logo,json=blurLogo,proto3,oneof" json:"blur_logo,omitempty"`
+	// Blur licence plates. Vendor field `blurLicencePlate`.
+	BlurLicencePlate *bool `protobuf:"varint,11,opt,name=blur_licence_plate,json=blurLicencePlate,proto3,oneof" json:"blur_licence_plate,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -443,13 +483,17 @@ func (x *RemoveBackgroundRequest) GetBlurLicencePlate() bool {
 	return false
 }
 
+// The answer of RemoveBackground.
 type RemoveBackgroundResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    *string                `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
+	// Vendor field `id`.
+	Id *string `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
 	// URL of the produced image (PNG when transparent, JPEG with a colour).
 	Path *string `protobuf:"bytes,2,opt,name=path,proto3,oneof" json:"path,omitempty"`
 	// Sample value `success`.
-	Status        *string          `protobuf:"bytes,3,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	Status *string `protobuf:"bytes,3,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
 	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -517,25 +561,50 @@ func (x *RemoveBackgroundResponse) GetUnknownFields() *structpb.Struct {
 // severity). The list endpoint spells some keys with a capital (`Dark`); both
 // spellings decode into the same field.
 type QualityReason struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	Blur        *float64               `protobuf:"fixed64,1,opt,name=blur,proto3,oneof" json:"blur,omitempty"`
-	Compression *float64               `protobuf:"fixed64,2,opt,name=compression,proto3,oneof" json:"compression,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Confidence, 0 to 1, that the image shows blur (not a severity; a high value alone does not
+	// make the image unusable). Vendor field `blur`.
+	Blur *float64 `protobuf:"fixed64,1,opt,name=blur,proto3,oneof" json:"blur,omitempty"`
+	// Confidence, 0 to 1, that the image shows compression artefacts (not a severity; a high
+	// value alone does not make the image unusable). Vendor field `compression`.
+	Compression *float64 `protobuf:"fixed64,2,opt,name=compression,proto3,oneof" json:"compression,omitempty"`
 	// 0 intact, 1 corrupted.
-	Corrupted  *float64 `protobuf:"fixed64,3,opt,name=corrupted,proto3,oneof" json:"corrupted,omitempty"`
-	Dark       *float64 `protobuf:"fixed64,4,opt,name=dark,proto3,oneof" json:"dark,omitempty"`
-	Dirt       *float64 `protobuf:"fixed64,5,opt,name=dirt,proto3,oneof" json:"dirt,omitempty"`
-	Flare      *float64 `protobuf:"fixed64,6,opt,name=flare,proto3,oneof" json:"flare,omitempty"`
+	Corrupted *float64 `protobuf:"fixed64,3,opt,name=corrupted,proto3,oneof" json:"corrupted,omitempty"`
+	// Confidence, 0 to 1, that the image shows darkness (not a severity; a high value alone does
+	// not make the image unusable). Vendor field `dark`.
+	Dark *float64 `protobuf:"fixed64,4,opt,name=dark,proto3,oneof" json:"dark,omitempty"`
+	// Confidence, 0 to 1, that the image shows dirt on the vehicle (not a severity; a high value
+	// alone does not make the image unusable). Vendor field `dirt`.
+	Dirt *float64 `protobuf:"fixed64,5,opt,name=dirt,proto3,oneof" json:"dirt,omitempty"`
+	// Confidence, 0 to 1, that the image shows lens flare (not a severity; a high value alone
+	// does not make the image unusable). Vendor field `flare`.
+	Flare *float64 `protobuf:"fixed64,6,opt,name=flare,proto3,oneof" json:"flare,omitempty"`
+	// Confidence, 0 to 1, that the image shows reflections (not a severity; a high value alone
+	// does not make the image unusable). Vendor field `reflection`.
 	Reflection *float64 `protobuf:"fixed64,7,opt,name=reflection,proto3,oneof" json:"reflection,omitempty"`
 	// 1 = photo of a screen.
-	Screen   *float64 `protobuf:"fixed64,8,opt,name=screen,proto3,oneof" json:"screen,omitempty"`
-	Shadow   *float64 `protobuf:"fixed64,9,opt,name=shadow,proto3,oneof" json:"shadow,omitempty"`
-	Sticker  *float64 `protobuf:"fixed64,10,opt,name=sticker,proto3,oneof" json:"sticker,omitempty"`
-	Wet      *float64 `protobuf:"fixed64,11,opt,name=wet,proto3,oneof" json:"wet,omitempty"`
-	Snow     *float64 `protobuf:"fixed64,12,opt,name=snow,proto3,oneof" json:"snow,omitempty"`
+	Screen *float64 `protobuf:"fixed64,8,opt,name=screen,proto3,oneof" json:"screen,omitempty"`
+	// Confidence, 0 to 1, that the image shows shadows (not a severity; a high value alone does
+	// not make the image unusable). Vendor field `shadow`.
+	Shadow *float64 `protobuf:"fixed64,9,opt,name=shadow,proto3,oneof" json:"shadow,omitempty"`
+	// Confidence, 0 to 1, that the image shows stickers (not a severity; a high value alone does
+	// not make the image unusable). Vendor field `sticker`.
+	Sticker *float64 `protobuf:"fixed64,10,opt,name=sticker,proto3,oneof" json:"sticker,omitempty"`
+	// Confidence, 0 to 1, that the image shows a wet vehicle (not a severity; a high value alone
+	// does not make the image unusable). Vendor field `wet`.
+	Wet *float64 `protobuf:"fixed64,11,opt,name=wet,proto3,oneof" json:"wet,omitempty"`
+	// Confidence, 0 to 1, that the image shows snow (not a severity; a high value alone does not
+	// make the image unusable). Vendor field `snow`.
+	Snow *float64 `protobuf:"fixed64,12,opt,name=snow,proto3,oneof" json:"snow,omitempty"`
+	// Confidence, 0 to 1, that the image shows an obstacle in front of the vehicle (not a
+	// severity; a high value alone does not make the image unusable). Vendor field `obstacle`.
 	Obstacle *float64 `protobuf:"fixed64,13,opt,name=obstacle,proto3,oneof" json:"obstacle,omitempty"`
 	// Pixels.
-	Height        *int32           `protobuf:"varint,14,opt,name=height,proto3,oneof" json:"height,omitempty"`
-	Width         *int32           `protobuf:"varint,15,opt,name=width,proto3,oneof" json:"width,omitempty"`
+	Height *int32 `protobuf:"varint,14,opt,name=height,proto3,oneof" json:"height,omitempty"`
+	// Image width in pixels. Vendor field `width`.
+	Width *int32 `protobuf:"varint,15,opt,name=width,proto3,oneof" json:"width,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
 	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -683,21 +752,42 @@ func (x *QualityReason) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// The quality verdict on one image (`data[]` of a quality answer).
 type QualityClassification struct {
-	state                     protoimpl.MessageState `protogen:"open.v1"`
-	ImageQualityCompliance    ImageQualityCompliance `protobuf:"varint,1,opt,name=image_quality_compliance,json=imageQualityCompliance,proto3,enum=inspection.v1.ImageQualityCompliance" json:"image_quality_compliance,omitempty"`
-	ImageQualityComplianceRaw string                 `protobuf:"bytes,2,opt,name=image_quality_compliance_raw,json=imageQualityComplianceRaw,proto3" json:"image_quality_compliance_raw,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// `not_good`, `exploitable`, `good`. Vendor field `imageQualityCompliance`.
+	ImageQualityCompliance ImageQualityCompliance `protobuf:"varint,1,opt,name=image_quality_compliance,json=imageQualityCompliance,proto3,enum=inspection.v1.ImageQualityCompliance" json:"image_quality_compliance,omitempty"`
+	// The vendor's exact `imageQualityCompliance` value, kept beside the typed field (which is
+	// *_UNSPECIFIED for a value this gateway does not know).
+	ImageQualityComplianceRaw string `protobuf:"bytes,2,opt,name=image_quality_compliance_raw,json=imageQualityComplianceRaw,proto3" json:"image_quality_compliance_raw,omitempty"`
 	// 0..1, higher is better.
-	Quality       *float64         `protobuf:"fixed64,3,opt,name=quality,proto3,oneof" json:"quality,omitempty"`
-	Angle         ImageAngle       `protobuf:"varint,4,opt,name=angle,proto3,enum=inspection.v1.ImageAngle" json:"angle,omitempty"`
-	AngleRaw      string           `protobuf:"bytes,5,opt,name=angle_raw,json=angleRaw,proto3" json:"angle_raw,omitempty"`
-	Cut           ImageCut         `protobuf:"varint,6,opt,name=cut,proto3,enum=inspection.v1.ImageCut" json:"cut,omitempty"`
-	CutRaw        string           `protobuf:"bytes,7,opt,name=cut_raw,json=cutRaw,proto3" json:"cut_raw,omitempty"`
-	Rotation      ImageRotation    `protobuf:"varint,8,opt,name=rotation,proto3,enum=inspection.v1.ImageRotation" json:"rotation,omitempty"`
-	RotationRaw   string           `protobuf:"bytes,9,opt,name=rotation_raw,json=rotationRaw,proto3" json:"rotation_raw,omitempty"`
-	Type          ImageType        `protobuf:"varint,10,opt,name=type,proto3,enum=inspection.v1.ImageType" json:"type,omitempty"`
-	TypeRaw       string           `protobuf:"bytes,11,opt,name=type_raw,json=typeRaw,proto3" json:"type_raw,omitempty"`
-	Reason        *QualityReason   `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`
+	Quality *float64 `protobuf:"fixed64,3,opt,name=quality,proto3,oneof" json:"quality,omitempty"`
+	// `Front`, `Front t34 Driver`, `Side Driver`, `Back t34 Driver`, `Back`, `Back t34
+	// Passenger`, `Side Passenger`, `Front t34 Passenger` (left-hand-drive vehicles). Vendor
+	// field `angle`.
+	Angle ImageAngle `protobuf:"varint,4,opt,name=angle,proto3,enum=inspection.v1.ImageAngle" json:"angle,omitempty"`
+	// The vendor's exact `angle` value, kept beside the typed field (which is *_UNSPECIFIED for a
+	// value this gateway does not know).
+	AngleRaw string `protobuf:"bytes,5,opt,name=angle_raw,json=angleRaw,proto3" json:"angle_raw,omitempty"`
+	// `not cut`, `cut`, `border` (vehicle fits exactly in frame). Vendor field `cut`.
+	Cut ImageCut `protobuf:"varint,6,opt,name=cut,proto3,enum=inspection.v1.ImageCut" json:"cut,omitempty"`
+	// The vendor's exact `cut` value, kept beside the typed field (which is *_UNSPECIFIED for a
+	// value this gateway does not know).
+	CutRaw string `protobuf:"bytes,7,opt,name=cut_raw,json=cutRaw,proto3" json:"cut_raw,omitempty"`
+	// `0`, `90_CLOCKWISE`, `ROTATE_180`, `90_COUNTERCLOCKWISE`. Vendor field `rotation`.
+	Rotation ImageRotation `protobuf:"varint,8,opt,name=rotation,proto3,enum=inspection.v1.ImageRotation" json:"rotation,omitempty"`
+	// The vendor's exact `rotation` value, kept beside the typed field (which is *_UNSPECIFIED
+	// for a value this gateway does not know).
+	RotationRaw string `protobuf:"bytes,9,opt,name=rotation_raw,json=rotationRaw,proto3" json:"rotation_raw,omitempty"`
+	// Vendor field `type`.
+	Type ImageType `protobuf:"varint,10,opt,name=type,proto3,enum=inspection.v1.ImageType" json:"type,omitempty"`
+	// The vendor's exact `type` value, kept beside the typed field (which is *_UNSPECIFIED for a
+	// value this gateway does not know).
+	TypeRaw string `protobuf:"bytes,11,opt,name=type_raw,json=typeRaw,proto3" json:"type_raw,omitempty"`
+	// Feature confidences, below. Vendor field `reason`.
+	Reason *QualityReason `protobuf:"bytes,12,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
 	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -826,11 +916,15 @@ func (x *QualityClassification) GetUnknownFields() *structpb.Struct {
 
 // The quality of one image.
 type ImageQuality struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `classification`.
 	Classification *QualityClassification `protobuf:"bytes,1,opt,name=classification,proto3" json:"classification,omitempty"`
 	// Per-image status: 200 ok, 400 error, 500 internal error.
-	Status        *int32           `protobuf:"varint,2,opt,name=status,proto3,oneof" json:"status,omitempty"`
-	Url           *string          `protobuf:"bytes,3,opt,name=url,proto3,oneof" json:"url,omitempty"`
+	Status *int32 `protobuf:"varint,2,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	// The analysed image. Vendor field `url`.
+	Url *string `protobuf:"bytes,3,opt,name=url,proto3,oneof" json:"url,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
 	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -894,6 +988,7 @@ func (x *ImageQuality) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// The request of AssessQuality.
 type AssessQualityRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// URL of the image (compressed and resized to 512 px is recommended).
@@ -939,12 +1034,18 @@ func (x *AssessQualityRequest) GetUrl() string {
 	return ""
 }
 
+// The answer of AssessQuality.
 type AssessQualityResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            *string                `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
-	Status        *int32                 `protobuf:"varint,2,opt,name=status,proto3,oneof" json:"status,omitempty"`
-	Data          []*ImageQuality        `protobuf:"bytes,3,rep,name=data,proto3" json:"data,omitempty"`
-	UnknownFields *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `id`.
+	Id *string `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
+	// Vendor field `status`.
+	Status *int32 `protobuf:"varint,2,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	// Vendor field `data`.
+	Data []*ImageQuality `protobuf:"bytes,3,rep,name=data,proto3" json:"data,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1007,6 +1108,7 @@ func (x *AssessQualityResponse) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// The request of AssessQualityBatch.
 type AssessQualityBatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Non-empty list of absolute http(s) URLs.
@@ -1052,12 +1154,17 @@ func (x *AssessQualityBatchRequest) GetUrls() []string {
 	return nil
 }
 
+// The answer of AssessQualityBatch.
 type AssessQualityBatchResponse struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	Id     *string                `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
-	Status *int32                 `protobuf:"varint,2,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `id`.
+	Id *string `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
+	// Vendor field `status`.
+	Status *int32 `protobuf:"varint,2,opt,name=status,proto3,oneof" json:"status,omitempty"`
 	// One item per URL, in order, each with its own status.
-	Data          []*ImageQuality  `protobuf:"bytes,3,rep,name=data,proto3" json:"data,omitempty"`
+	Data []*ImageQuality `protobuf:"bytes,3,rep,name=data,proto3" json:"data,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
 	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1123,13 +1230,20 @@ func (x *AssessQualityBatchResponse) GetUnknownFields() *structpb.Struct {
 
 // Bounding box values are fractions of the image in the vendor's samples.
 type CarData struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Contour       []*Polygon             `protobuf:"bytes,1,rep,name=contour,proto3" json:"contour,omitempty"`
-	Height        *float64               `protobuf:"fixed64,2,opt,name=height,proto3,oneof" json:"height,omitempty"`
-	Width         *float64               `protobuf:"fixed64,3,opt,name=width,proto3,oneof" json:"width,omitempty"`
-	CenterY       *float64               `protobuf:"fixed64,4,opt,name=center_y,json=centerY,proto3,oneof" json:"center_y,omitempty"`
-	CenterX       *float64               `protobuf:"fixed64,5,opt,name=center_x,json=centerX,proto3,oneof" json:"center_x,omitempty"`
-	UnknownFields *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `contour`.
+	Contour []*Polygon `protobuf:"bytes,1,rep,name=contour,proto3" json:"contour,omitempty"`
+	// Vendor field `height`.
+	Height *float64 `protobuf:"fixed64,2,opt,name=height,proto3,oneof" json:"height,omitempty"`
+	// Vendor field `width`.
+	Width *float64 `protobuf:"fixed64,3,opt,name=width,proto3,oneof" json:"width,omitempty"`
+	// Vendor field `centerY`.
+	CenterY *float64 `protobuf:"fixed64,4,opt,name=center_y,json=centerY,proto3,oneof" json:"center_y,omitempty"`
+	// Vendor field `centerX`.
+	CenterX *float64 `protobuf:"fixed64,5,opt,name=center_x,json=centerX,proto3,oneof" json:"center_x,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1206,10 +1320,14 @@ func (x *CarData) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// `data.detectionList[]` of a vehicle segmentation: one image and its car silhouette.
 type SilhouetteDetections struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	CarData       *CarData               `protobuf:"bytes,1,opt,name=car_data,json=carData,proto3" json:"car_data,omitempty"`
-	UnknownFields *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `carData`.
+	CarData *CarData `protobuf:"bytes,1,opt,name=car_data,json=carData,proto3" json:"car_data,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1258,15 +1376,22 @@ func (x *SilhouetteDetections) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// `detections` of one segmented image.
 type SilhouetteDetection struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    *string                `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
+	// Vendor field `id`.
+	Id *string `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
 	// Explains the problem when `status` is not 200; empty otherwise.
-	ImageStatus   *string               `protobuf:"bytes,2,opt,name=image_status,json=imageStatus,proto3,oneof" json:"image_status,omitempty"`
-	Status        *int32                `protobuf:"varint,3,opt,name=status,proto3,oneof" json:"status,omitempty"`
-	Url           *string               `protobuf:"bytes,4,opt,name=url,proto3,oneof" json:"url,omitempty"`
-	Detections    *SilhouetteDetections `protobuf:"bytes,5,opt,name=detections,proto3" json:"detections,omitempty"`
-	UnknownFields *structpb.Struct      `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	ImageStatus *string `protobuf:"bytes,2,opt,name=image_status,json=imageStatus,proto3,oneof" json:"image_status,omitempty"`
+	// Vendor field `status`.
+	Status *int32 `protobuf:"varint,3,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	// The analysed image. Vendor field `url`.
+	Url *string `protobuf:"bytes,4,opt,name=url,proto3,oneof" json:"url,omitempty"`
+	// Vendor field `detections`.
+	Detections *SilhouetteDetections `protobuf:"bytes,5,opt,name=detections,proto3" json:"detections,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1343,10 +1468,14 @@ func (x *SilhouetteDetection) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// `detections.carData`: the car's outline and bounding box.
 type SilhouetteData struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `detectionList`.
 	DetectionList []*SilhouetteDetection `protobuf:"bytes,1,rep,name=detection_list,json=detectionList,proto3" json:"detection_list,omitempty"`
-	UnknownFields *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1395,9 +1524,11 @@ func (x *SilhouetteData) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// The request of SegmentVehicle.
 type SegmentVehicleRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Urls          []string               `protobuf:"bytes,1,rep,name=urls,proto3" json:"urls,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `urls`.
+	Urls          []string `protobuf:"bytes,1,rep,name=urls,proto3" json:"urls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1439,12 +1570,18 @@ func (x *SegmentVehicleRequest) GetUrls() []string {
 	return nil
 }
 
+// The answer of SegmentVehicle.
 type SegmentVehicleResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            *string                `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
-	Status        *int32                 `protobuf:"varint,2,opt,name=status,proto3,oneof" json:"status,omitempty"`
-	Data          *SilhouetteData        `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
-	UnknownFields *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `id`.
+	Id *string `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
+	// Vendor field `status`.
+	Status *int32 `protobuf:"varint,2,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	// Vendor field `data`.
+	Data *SilhouetteData `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1507,20 +1644,27 @@ func (x *SegmentVehicleResponse) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// One part found by part segmentation, with its outline and box.
 type VehiclePart struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The vendor's part code (for example `PRTAVD`).
-	Type    *string  `protobuf:"bytes,1,opt,name=type,proto3,oneof" json:"type,omitempty"`
+	Type *string `protobuf:"bytes,1,opt,name=type,proto3,oneof" json:"type,omitempty"`
+	// Vendor field `centerX`.
 	CenterX *float64 `protobuf:"fixed64,2,opt,name=center_x,json=centerX,proto3,oneof" json:"center_x,omitempty"`
+	// Vendor field `centerY`.
 	CenterY *float64 `protobuf:"fixed64,3,opt,name=center_y,json=centerY,proto3,oneof" json:"center_y,omitempty"`
-	Width   *float64 `protobuf:"fixed64,4,opt,name=width,proto3,oneof" json:"width,omitempty"`
-	Height  *float64 `protobuf:"fixed64,5,opt,name=height,proto3,oneof" json:"height,omitempty"`
+	// Vendor field `width`.
+	Width *float64 `protobuf:"fixed64,4,opt,name=width,proto3,oneof" json:"width,omitempty"`
+	// Vendor field `height`.
+	Height *float64 `protobuf:"fixed64,5,opt,name=height,proto3,oneof" json:"height,omitempty"`
 	// One polygon per part.
 	Contour *Polygon `protobuf:"bytes,6,opt,name=contour,proto3" json:"contour,omitempty"`
 	// On wheel parts (sample `Jante_AL`).
 	WheelType *string `protobuf:"bytes,7,opt,name=wheel_type,json=wheelType,proto3,oneof" json:"wheel_type,omitempty"`
 	// Computed by the gateway from `type` (reference/codes.md).
-	Part          *PartCode        `protobuf:"bytes,8,opt,name=part,proto3" json:"part,omitempty"`
+	Part *PartCode `protobuf:"bytes,8,opt,name=part,proto3" json:"part,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
 	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1619,10 +1763,14 @@ func (x *VehiclePart) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// `data.detectionList[]` of a part segmentation: one image and its parts.
 type PartsDetections struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PartsData     []*VehiclePart         `protobuf:"bytes,1,rep,name=parts_data,json=partsData,proto3" json:"parts_data,omitempty"`
-	UnknownFields *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `partsData`.
+	PartsData []*VehiclePart `protobuf:"bytes,1,rep,name=parts_data,json=partsData,proto3" json:"parts_data,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1671,14 +1819,22 @@ func (x *PartsDetections) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// `detections` of one image of a part segmentation.
 type PartsDetection struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            *string                `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
-	ImageStatus   *string                `protobuf:"bytes,2,opt,name=image_status,json=imageStatus,proto3,oneof" json:"image_status,omitempty"`
-	Status        *int32                 `protobuf:"varint,3,opt,name=status,proto3,oneof" json:"status,omitempty"`
-	Url           *string                `protobuf:"bytes,4,opt,name=url,proto3,oneof" json:"url,omitempty"`
-	Detections    *PartsDetections       `protobuf:"bytes,5,opt,name=detections,proto3" json:"detections,omitempty"`
-	UnknownFields *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `id`.
+	Id *string `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
+	// Vendor field `imageStatus`.
+	ImageStatus *string `protobuf:"bytes,2,opt,name=image_status,json=imageStatus,proto3,oneof" json:"image_status,omitempty"`
+	// Vendor field `status`.
+	Status *int32 `protobuf:"varint,3,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	// The analysed image. Vendor field `url`.
+	Url *string `protobuf:"bytes,4,opt,name=url,proto3,oneof" json:"url,omitempty"`
+	// Vendor field `detections`.
+	Detections *PartsDetections `protobuf:"bytes,5,opt,name=detections,proto3" json:"detections,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1755,12 +1911,15 @@ func (x *PartsDetection) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// `data.vehicle` of a part segmentation: the licence plate read on the images.
 type DetectedVehicle struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Country code of the detected licence plate.
 	Region *string `protobuf:"bytes,1,opt,name=region,proto3,oneof" json:"region,omitempty"`
 	// Licence plate text.
-	Immat         *string          `protobuf:"bytes,2,opt,name=immat,proto3,oneof" json:"immat,omitempty"`
+	Immat *string `protobuf:"bytes,2,opt,name=immat,proto3,oneof" json:"immat,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
 	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1817,11 +1976,16 @@ func (x *DetectedVehicle) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// `data` of a part segmentation answer.
 type PartsData struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Vehicle       *DetectedVehicle       `protobuf:"bytes,1,opt,name=vehicle,proto3" json:"vehicle,omitempty"`
-	DetectionList []*PartsDetection      `protobuf:"bytes,2,rep,name=detection_list,json=detectionList,proto3" json:"detection_list,omitempty"`
-	UnknownFields *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `vehicle`.
+	Vehicle *DetectedVehicle `protobuf:"bytes,1,opt,name=vehicle,proto3" json:"vehicle,omitempty"`
+	// Vendor field `detectionList`.
+	DetectionList []*PartsDetection `protobuf:"bytes,2,rep,name=detection_list,json=detectionList,proto3" json:"detection_list,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1877,9 +2041,11 @@ func (x *PartsData) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// The request of SegmentParts.
 type SegmentPartsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Urls          []string               `protobuf:"bytes,1,rep,name=urls,proto3" json:"urls,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `urls`.
+	Urls          []string `protobuf:"bytes,1,rep,name=urls,proto3" json:"urls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1921,12 +2087,18 @@ func (x *SegmentPartsRequest) GetUrls() []string {
 	return nil
 }
 
+// The answer of SegmentParts.
 type SegmentPartsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            *string                `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
-	Status        *int32                 `protobuf:"varint,2,opt,name=status,proto3,oneof" json:"status,omitempty"`
-	Data          *PartsData             `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
-	UnknownFields *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `id`.
+	Id *string `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
+	// Vendor field `status`.
+	Status *int32 `protobuf:"varint,2,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	// Vendor field `data`.
+	Data *PartsData `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

@@ -35,14 +35,59 @@ const (
 // (200, 400, 500): a failed image is reported inside the result, not as an RPC error.
 type ImageServiceClient interface {
 	// POST /apiV1/remarketing/removeBackground
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After) and caches the answer for 600 s (metadata
+	// `x-cache`; `cache-control: no-cache` skips the cache).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	RemoveBackground(ctx context.Context, in *RemoveBackgroundRequest, opts ...grpc.CallOption) (*RemoveBackgroundResponse, error)
 	// POST /apiV1/quality/image
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After) and caches the answer for 600 s (metadata
+	// `x-cache`; `cache-control: no-cache` skips the cache).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	AssessQuality(ctx context.Context, in *AssessQualityRequest, opts ...grpc.CallOption) (*AssessQualityResponse, error)
 	// POST /apiV1/quality/image/list
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After) and caches the answer for 600 s (metadata
+	// `x-cache`; `cache-control: no-cache` skips the cache).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	AssessQualityBatch(ctx context.Context, in *AssessQualityBatchRequest, opts ...grpc.CallOption) (*AssessQualityBatchResponse, error)
 	// POST /apiV1/seg/image
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After) and caches the answer for 600 s (metadata
+	// `x-cache`; `cache-control: no-cache` skips the cache).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	SegmentVehicle(ctx context.Context, in *SegmentVehicleRequest, opts ...grpc.CallOption) (*SegmentVehicleResponse, error)
 	// POST /apiV1/part/image
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After) and caches the answer for 600 s (metadata
+	// `x-cache`; `cache-control: no-cache` skips the cache).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	SegmentParts(ctx context.Context, in *SegmentPartsRequest, opts ...grpc.CallOption) (*SegmentPartsResponse, error)
 }
 
@@ -113,14 +158,59 @@ func (c *imageServiceClient) SegmentParts(ctx context.Context, in *SegmentPartsR
 // (200, 400, 500): a failed image is reported inside the result, not as an RPC error.
 type ImageServiceServer interface {
 	// POST /apiV1/remarketing/removeBackground
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After) and caches the answer for 600 s (metadata
+	// `x-cache`; `cache-control: no-cache` skips the cache).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	RemoveBackground(context.Context, *RemoveBackgroundRequest) (*RemoveBackgroundResponse, error)
 	// POST /apiV1/quality/image
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After) and caches the answer for 600 s (metadata
+	// `x-cache`; `cache-control: no-cache` skips the cache).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	AssessQuality(context.Context, *AssessQualityRequest) (*AssessQualityResponse, error)
 	// POST /apiV1/quality/image/list
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After) and caches the answer for 600 s (metadata
+	// `x-cache`; `cache-control: no-cache` skips the cache).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	AssessQualityBatch(context.Context, *AssessQualityBatchRequest) (*AssessQualityBatchResponse, error)
 	// POST /apiV1/seg/image
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After) and caches the answer for 600 s (metadata
+	// `x-cache`; `cache-control: no-cache` skips the cache).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	SegmentVehicle(context.Context, *SegmentVehicleRequest) (*SegmentVehicleResponse, error)
 	// POST /apiV1/part/image
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After) and caches the answer for 600 s (metadata
+	// `x-cache`; `cache-control: no-cache` skips the cache).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	SegmentParts(context.Context, *SegmentPartsRequest) (*SegmentPartsResponse, error)
 	mustEmbedUnimplementedImageServiceServer()
 }

@@ -22,6 +22,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// The request of SearchInspections.
 type SearchInspectionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// At least one of license_plate and username is required.
@@ -94,10 +95,15 @@ func (x *SearchInspectionsRequest) GetLimit() int32 {
 	return 0
 }
 
+// The user an inspection belongs to (search results).
 type InspectionUser struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Username      *string                `protobuf:"bytes,1,opt,name=username,proto3,oneof" json:"username,omitempty"`
-	UnknownFields *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Agent that issued the token (linked to `creatorUserId`); absent when none. Vendor field
+	// `username`.
+	Username *string `protobuf:"bytes,1,opt,name=username,proto3,oneof" json:"username,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -146,14 +152,22 @@ func (x *InspectionUser) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// The vehicle of an inspection (search results).
 type InspectionVehicle struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	Id         *string                `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
-	CreatedAt  *string                `protobuf:"bytes,2,opt,name=created_at,json=createdAt,proto3,oneof" json:"created_at,omitempty"`
-	UpdatedAt  *string                `protobuf:"bytes,3,opt,name=updated_at,json=updatedAt,proto3,oneof" json:"updated_at,omitempty"`
-	CompanyPtr *Ref                   `protobuf:"bytes,4,opt,name=company_ptr,json=companyPtr,proto3" json:"company_ptr,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `id`.
+	Id *string `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
+	// When the vehicle record was created (ISO 8601, as the vendor sends it). Vendor field
+	// `createdAt`.
+	CreatedAt *string `protobuf:"bytes,2,opt,name=created_at,json=createdAt,proto3,oneof" json:"created_at,omitempty"`
+	// Vendor field `updatedAt`.
+	UpdatedAt *string `protobuf:"bytes,3,opt,name=updated_at,json=updatedAt,proto3,oneof" json:"updated_at,omitempty"`
+	// Vendor field `companyPtr`.
+	CompanyPtr *Ref `protobuf:"bytes,4,opt,name=company_ptr,json=companyPtr,proto3" json:"company_ptr,omitempty"`
 	// Licence plate.
-	Immat         *string          `protobuf:"bytes,5,opt,name=immat,proto3,oneof" json:"immat,omitempty"`
+	Immat *string `protobuf:"bytes,5,opt,name=immat,proto3,oneof" json:"immat,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
 	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -231,12 +245,19 @@ func (x *InspectionVehicle) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// A thumbnail of an inspection image (search results).
 type ThumbnailImage struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            *string                `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
-	CreatedAt     *string                `protobuf:"bytes,2,opt,name=created_at,json=createdAt,proto3,oneof" json:"created_at,omitempty"`
-	UpdatedAt     *string                `protobuf:"bytes,3,opt,name=updated_at,json=updatedAt,proto3,oneof" json:"updated_at,omitempty"`
-	UnknownFields *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `id`.
+	Id *string `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
+	// When the thumbnail was created (ISO 8601, as the vendor sends it). Vendor field
+	// `createdAt`.
+	CreatedAt *string `protobuf:"bytes,2,opt,name=created_at,json=createdAt,proto3,oneof" json:"created_at,omitempty"`
+	// Vendor field `updatedAt`.
+	UpdatedAt *string `protobuf:"bytes,3,opt,name=updated_at,json=updatedAt,proto3,oneof" json:"updated_at,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -302,39 +323,66 @@ func (x *ThumbnailImage) GetUnknownFields() *structpb.Struct {
 // One inspection in search results.
 type InspectionSummary struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    *string                `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
+	// Vendor field `id`.
+	Id *string `protobuf:"bytes,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
 	// For a self-inspection, the date the link was opened.
-	CreatedAt           *string `protobuf:"bytes,2,opt,name=created_at,json=createdAt,proto3,oneof" json:"created_at,omitempty"`
-	UpdatedAt           *string `protobuf:"bytes,3,opt,name=updated_at,json=updatedAt,proto3,oneof" json:"updated_at,omitempty"`
-	DetectionFinished   *bool   `protobuf:"varint,4,opt,name=detection_finished,json=detectionFinished,proto3,oneof" json:"detection_finished,omitempty"`
+	CreatedAt *string `protobuf:"bytes,2,opt,name=created_at,json=createdAt,proto3,oneof" json:"created_at,omitempty"`
+	// Vendor field `updatedAt`.
+	UpdatedAt *string `protobuf:"bytes,3,opt,name=updated_at,json=updatedAt,proto3,oneof" json:"updated_at,omitempty"`
+	// Damage detection finished. Vendor field `detectionFinished`.
+	DetectionFinished *bool `protobuf:"varint,4,opt,name=detection_finished,json=detectionFinished,proto3,oneof" json:"detection_finished,omitempty"`
+	// Vendor field `detectionFinishedAt`.
 	DetectionFinishedAt *string `protobuf:"bytes,5,opt,name=detection_finished_at,json=detectionFinishedAt,proto3,oneof" json:"detection_finished_at,omitempty"`
-	DetectionStartedAt  *string `protobuf:"bytes,6,opt,name=detection_started_at,json=detectionStartedAt,proto3,oneof" json:"detection_started_at,omitempty"`
+	// Vendor field `detectionStartedAt`.
+	DetectionStartedAt *string `protobuf:"bytes,6,opt,name=detection_started_at,json=detectionStartedAt,proto3,oneof" json:"detection_started_at,omitempty"`
 	// Unused by the vendor.
-	DetectionStatus     *bool   `protobuf:"varint,7,opt,name=detection_status,json=detectionStatus,proto3,oneof" json:"detection_status,omitempty"`
+	DetectionStatus *bool `protobuf:"varint,7,opt,name=detection_status,json=detectionStatus,proto3,oneof" json:"detection_status,omitempty"`
+	// Vendor field `inspectionCreatedAt`.
 	InspectionCreatedAt *string `protobuf:"bytes,8,opt,name=inspection_created_at,json=inspectionCreatedAt,proto3,oneof" json:"inspection_created_at,omitempty"`
 	// Time needed for damage review, milliseconds.
-	DamageControl    *int64 `protobuf:"varint,9,opt,name=damage_control,json=damageControl,proto3,oneof" json:"damage_control,omitempty"`
-	NumberDamage     *int32 `protobuf:"varint,10,opt,name=number_damage,json=numberDamage,proto3,oneof" json:"number_damage,omitempty"`
-	NumberSevParts   *int32 `protobuf:"varint,11,opt,name=number_sev_parts,json=numberSevParts,proto3,oneof" json:"number_sev_parts,omitempty"`
+	DamageControl *int64 `protobuf:"varint,9,opt,name=damage_control,json=damageControl,proto3,oneof" json:"damage_control,omitempty"`
+	// Damages detected overall. Vendor field `numberDamage`.
+	NumberDamage *int32 `protobuf:"varint,10,opt,name=number_damage,json=numberDamage,proto3,oneof" json:"number_damage,omitempty"`
+	// Number of affected parts (absent in one sample). Vendor field `numberSevParts`.
+	NumberSevParts *int32 `protobuf:"varint,11,opt,name=number_sev_parts,json=numberSevParts,proto3,oneof" json:"number_sev_parts,omitempty"`
+	// Damages detected before the review. Vendor field `originalNbDamage`.
 	OriginalNbDamage *int32 `protobuf:"varint,12,opt,name=original_nb_damage,json=originalNbDamage,proto3,oneof" json:"original_nb_damage,omitempty"`
 	// 0 no damages reviewed, 1 all reviewed.
-	FastTrackCompletion    *float64           `protobuf:"fixed64,13,opt,name=fast_track_completion,json=fastTrackCompletion,proto3,oneof" json:"fast_track_completion,omitempty"`
-	User                   *InspectionUser    `protobuf:"bytes,14,opt,name=user,proto3" json:"user,omitempty"`
-	Type                   InspectionType     `protobuf:"varint,15,opt,name=type,proto3,enum=inspection.v1.InspectionType" json:"type,omitempty"`
-	TypeRaw                *int32             `protobuf:"varint,16,opt,name=type_raw,json=typeRaw,proto3,oneof" json:"type_raw,omitempty"`
-	Vehicle                *InspectionVehicle `protobuf:"bytes,17,opt,name=vehicle,proto3" json:"vehicle,omitempty"`
-	IsDeleted              *bool              `protobuf:"varint,18,opt,name=is_deleted,json=isDeleted,proto3,oneof" json:"is_deleted,omitempty"`
-	Inspected              *bool              `protobuf:"varint,19,opt,name=inspected,proto3,oneof" json:"inspected,omitempty"`
-	PicturesSelected       *structpb.Struct   `protobuf:"bytes,20,opt,name=pictures_selected,json=picturesSelected,proto3" json:"pictures_selected,omitempty"`
-	ThumbnailImagePtr      *ThumbnailImage    `protobuf:"bytes,21,opt,name=thumbnail_image_ptr,json=thumbnailImagePtr,proto3" json:"thumbnail_image_ptr,omitempty"`
-	ModShootInspectEndDate *string            `protobuf:"bytes,22,opt,name=mod_shoot_inspect_end_date,json=modShootInspectEndDate,proto3,oneof" json:"mod_shoot_inspect_end_date,omitempty"`
-	GlobalState            GlobalState        `protobuf:"varint,23,opt,name=global_state,json=globalState,proto3,enum=inspection.v1.GlobalState" json:"global_state,omitempty"`
-	GlobalStateRaw         string             `protobuf:"bytes,24,opt,name=global_state_raw,json=globalStateRaw,proto3" json:"global_state_raw,omitempty"`
-	ThumbnailUrl           *string            `protobuf:"bytes,25,opt,name=thumbnail_url,json=thumbnailUrl,proto3,oneof" json:"thumbnail_url,omitempty"`
-	TradeInToken           *Token             `protobuf:"bytes,26,opt,name=trade_in_token,json=tradeInToken,proto3" json:"trade_in_token,omitempty"`
-	UnknownFields          *structpb.Struct   `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	FastTrackCompletion *float64 `protobuf:"fixed64,13,opt,name=fast_track_completion,json=fastTrackCompletion,proto3,oneof" json:"fast_track_completion,omitempty"`
+	// Vendor field `user`.
+	User *InspectionUser `protobuf:"bytes,14,opt,name=user,proto3" json:"user,omitempty"`
+	// Vendor field `type`.
+	Type InspectionType `protobuf:"varint,15,opt,name=type,proto3,enum=inspection.v1.InspectionType" json:"type,omitempty"`
+	// The vendor's exact `type` value, kept beside the typed field (which is *_UNSPECIFIED for a
+	// value this gateway does not know).
+	TypeRaw *int32 `protobuf:"varint,16,opt,name=type_raw,json=typeRaw,proto3,oneof" json:"type_raw,omitempty"`
+	// Vendor field `vehicle`.
+	Vehicle *InspectionVehicle `protobuf:"bytes,17,opt,name=vehicle,proto3" json:"vehicle,omitempty"`
+	// Inspection deleted. Vendor field `isDeleted`.
+	IsDeleted *bool `protobuf:"varint,18,opt,name=is_deleted,json=isDeleted,proto3,oneof" json:"is_deleted,omitempty"`
+	// Flag (described identically to `isDeleted`). Vendor field `inspected`.
+	Inspected *bool `protobuf:"varint,19,opt,name=inspected,proto3,oneof" json:"inspected,omitempty"`
+	// Empty in samples. Vendor field `picturesSelected`.
+	PicturesSelected *structpb.Struct `protobuf:"bytes,20,opt,name=pictures_selected,json=picturesSelected,proto3" json:"pictures_selected,omitempty"`
+	// `id`, `createdAt`, `updatedAt`. Vendor field `thumbnailImagePtr`.
+	ThumbnailImagePtr *ThumbnailImage `protobuf:"bytes,21,opt,name=thumbnail_image_ptr,json=thumbnailImagePtr,proto3" json:"thumbnail_image_ptr,omitempty"`
+	// When the shooting step was completed. Vendor field `modShootInspectEndDate`.
+	ModShootInspectEndDate *string `protobuf:"bytes,22,opt,name=mod_shoot_inspect_end_date,json=modShootInspectEndDate,proto3,oneof" json:"mod_shoot_inspect_end_date,omitempty"`
+	// `on-boarding`, `form-onboard`, `shoot-inspect`, `form-offboard`, `fast-track`,
+	// `end-inspect`. Vendor field `globalState`.
+	GlobalState GlobalState `protobuf:"varint,23,opt,name=global_state,json=globalState,proto3,enum=inspection.v1.GlobalState" json:"global_state,omitempty"`
+	// The vendor's exact `globalState` value, kept beside the typed field (which is *_UNSPECIFIED
+	// for a value this gateway does not know).
+	GlobalStateRaw string `protobuf:"bytes,24,opt,name=global_state_raw,json=globalStateRaw,proto3" json:"global_state_raw,omitempty"`
+	// Image shown in the report intro. Vendor field `thumbnailUrl`.
+	ThumbnailUrl *string `protobuf:"bytes,25,opt,name=thumbnail_url,json=thumbnailUrl,proto3,oneof" json:"thumbnail_url,omitempty"`
+	// Vendor field `tradeInToken`.
+	TradeInToken *Token `protobuf:"bytes,26,opt,name=trade_in_token,json=tradeInToken,proto3" json:"trade_in_token,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InspectionSummary) Reset() {
@@ -556,13 +604,19 @@ func (x *InspectionSummary) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// Where a search page stands in the whole result (`paginationInfo`).
 type PaginationInfo struct {
-	state            protoimpl.MessageState `protogen:"open.v1"`
-	TotalInspections *int32                 `protobuf:"varint,1,opt,name=total_inspections,json=totalInspections,proto3,oneof" json:"total_inspections,omitempty"`
-	TotalPages       *int32                 `protobuf:"varint,2,opt,name=total_pages,json=totalPages,proto3,oneof" json:"total_pages,omitempty"`
-	CurrentPage      *int32                 `protobuf:"varint,3,opt,name=current_page,json=currentPage,proto3,oneof" json:"current_page,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `totalInspections`.
+	TotalInspections *int32 `protobuf:"varint,1,opt,name=total_inspections,json=totalInspections,proto3,oneof" json:"total_inspections,omitempty"`
+	// Vendor field `totalPages`.
+	TotalPages *int32 `protobuf:"varint,2,opt,name=total_pages,json=totalPages,proto3,oneof" json:"total_pages,omitempty"`
+	// Vendor field `currentPage`.
+	CurrentPage *int32 `protobuf:"varint,3,opt,name=current_page,json=currentPage,proto3,oneof" json:"current_page,omitempty"`
 	// For example the first-last index of the page.
-	Range         *string          `protobuf:"bytes,4,opt,name=range,proto3,oneof" json:"range,omitempty"`
+	Range *string `protobuf:"bytes,4,opt,name=range,proto3,oneof" json:"range,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
 	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -633,13 +687,18 @@ func (x *PaginationInfo) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// The answer of SearchInspections.
 type SearchInspectionsResponse struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	Data           []*InspectionSummary   `protobuf:"bytes,1,rep,name=data,proto3" json:"data,omitempty"`
-	PaginationInfo *PaginationInfo        `protobuf:"bytes,2,opt,name=pagination_info,json=paginationInfo,proto3" json:"pagination_info,omitempty"`
-	UnknownFields  *structpb.Struct       `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `data`.
+	Data []*InspectionSummary `protobuf:"bytes,1,rep,name=data,proto3" json:"data,omitempty"`
+	// Vendor field `paginationInfo`.
+	PaginationInfo *PaginationInfo `protobuf:"bytes,2,opt,name=pagination_info,json=paginationInfo,proto3" json:"pagination_info,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
+	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SearchInspectionsResponse) Reset() {
@@ -693,9 +752,11 @@ func (x *SearchInspectionsResponse) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// The request of GetDamagesReport.
 type GetDamagesReportRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	InspectionId  string                 `protobuf:"bytes,1,opt,name=inspection_id,json=inspectionId,proto3" json:"inspection_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `inspectionId`.
+	InspectionId  string `protobuf:"bytes,1,opt,name=inspection_id,json=inspectionId,proto3" json:"inspection_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -737,6 +798,7 @@ func (x *GetDamagesReportRequest) GetInspectionId() string {
 	return ""
 }
 
+// The answer of GetDamagesReport.
 type GetDamagesReportResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The vendor's report body, unchanged (the spec does not show its fields).

@@ -31,8 +31,26 @@ const (
 type InspectionServiceClient interface {
 	// GET /apiv1/inspection/search: inspections linked to a licence plate and/or an
 	// agent username, paginated with page/limit.
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After) and caches the answer for 5 s (metadata `x-cache`;
+	// `cache-control: no-cache` skips the cache).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	SearchInspections(ctx context.Context, in *SearchInspectionsRequest, opts ...grpc.CallOption) (*SearchInspectionsResponse, error)
 	// GET /apiv1/inspection/apiV1_sdk/inspection/damagesReport/<inspectionId>.
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After) and caches the answer for 30 s (metadata
+	// `x-cache`; `cache-control: no-cache` skips the cache).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	GetDamagesReport(ctx context.Context, in *GetDamagesReportRequest, opts ...grpc.CallOption) (*GetDamagesReportResponse, error)
 }
 
@@ -72,8 +90,26 @@ func (c *inspectionServiceClient) GetDamagesReport(ctx context.Context, in *GetD
 type InspectionServiceServer interface {
 	// GET /apiv1/inspection/search: inspections linked to a licence plate and/or an
 	// agent username, paginated with page/limit.
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After) and caches the answer for 5 s (metadata `x-cache`;
+	// `cache-control: no-cache` skips the cache).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	SearchInspections(context.Context, *SearchInspectionsRequest) (*SearchInspectionsResponse, error)
 	// GET /apiv1/inspection/apiV1_sdk/inspection/damagesReport/<inspectionId>.
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After) and caches the answer for 30 s (metadata
+	// `x-cache`; `cache-control: no-cache` skips the cache).
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	GetDamagesReport(context.Context, *GetDamagesReportRequest) (*GetDamagesReportResponse, error)
 	mustEmbedUnimplementedInspectionServiceServer()
 }

@@ -26,12 +26,18 @@ const (
 // false (left unset they are sent as false); `shoot_inspect` and `fast_track` are
 // required.
 type SelfInspectionOptions struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ShootInspect  *bool                  `protobuf:"varint,1,opt,name=shoot_inspect,json=shootInspect,proto3,oneof" json:"shoot_inspect,omitempty"`
-	FastTrack     *bool                  `protobuf:"varint,2,opt,name=fast_track,json=fastTrack,proto3,oneof" json:"fast_track,omitempty"`
-	Cost          *bool                  `protobuf:"varint,3,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
-	Report        *bool                  `protobuf:"varint,4,opt,name=report,proto3,oneof" json:"report,omitempty"`
-	DownloadRoi   *bool                  `protobuf:"varint,5,opt,name=download_roi,json=downloadRoi,proto3,oneof" json:"download_roi,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the customer takes the pictures themselves. Vendor field `shootInspect`.
+	ShootInspect *bool `protobuf:"varint,1,opt,name=shoot_inspect,json=shootInspect,proto3,oneof" json:"shoot_inspect,omitempty"`
+	// `true`: the end user validates the damages after shooting; `false`: damages are reviewed by
+	// the customer's team or by the service operator. Vendor field `fastTrack`.
+	FastTrack *bool `protobuf:"varint,2,opt,name=fast_track,json=fastTrack,proto3,oneof" json:"fast_track,omitempty"`
+	// Must always be `false`. Vendor field `cost`.
+	Cost *bool `protobuf:"varint,3,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
+	// Must always be `false`. Vendor field `report`.
+	Report *bool `protobuf:"varint,4,opt,name=report,proto3,oneof" json:"report,omitempty"`
+	// Must always be `false`. Vendor field `downloadRoi`.
+	DownloadRoi   *bool `protobuf:"varint,5,opt,name=download_roi,json=downloadRoi,proto3,oneof" json:"download_roi,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -180,12 +186,17 @@ type Customer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Must be `customer`; left empty it is sent as `customer`.
 	ClientType string `protobuf:"bytes,1,opt,name=client_type,json=clientType,proto3" json:"client_type,omitempty"`
-	Email      string `protobuf:"bytes,2,opt,name=email,proto3" json:"email,omitempty"`
-	Firstname  string `protobuf:"bytes,3,opt,name=firstname,proto3" json:"firstname,omitempty"`
-	Lastname   string `protobuf:"bytes,4,opt,name=lastname,proto3" json:"lastname,omitempty"`
-	Gender     Gender `protobuf:"varint,5,opt,name=gender,proto3,enum=inspection.v1.Gender" json:"gender,omitempty"`
+	// Customer e-mail. Vendor field `email`.
+	Email string `protobuf:"bytes,2,opt,name=email,proto3" json:"email,omitempty"`
+	// Customer first name. Vendor field `firstname`.
+	Firstname string `protobuf:"bytes,3,opt,name=firstname,proto3" json:"firstname,omitempty"`
+	// Customer last name. Vendor field `lastname`.
+	Lastname string `protobuf:"bytes,4,opt,name=lastname,proto3" json:"lastname,omitempty"`
+	// `men`, `women` or `null`. Vendor field `gender`.
+	Gender Gender `protobuf:"varint,5,opt,name=gender,proto3,enum=inspection.v1.Gender" json:"gender,omitempty"`
 	// International form with the country code: `+33612345678` or `0033612345678`.
-	Phone         string `protobuf:"bytes,6,opt,name=phone,proto3" json:"phone,omitempty"`
+	Phone string `protobuf:"bytes,6,opt,name=phone,proto3" json:"phone,omitempty"`
+	// One of `en`, `fr`, `de`, `nl-BE`, `it`, `es`, `sv`, `no`. Vendor field `locale`.
 	Locale        Locale `protobuf:"varint,7,opt,name=locale,proto3,enum=inspection.v1.Locale" json:"locale,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -270,11 +281,15 @@ func (x *Customer) GetLocale() Locale {
 	return Locale_LOCALE_UNSPECIFIED
 }
 
+// The request of CreateToken.
 type CreateTokenRequest struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	Options  *SelfInspectionOptions `protobuf:"bytes,1,opt,name=options,proto3" json:"options,omitempty"`
-	TradeIn  *TradeIn               `protobuf:"bytes,2,opt,name=trade_in,json=tradeIn,proto3" json:"trade_in,omitempty"`
-	Customer *Customer              `protobuf:"bytes,3,opt,name=customer,proto3" json:"customer,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How the self-inspection runs (required). Vendor field `options`.
+	Options *SelfInspectionOptions `protobuf:"bytes,1,opt,name=options,proto3" json:"options,omitempty"`
+	// The vehicle and how the customer gets the link (required). Vendor field `tradeIn`.
+	TradeIn *TradeIn `protobuf:"bytes,2,opt,name=trade_in,json=tradeIn,proto3" json:"trade_in,omitempty"`
+	// Who inspects the vehicle (required). Vendor field `customer`.
+	Customer *Customer `protobuf:"bytes,3,opt,name=customer,proto3" json:"customer,omitempty"`
 	// Back-office user who created the lead; unset is sent as null.
 	CreatorUserId *string `protobuf:"bytes,4,opt,name=creator_user_id,json=creatorUserId,proto3,oneof" json:"creator_user_id,omitempty"`
 	// Days before the token expires; must be > 0.
@@ -358,15 +373,19 @@ func (x *CreateTokenRequest) GetIdempotencyKey() string {
 	return ""
 }
 
+// The answer of CreateToken.
 type CreateTokenResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Token *Token                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// Vendor field `token`.
+	Token *Token `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
 	// Version of the shooting application (sample `v2.5`).
 	WebApiVersion *string `protobuf:"bytes,2,opt,name=web_api_version,json=webApiVersion,proto3,oneof" json:"web_api_version,omitempty"`
 	// Computed by the gateway: `{webapp_url}/<locale>/services/<uid>`.
 	CustomerUrl string `protobuf:"bytes,3,opt,name=customer_url,json=customerUrl,proto3" json:"customer_url,omitempty"`
 	// Computed by the gateway: `<uid>-pwa`.
-	DeviceId      string           `protobuf:"bytes,4,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	DeviceId string `protobuf:"bytes,4,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
 	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -437,6 +456,7 @@ func (x *CreateTokenResponse) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// The request of GetTokenStatus.
 type GetTokenStatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The token uid; the gateway sends `deviceId=<uid>-pwa`.
@@ -482,11 +502,15 @@ func (x *GetTokenStatusRequest) GetUid() string {
 	return ""
 }
 
+// The answer of GetTokenStatus.
 type GetTokenStatusResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Token *Token                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// Vendor field `token`.
+	Token *Token `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
 	// Version of the shooting application (sample `v2`).
-	WebApiVersion *string          `protobuf:"bytes,2,opt,name=web_api_version,json=webApiVersion,proto3,oneof" json:"web_api_version,omitempty"`
+	WebApiVersion *string `protobuf:"bytes,2,opt,name=web_api_version,json=webApiVersion,proto3,oneof" json:"web_api_version,omitempty"`
+	// Vendor keys this message does not model, and values whose JSON type does not match their
+	// field, kept as received (and logged as vendor drift).
 	UnknownFields *structpb.Struct `protobuf:"bytes,1000,opt,name=unknown_fields,json=unknownFields,proto3" json:"unknown_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -543,6 +567,7 @@ func (x *GetTokenStatusResponse) GetUnknownFields() *structpb.Struct {
 	return nil
 }
 
+// The request of WatchTokenStatus.
 type WatchTokenStatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The token uid.
@@ -588,10 +613,13 @@ func (x *WatchTokenStatusRequest) GetUid() string {
 	return ""
 }
 
+// The answer of WatchTokenStatus.
 type WatchTokenStatusResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Token         *Token                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
-	WebApiVersion *string                `protobuf:"bytes,2,opt,name=web_api_version,json=webApiVersion,proto3,oneof" json:"web_api_version,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Vendor field `token`.
+	Token *Token `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// Vendor field `webApiVersion`.
+	WebApiVersion *string `protobuf:"bytes,2,opt,name=web_api_version,json=webApiVersion,proto3,oneof" json:"web_api_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

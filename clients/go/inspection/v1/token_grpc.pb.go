@@ -33,10 +33,26 @@ const (
 type TokenServiceClient interface {
 	// Creates a self-inspection token. The response adds the customer URL
 	// `{webapp_url}/<locale>/services/<uid>` and the token's deviceId.
-	// Errors: INVALID_ARGUMENT with one field violation per broken rule (checked
-	// before the vendor is called); vendor errors as mapped in the README.
+	// Behaviour: not idempotent: never retried once it may have reached the vendor, never cached.
+	// A failure after sending is UNKNOWN (OUTCOME_UNKNOWN): the creation may have happened;
+	// repeat it only with the same idempotency key (field `idempotency_key` or metadata
+	// `idempotency-key`), which returns the first outcome.
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
 	// Returns the last known status of a token, by its uid.
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After), and does not cache it.
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	GetTokenStatus(ctx context.Context, in *GetTokenStatusRequest, opts ...grpc.CallOption) (*GetTokenStatusResponse, error)
 	// Streams the token's status: the current one first, then every change. The vendor
 	// only offers polling: the gateway polls each watched token once per interval
@@ -102,10 +118,26 @@ type TokenService_WatchTokenStatusClient = grpc.ServerStreamingClient[WatchToken
 type TokenServiceServer interface {
 	// Creates a self-inspection token. The response adds the customer URL
 	// `{webapp_url}/<locale>/services/<uid>` and the token's deviceId.
-	// Errors: INVALID_ARGUMENT with one field violation per broken rule (checked
-	// before the vendor is called); vendor errors as mapped in the README.
+	// Behaviour: not idempotent: never retried once it may have reached the vendor, never cached.
+	// A failure after sending is UNKNOWN (OUTCOME_UNKNOWN): the creation may have happened;
+	// repeat it only with the same idempotency key (field `idempotency_key` or metadata
+	// `idempotency-key`), which returns the first outcome.
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
 	// Returns the last known status of a token, by its uid.
+	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
+	// connections, 5xx, 429 after Retry-After), and does not cache it.
+	// Errors: INVALID_ARGUMENT (INVALID_REQUEST, one field violation per broken rule) before any
+	// vendor call; the vendor's own errors by its HTTP status (VENDOR_HTTP_ERROR: 404 NOT_FOUND,
+	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
+	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
+	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
 	GetTokenStatus(context.Context, *GetTokenStatusRequest) (*GetTokenStatusResponse, error)
 	// Streams the token's status: the current one first, then every change. The vendor
 	// only offers polling: the gateway polls each watched token once per interval

@@ -26,10 +26,15 @@ const (
 type VendorHttpMethod int32
 
 const (
+	// Not set, or a vendor value this gateway does not know yet (the exact value is kept in the
+	// field's `_raw` companion).
 	VendorHttpMethod_VENDOR_HTTP_METHOD_UNSPECIFIED VendorHttpMethod = 0
-	VendorHttpMethod_VENDOR_HTTP_METHOD_GET         VendorHttpMethod = 1
-	VendorHttpMethod_VENDOR_HTTP_METHOD_POST        VendorHttpMethod = 2
-	VendorHttpMethod_VENDOR_HTTP_METHOD_PUT         VendorHttpMethod = 3
+	// GET: parameters in the query string.
+	VendorHttpMethod_VENDOR_HTTP_METHOD_GET VendorHttpMethod = 1
+	// POST: a JSON body.
+	VendorHttpMethod_VENDOR_HTTP_METHOD_POST VendorHttpMethod = 2
+	// PUT: a JSON body.
+	VendorHttpMethod_VENDOR_HTTP_METHOD_PUT VendorHttpMethod = 3
 )
 
 // Enum value maps for VendorHttpMethod.
@@ -79,6 +84,8 @@ func (VendorHttpMethod) EnumDescriptor() ([]byte, []int) {
 type VendorIdempotency int32
 
 const (
+	// Not set, or a vendor value this gateway does not know yet (the exact value is kept in the
+	// field's `_raw` companion).
 	VendorIdempotency_VENDOR_IDEMPOTENCY_UNSPECIFIED VendorIdempotency = 0
 	// Reads, and pure image analysis: no vendor state changes (retried, cacheable).
 	VendorIdempotency_VENDOR_IDEMPOTENCY_SAFE VendorIdempotency = 1
