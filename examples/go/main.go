@@ -17,6 +17,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -53,11 +54,11 @@ func main() {
 	if err := createToken(ctx, inspectionv1.NewTokenServiceClient(conn)); err != nil {
 		log.Fatalf("CreateToken: %v", err)
 	}
-	inspectionID, err := followDamageResults(ctx, inspectionv1.NewDamageServiceClient(conn))
+	inspectionID, streamed, err := followDamageResults(ctx, inspectionv1.NewDamageServiceClient(conn))
 	if err != nil {
 		log.Fatalf("StreamDamageResults: %v", err)
 	}
-	if err := subscribeAndResume(ctx, inspectionv1.NewEventServiceClient(conn), inspectionID); err != nil {
+	if err := subscribeAndResume(ctx, inspectionv1.NewEventServiceClient(conn), inspectionID, streamed); err != nil {
 		log.Fatalf("Subscribe: %v", err)
 	}
 	fmt.Println("go example: ok")
@@ -99,16 +100,18 @@ func createToken(ctx context.Context, tokens inspectionv1.TokenServiceClient) er
 
 // followDamageResults submits damage detection and reads the stream to its end: first the
 // submission, then the inspection's events, the last being createReport (or the report the
-// gateway recovered by polling, Event.source RECONCILE).
-func followDamageResults(ctx context.Context, damage inspectionv1.DamageServiceClient) (string, error) {
+// gateway recovered by polling, Event.source RECONCILE). Returns the inspection id and the
+// cursors of the events, in order.
+func followDamageResults(ctx context.Context, damage inspectionv1.DamageServiceClient) (string, []string, error) {
 	stream, err := damage.StreamDamageResults(ctx, &inspectionv1.StreamDamageResultsRequest{
 		Urls: []string{"https://images.example.com/go-example/front.jpg",
 			"https://images.example.com/go-example/rear.jpg"},
 	})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	inspectionID := ""
+	var cursors []string
 	var last *inspectionv1.Event
 	for {
 		message, err := stream.Recv()
@@ -116,7 +119,7 @@ func followDamageResults(ctx context.Context, damage inspectionv1.DamageServiceC
 			break
 		}
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if submitted := message.GetSubmitted(); submitted != nil {
 			inspectionID = submitted.GetInspectionId()
@@ -124,22 +127,23 @@ func followDamageResults(ctx context.Context, damage inspectionv1.DamageServiceC
 			continue
 		}
 		last = message.GetEvent()
+		cursors = append(cursors, last.GetCursor())
 		fmt.Printf("event %s (%s)\n", last.GetEventNameRaw(), last.GetSource())
 	}
 	if inspectionID == "" || last == nil {
-		return "", fmt.Errorf("the stream ended without a submission and an event")
+		return "", nil, fmt.Errorf("the stream ended without a submission and an event")
 	}
 	if last.GetEventName() != inspectionv1.EventName_EVENT_NAME_CREATE_REPORT &&
 		last.GetSource() != inspectionv1.EventSource_EVENT_SOURCE_RECONCILE {
-		return "", fmt.Errorf("the stream ended on %s, not on the report", last.GetEventNameRaw())
+		return "", nil, fmt.Errorf("the stream ended on %s, not on the report", last.GetEventNameRaw())
 	}
-	return inspectionID, nil
+	return inspectionID, cursors, nil
 }
 
 // subscribeAndResume reads the inspection's stored events from the start, disconnects after
-// the first, and resumes after its cursor: the second connection starts exactly where the
-// first stopped (no gap, no duplicate) and reaches createReport.
-func subscribeAndResume(ctx context.Context, events inspectionv1.EventServiceClient, inspectionID string) error {
+// the first, and resumes after its cursor: the two connections together carry exactly the
+// events StreamDamageResults carried (`want`, their cursors), in order: no gap, no duplicate.
+func subscribeAndResume(ctx context.Context, events inspectionv1.EventServiceClient, inspectionID string, want []string) error {
 	first, cancelFirst := context.WithCancel(ctx)
 	stream, err := events.Subscribe(first, &inspectionv1.SubscribeRequest{
 		InspectionId: inspectionID, FromStart: true,
@@ -154,6 +158,7 @@ func subscribeAndResume(ctx context.Context, events inspectionv1.EventServiceCli
 		return err
 	}
 	cursor := received.GetEvent().GetCursor()
+	got := []string{cursor}
 	fmt.Printf("first connection: %s at cursor %s, then disconnected\n",
 		received.GetEvent().GetEventNameRaw(), cursor)
 
@@ -169,11 +174,12 @@ func subscribeAndResume(ctx context.Context, events inspectionv1.EventServiceCli
 			return err
 		}
 		event := message.GetEvent()
-		if event.GetCursor() == cursor {
-			return fmt.Errorf("the resumed stream repeated cursor %s", cursor)
-		}
+		got = append(got, event.GetCursor())
 		fmt.Printf("resumed: %s\n", event.GetEventNameRaw())
-		if event.GetEventName() == inspectionv1.EventName_EVENT_NAME_CREATE_REPORT {
+		if len(got) == len(want) {
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				return fmt.Errorf("resumed events %v, the stream had %v", got, want)
+			}
 			return nil
 		}
 	}

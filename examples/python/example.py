@@ -46,42 +46,47 @@ def follow_damage_results(damage, metadata):
     request = damage_pb2.StreamDamageResultsRequest(
         urls=["https://images.example.com/py-example/front.jpg",
               "https://images.example.com/py-example/rear.jpg"])
-    inspection_id, last = "", None
+    inspection_id, last, cursors = "", None, []
     for message in damage.StreamDamageResults(request, metadata=metadata, timeout=60):
         if message.HasField("submitted"):
             inspection_id = message.submitted.inspection_id
             print(f"submitted: inspection {inspection_id}")
             continue
         last = message.event
+        cursors.append(last.cursor)
         print(f"event {last.event_name_raw} ({event_pb2.EventSource.Name(last.source)})")
     if not inspection_id or last is None:
         raise SystemExit("the stream ended without a submission and an event")
     if (last.event_name != common_pb2.EVENT_NAME_CREATE_REPORT and
             last.source != event_pb2.EVENT_SOURCE_RECONCILE):
         raise SystemExit(f"the stream ended on {last.event_name_raw}, not on the report")
-    return inspection_id
+    return inspection_id, cursors
 
 
-def subscribe_and_resume(events, metadata, inspection_id):
+def subscribe_and_resume(events, metadata, inspection_id, want):
+    """The two connections together carry exactly `want` (the cursors StreamDamageResults
+    carried), in order: no gap, no duplicate."""
     first = events.Subscribe(
         event_pb2.SubscribeRequest(inspection_id=inspection_id, from_start=True),
         metadata=metadata, timeout=60)
     received = next(first)
     first.cancel()  # the "disconnect"
     cursor = received.event.cursor
+    got = [cursor]
     print(f"first connection: {received.event.event_name_raw} at cursor {cursor}, "
           "then disconnected")
     resumed = events.Subscribe(
         event_pb2.SubscribeRequest(inspection_id=inspection_id, after_cursor=cursor),
         metadata=metadata, timeout=60)
     for message in resumed:
-        if message.event.cursor == cursor:
-            raise SystemExit(f"the resumed stream repeated cursor {cursor}")
+        got.append(message.event.cursor)
         print(f"resumed: {message.event.event_name_raw}")
-        if message.event.event_name == common_pb2.EVENT_NAME_CREATE_REPORT:
+        if len(got) == len(want):
             resumed.cancel()
+            if got != want:
+                raise SystemExit(f"resumed events {got}, the stream had {want}")
             return
-    raise SystemExit("the resumed stream ended before createReport")
+    raise SystemExit("the resumed stream ended early")
 
 
 def main():
@@ -96,9 +101,10 @@ def main():
     with grpc.insecure_channel(args.addr,
                                options=[("grpc.service_config", service_config)]) as channel:
         create_token(token_pb2_grpc.TokenServiceStub(channel), metadata)
-        inspection_id = follow_damage_results(damage_pb2_grpc.DamageServiceStub(channel),
-                                              metadata)
-        subscribe_and_resume(event_pb2_grpc.EventServiceStub(channel), metadata, inspection_id)
+        inspection_id, cursors = follow_damage_results(
+            damage_pb2_grpc.DamageServiceStub(channel), metadata)
+        subscribe_and_resume(event_pb2_grpc.EventServiceStub(channel), metadata, inspection_id,
+                             cursors)
     print("python example: ok")
     return 0
 

@@ -518,6 +518,10 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
                              limits.keepalive_min_client_interval_ms);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+  // The port is this process's alone. gRPC allows SO_REUSEPORT by default, so a second
+  // gateway started on the same port by mistake would start "fine" and silently take half
+  // of the connections; without it, that second start fails (grpc_addr in use).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Long-lived streams (Subscribe) may be idle between events: their pings are welcome.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, limits.keepalive_time_ms);
@@ -531,7 +535,9 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->grpc_port_ == 0) {
     return absl::UnavailableError(
-        absl::StrCat("cannot listen for gRPC on ", opts.grpc_addr, " (grpc_addr)"));
+        absl::StrCat("cannot listen for gRPC on ", opts.grpc_addr,
+                     " (grpc_addr): the address is in use by another process, or not a local "
+                     "address"));
   }
   if (opts.admin_port >= 0) {
     metrics::AdminServer::Options admin;

@@ -13,6 +13,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "adapters/eventlog/work_ledger.h"
+#include "gateway/version/version.h"
 #include "inspection/v1/event.grpc.pb.h"
 #include "sandbox/emulator/sandbox_server.h"
 #include "tests/integration/gateway_fixture.h"
@@ -160,6 +161,12 @@ TEST_F(ReconcileTest, ALostCreateReportStillEndsStreamDamageResultsWithTheReport
             1);
   EXPECT_EQ(
       PrometheusSample(scrape->body, R"(inspection_reconcile_polls_total{kind="inspection"})"), 1);
+  // And which build is running.
+  EXPECT_EQ(
+      PrometheusSample(scrape->body, absl::StrCat(R"(inspection_gateway_build_info{revision=")",
+                                                  version::Revision(), R"(",version=")",
+                                                  version::Version(), R"("})")),
+      1);
 
   // The createReport that arrives late is still stored and streamed, and tells itself
   // apart from the recovered report.

@@ -7,6 +7,8 @@
 #include <future>
 #include <thread>
 
+#include <gmock/gmock.h>
+
 #include "tests/integration/gateway_fixture.h"
 #include "tests/support/wait.h"
 
@@ -23,6 +25,29 @@ bool Refused(int port) {
   const bool refused = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0;
   ::close(fd);
   return refused;
+}
+
+// The gRPC listener does not share its port (no SO_REUSEPORT): a second gateway started on
+// the first one's address fails at once with a clear error, and the first keeps serving.
+TEST_F(GatewayTest, ASecondGatewayOnTheSameAddressFailsToStart) {
+  server::GatewayServerOptions options;
+  options.grpc_addr = absl::StrCat("127.0.0.1:", gateway_->grpc_port());
+  options.vendor.base_url = vendor_.BaseUrl();
+  options.vendor.api_key = kApiKey;
+  options.webapp_url = kWebappUrl;
+  options.admin_port = -1;
+  options.event_log_url = "sqlite:" + temp_.File("second.db");
+  auto second = server::GatewayServer::Start(std::move(options));
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(second.status().message()),
+              ::testing::HasSubstr(absl::StrCat(
+                  "cannot listen for gRPC on 127.0.0.1:", gateway_->grpc_port(), " (grpc_addr)")));
+  VendorReplies(200, R"({"token": {"uid": "u-1"}})");
+  v1::GetTokenStatusRequest request;
+  request.set_uid("u-1");
+  v1::GetTokenStatusResponse response;
+  EXPECT_TRUE(token_->GetTokenStatus(Context().get(), request, &response).ok());
 }
 
 TEST_F(GatewayTest, ShutdownLetsACallInFlightFinishThenEnds) {
