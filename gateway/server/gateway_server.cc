@@ -35,6 +35,7 @@
 #include "gateway/services/token_service.h"
 #include "gateway/token_watch/token_watch.h"
 #include "google/protobuf/wrappers.pb.h"
+#include "grpc/health/v1/health.pb.h"
 
 namespace inspection::server {
 namespace {
@@ -499,6 +500,13 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   server->services_.push_back(std::make_unique<services::EventConfigServiceImpl>(deps));
   server->services_.push_back(std::make_unique<services::EventServiceImpl>(deps));
 
+  // gRPC's built-in health service registers no descriptor; the generated health.proto
+  // (linked here, so its descriptor is in the generated pool) lets server reflection
+  // describe it, so `grpcurl ADDR grpc.health.v1.Health/Check` works.
+  if (grpc::health::v1::HealthCheckRequest::descriptor()->file()->FindServiceByName("Health") ==
+      nullptr) {
+    return absl::InternalError("grpc.health.v1.Health has no descriptor");
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

@@ -181,6 +181,16 @@ TEST(GatewayProcessTest, ReflectionListsEveryServiceThroughGrpcurl) {
                               "inspection.v1.EventConfigService", "grpc.health.v1.Health"}) {
     EXPECT_NE(list.output().find(service), std::string::npos) << service << "\n" << list.output();
   }
+  // Reflection also describes the health service, so the plain grpcurl health check (the
+  // README's and NOTES.txt's) works: the server and each service answer SERVING.
+  for (const char* service : {"", "inspection.v1.TokenService", "inspection.v1.EventService"}) {
+    Subprocess check({grpcurl, "-plaintext", "-d",
+                      absl::StrCat(R"({"service": ")", service, R"("})"), gateway.target(),
+                      "grpc.health.v1.Health/Check"});
+    ASSERT_EQ(check.Wait(std::chrono::seconds(30)), 0) << service << ": " << check.output();
+    EXPECT_NE(check.output().find(R"("status": "SERVING")"), std::string::npos)
+        << service << ": " << check.output();
+  }
 }
 
 // grpc.reflection defaults to off outside the sandbox: a production gateway does not hand
