@@ -78,12 +78,20 @@ void Reconciler::Observe(const eventlog::NewEvent& event) {
 
 void Reconciler::QueueSubmitted(const std::string& account, const std::string& inspection_id) {
   absl::MutexLock lock(&inbox_->mu);
+  if (inbox_->queued.size() >= options_.max_queued) {
+    ++inbox_->dropped;  // the ledger is stuck: see Inbox::dropped
+    return;
+  }
   inbox_->queued.push_back(Queued{Queued::kSubmitted, account, inspection_id});
   inbox_->wake = true;
 }
 
 void Reconciler::QueueTokenCreated(const std::string& account, const std::string& uid) {
   absl::MutexLock lock(&inbox_->mu);
+  if (inbox_->queued.size() >= options_.max_queued) {
+    ++inbox_->dropped;  // the ledger is stuck: see Inbox::dropped
+    return;
+  }
   inbox_->queued.push_back(Queued{Queued::kTokenCreated, account, uid});
   inbox_->wake = true;
 }
@@ -91,15 +99,27 @@ void Reconciler::QueueTokenCreated(const std::string& account, const std::string
 void Reconciler::QueueObserved(const eventlog::NewEvent& event) {
   if (!ResolvesAnInspection(event)) return;
   absl::MutexLock lock(&inbox_->mu);
+  if (inbox_->queued.size() >= options_.max_queued) {
+    ++inbox_->dropped;  // the ledger is stuck: see Inbox::dropped
+    return;
+  }
   inbox_->queued.push_back(Queued{Queued::kObserved, event.account, event.inspection_id});
   inbox_->wake = true;
 }
 
 void Reconciler::ApplyQueued() {
   std::vector<Queued> queued;
+  int64_t dropped = 0;
   {
     absl::MutexLock lock(&inbox_->mu);
     queued.swap(inbox_->queued);
+    std::swap(dropped, inbox_->dropped);
+  }
+  if (dropped > 0) {
+    logging::Warn("reconcile: work dropped while the queue was full (the ledger is stuck)",
+                  {{"dropped", std::to_string(dropped)}});
+    absl::MutexLock lock(&mu_);
+    stats_.ledger_errors += dropped;
   }
   for (const Queued& q : queued) {
     absl::Status s;
@@ -155,8 +175,10 @@ absl::StatusOr<int> Reconciler::RunOnce() {
     }
   }
   if (budget == 0) {
+    absl::StatusOr<int64_t> overdue = ledger_->CountPending(Ms(now));
     absl::MutexLock lock(&mu_);
     ++stats_.budget_limited;
+    if (overdue.ok()) stats_.overdue = *overdue;
     return 0;
   }
   absl::StatusOr<std::vector<eventlog::WorkItem>> due =

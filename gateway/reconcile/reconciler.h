@@ -66,6 +66,9 @@ struct ReconcilerOptions {
   absl::Duration scan_interval = absl::Seconds(5);
   // This replica's name in the ledger's claims.
   std::string owner = "gateway";
+  // Queued work (Queue*) not applied yet, at most: a stuck ledger must not grow the queue
+  // without bound. Beyond it work is dropped and counted (Stats::ledger_errors).
+  size_t max_queued = 100000;
 };
 
 // GET damagesReport for one inspection of one vendor account. `done` gets the 2xx body
@@ -104,7 +107,8 @@ class Reconciler {
   void Observe(const eventlog::NewEvent& event);
 
   // The same, queued for the next pass (no I/O, never blocks): for callers on an event
-  // loop (a vendor call's completion, the hub's thread). Applied in the order queued.
+  // loop (a vendor call's completion, the hub's thread). Applied in the order queued. At
+  // most options.max_queued wait; beyond that (a stuck ledger) they are dropped and counted.
   void QueueSubmitted(const std::string& account, const std::string& inspection_id);
   void QueueTokenCreated(const std::string& account, const std::string& uid);
   void QueueObserved(const eventlog::NewEvent& event);
@@ -131,7 +135,8 @@ class Reconciler {
     int64_t tokens_completed = 0;  // tokens found completed (their inspection is recorded)
     int64_t tokens_expired = 0;    // tokens found expired (forgotten)
     int64_t budget_limited = 0;    // RunOnce passes cut short by the budget
-    int64_t ledger_errors = 0;     // ledger or log operations that failed (retried later)
+    int64_t ledger_errors = 0;     // ledger or log operations that failed, and queued work
+                                   // dropped because the queue was full
     int64_t overdue = 0;           // unresolved items due now (after the last pass)
   };
   Stats stats() const;
@@ -174,6 +179,9 @@ class Reconciler {
     std::vector<Queued> queued ABSL_GUARDED_BY(mu);
     bool wake ABSL_GUARDED_BY(mu) = false;
     bool stopping ABSL_GUARDED_BY(mu) = false;
+    // Queue* calls refused because `queued` was full (counted as ledger errors): a dropped
+    // submission then depends on its webhook; a dropped createReport costs one more poll.
+    int64_t dropped ABSL_GUARDED_BY(mu) = 0;
   };
   const std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
 

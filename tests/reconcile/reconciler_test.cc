@@ -295,6 +295,24 @@ TEST_F(ReconcilerTest, QueuedWorkIsAppliedInOrderByTheNextPass) {
   EXPECT_EQ(reconciler.stats().overdue, 0) << "the one due item is being polled";
 }
 
+// A stuck ledger cannot grow the queue without bound: beyond max_queued, queued work is
+// dropped and counted, and what was queued before is still applied.
+TEST_F(ReconcilerTest, TheQueueIsBoundedAndDropsAreCounted) {
+  options_.max_queued = 3;
+  Reconciler& reconciler = Make();
+  for (int i = 0; i < 5; ++i) reconciler.QueueSubmitted("", absl::StrCat("insp-", i));
+  EXPECT_EQ(At(0), 0);
+  absl::StatusOr<int64_t> pending = ledger_->CountPending(INT64_MAX);
+  ASSERT_TRUE(pending.ok());
+  EXPECT_EQ(*pending, 3);
+  EXPECT_EQ(reconciler.stats().ledger_errors, 2);
+  reconciler.QueueSubmitted("", "insp-later");  // room again after the pass
+  EXPECT_EQ(At(1), 0);
+  pending = ledger_->CountPending(INT64_MAX);
+  ASSERT_TRUE(pending.ok());
+  EXPECT_EQ(*pending, 4);
+}
+
 TEST_F(ReconcilerTest, OverdueCountsItemsDueButNotYetPolled) {
   options_.max_polls_per_minute = 1;
   Reconciler& reconciler = Make();
