@@ -1,5 +1,8 @@
 #include "adapters/vendor/codes.h"
 
+#include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
 
 #include <google/protobuf/text_format.h>
@@ -205,6 +208,55 @@ TEST(SeverityNameTest, UnknownSeveritiesAreEmpty) {
   EXPECT_EQ(SeverityName("sev3"), "");
   EXPECT_EQ(SeverityName("SEV"), "");
   EXPECT_EQ(SeverityName(""), "");
+}
+
+// docs/codes.md documents the decoder: every angle, part family and severity in its
+// tables decodes to the meaning written there, and the decoder knows no angle the page does
+// not list.
+TEST(CodesDocTest, DocsCodesMdMatchesTheDecoder) {
+  std::ifstream file(std::string(SOURCE_DIR) + "/docs/codes.md");
+  ASSERT_TRUE(file.good());
+  std::stringstream text;
+  text << file.rdbuf();
+  const std::string doc = text.str();
+
+  const std::regex angle_row(R"(\| (\d+) \| ([^|]+) \| (\d+) \| ([^|]+) \|)");
+  int angles = 0;
+  for (auto it = std::sregex_iterator(doc.begin(), doc.end(), angle_row);
+       it != std::sregex_iterator(); ++it) {
+    for (int pair : {1, 3}) {
+      const int code = std::stoi((*it)[pair].str());
+      std::string shot = (*it)[pair + 1].str();
+      shot.erase(shot.find_last_not_of(' ') + 1);
+      EXPECT_EQ(AngleCodeName(code), shot) << "angle " << code;
+      ++angles;
+    }
+  }
+  EXPECT_EQ(angles, 18);
+  EXPECT_EQ(AngleCodeName(18), "");
+
+  const std::regex family_row(R"(\| ([A-Z]{3}) \| ([^|]+) \|(?: ([A-Z]{3}) \| ([^|]+) \|)?)");
+  int families = 0;
+  for (auto it = std::sregex_iterator(doc.begin(), doc.end(), family_row);
+       it != std::sregex_iterator(); ++it) {
+    for (int pair : {1, 3}) {
+      if (!(*it)[pair].matched) continue;
+      std::string name = (*it)[pair + 1].str();
+      name.erase(name.find_last_not_of(' ') + 1);
+      EXPECT_EQ(DecodePartCode((*it)[pair].str()).family_name(), name) << (*it)[pair].str();
+      ++families;
+    }
+  }
+  EXPECT_GE(families, 25);
+
+  const std::regex severity(R"(`(SEV\d)` ([a-z ]+)[,;.])");
+  int severities = 0;
+  for (auto it = std::sregex_iterator(doc.begin(), doc.end(), severity);
+       it != std::sregex_iterator(); ++it) {
+    EXPECT_EQ(SeverityName((*it)[1].str()), (*it)[2].str()) << (*it)[1].str();
+    ++severities;
+  }
+  EXPECT_EQ(severities, 6);
 }
 
 }  // namespace
