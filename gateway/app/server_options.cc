@@ -36,6 +36,7 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
   options.caller_limits.burst = config.grpc.per_caller_burst;
   options.caller_limits.max_streams = config.grpc.per_caller_max_streams;
   options.authz_refresh_interval = std::chrono::seconds(config.grpc.authz_refresh_interval_seconds);
+  options.health_check_interval = absl::ToChronoMilliseconds(config.grpc.health_check_interval);
   options.grpc_limits.max_receive_message_bytes = config.grpc.max_receive_message_bytes;
   options.grpc_limits.max_concurrent_streams = config.grpc.max_concurrent_streams;
   options.grpc_limits.keepalive_min_client_interval_ms =

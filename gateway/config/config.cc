@@ -592,6 +592,11 @@ const std::vector<KeySpec>& Keys() {
           [](auto& c) -> auto& { return c.grpc.authz_refresh_interval_seconds; }, 1, 86400,
           "SECONDS", "How often grpc.authz_policy_file is read again."),
       IntegerKey(
+          "grpc.health_check_interval_ms",
+          [](auto& c) -> auto& { return c.grpc.health_check_interval; }, 100, kDayMs, "MS",
+          "How often the health service's per-service status is updated: "
+          "inspection.v1.EventService is NOT_SERVING while the event log refuses writes."),
+      IntegerKey(
           "grpc.per_caller.requests_per_second",
           [](auto& c) -> auto& { return c.grpc.per_caller_requests_per_second; }, 0, 1000000, "N",
           "Calls one caller (its certificate identity, else its address) may start per second "

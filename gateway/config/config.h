@@ -113,6 +113,8 @@ struct GrpcSection {
   std::string authz_policy_file;  // the authorization policy; empty: none
   int authz_refresh_interval_seconds =
       static_cast<int>(ComponentDefaults().authz_refresh_interval.count());
+  absl::Duration health_check_interval =
+      absl::FromChrono(ComponentDefaults().health_check_interval);
   // grpc.per_caller.*: limits per caller identity (or address), local to the replica; 0: off
   // (burst 0: one second's worth).
   int per_caller_requests_per_second =

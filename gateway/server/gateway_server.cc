@@ -572,6 +572,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   auto* health = server->server_->GetHealthCheckService();
   health->SetServingStatus("", true);
   for (const char* name : kServiceNames) health->SetServingStatus(name, true);
+  server->StartHealthChecks();
   return server;
 }
 
@@ -597,6 +598,36 @@ absl::Status GatewayServer::AddAccount(const std::string& name,
       scheduler_.get());
   accounts_.push_back(std::move(account));
   return absl::OkStatus();
+}
+
+void GatewayServer::StartHealthChecks() {
+  constexpr char kEventService[] = "inspection.v1.EventService";
+  health_thread_ = std::thread([this, kEventService] {
+    bool serving = true;
+    absl::MutexLock lock(&health_mu_);
+    while (true) {
+      // The check is I/O (a write probe): without the lock, on this thread of its own.
+      health_mu_.Unlock();
+      const absl::Status writable = event_log_->CheckWritable();
+      health_mu_.Lock();
+      if (health_stop_) return;
+      if (writable.ok() != serving) {
+        serving = writable.ok();
+        // Ignored by gRPC once Shutdown has set every service NOT_SERVING.
+        server_->GetHealthCheckService()->SetServingStatus(kEventService, serving);
+        if (serving) {
+          logging::Info("health: the event log takes writes again; EventService SERVING");
+        } else {
+          logging::Warn("health: the event log refuses writes; EventService NOT_SERVING",
+                        {{"error", std::string(writable.message())}});
+        }
+      }
+      auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(health_mu_) { return health_stop_; };
+      health_mu_.AwaitWithTimeout(absl::Condition(&stopping),
+                                  absl::FromChrono(options_.health_check_interval));
+      if (health_stop_) return;
+    }
+  });
 }
 
 absl::Status GatewayServer::StartReconciler() {
@@ -721,6 +752,11 @@ void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
   shut_down_ = true;
   if (server_ == nullptr) return;
   // Load balancers and health probes see NOT_SERVING before connections close.
+  {
+    absl::MutexLock lock(&health_mu_);
+    health_stop_ = true;
+  }
+  if (health_thread_.joinable()) health_thread_.join();
   server_->GetHealthCheckService()->Shutdown();
   // No new webhooks (the vendor retries them, here or on another replica), then every
   // stream ends with UNAVAILABLE and its resumable cursor.

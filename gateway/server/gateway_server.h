@@ -4,6 +4,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -95,6 +96,10 @@ struct GatewayServerOptions {
   // Per-caller limits (grpc.per_caller.*): all 0 means none.
   security::CallerLimitsOptions caller_limits;
   GrpcServerLimits grpc_limits;
+  // How often the gRPC health service's per-service status is brought up to date
+  // (grpc.health_check_interval_ms): inspection.v1.EventService is NOT_SERVING while the
+  // event log refuses writes.
+  std::chrono::milliseconds health_check_interval{5000};
   // gRPC server reflection (grpc.reflection.v1alpha). Note that gRPC registers the
   // reflection plugin for every server the process builds after the first that asks.
   bool reflection = false;
@@ -257,6 +262,11 @@ class GatewayServer {
   std::shared_ptr<eventlog::WorkLedger> ledger_;
   std::unique_ptr<reconcile::Reconciler> reconciler_;
   bool webhook_less_ = false;
+  // Keeps EventService's health status in step with the event log (StartHealthChecks).
+  void StartHealthChecks();
+  absl::Mutex health_mu_;
+  bool health_stop_ ABSL_GUARDED_BY(health_mu_) = false;
+  std::thread health_thread_;
   absl::Mutex reconcile_metrics_mu_;
   reconcile::Reconciler::Stats reconcile_reported_ ABSL_GUARDED_BY(reconcile_metrics_mu_);
   std::shared_ptr<metrics::GatewayMetrics> metrics_;

@@ -76,6 +76,7 @@ TEST(ServerOptionsTest, DefaultsAreTheComponentsOwn) {
   EXPECT_EQ(options.limits.max_urls, defaults.limits.max_urls);
   EXPECT_EQ(options.tls.refresh_interval, defaults.tls.refresh_interval);
   EXPECT_EQ(options.authz_refresh_interval, defaults.authz_refresh_interval);
+  EXPECT_EQ(options.health_check_interval, defaults.health_check_interval);
   EXPECT_EQ(options.caller_limits.requests_per_second, defaults.caller_limits.requests_per_second);
   EXPECT_EQ(options.caller_limits.burst, defaults.caller_limits.burst);
   EXPECT_EQ(options.caller_limits.max_streams, defaults.caller_limits.max_streams);
@@ -182,6 +183,7 @@ TEST(ServerOptionsTest, EverySettingReachesItsComponent) {
     "grpc": {"max_receive_message_bytes": 70000, "max_concurrent_streams": 11,
              "keepalive_min_client_interval_ms": 1001, "keepalive_time_ms": 2002,
              "keepalive_timeout_ms": 3003, "authz_refresh_interval_seconds": 13,
+             "health_check_interval_ms": 1301,
              "per_caller": {"requests_per_second": 14, "burst": 15, "max_streams": 16},
              "reflection": "on"},
     "webhook": {"mode": "poll", "path": "/hooks", "max_body_bytes": 100001, "head_timeout_ms": 1101,
@@ -235,6 +237,7 @@ TEST(ServerOptionsTest, EverySettingReachesItsComponent) {
   EXPECT_EQ(o.grpc_limits.keepalive_time_ms, 2002);
   EXPECT_EQ(o.grpc_limits.keepalive_timeout_ms, 3003);
   EXPECT_EQ(o.authz_refresh_interval, std::chrono::seconds(13));
+  EXPECT_EQ(o.health_check_interval, std::chrono::milliseconds(1301));
   EXPECT_EQ(o.caller_limits.requests_per_second, 14);
   EXPECT_EQ(o.caller_limits.burst, 15);
   EXPECT_EQ(o.caller_limits.max_streams, 16);
