@@ -130,18 +130,14 @@ void Reconciler::ApplyQueued() {
       case Queued::kTokenCreated:
         s = TokenCreated(q.account, q.id);
         break;
-      case Queued::kObserved: {
-        eventlog::NewEvent event;
-        event.account = q.account;
-        event.event_name = kCreateReportEvent;
-        event.inspection_id = q.id;
-        Observe(event);
-        continue;
-      }
+      case Queued::kObserved:
+        s = ledger_->Resolve(eventlog::WorkKind::kInspection, q.account, q.id);
+        break;
     }
     if (!s.ok()) {
-      // Not recorded: this submission's report depends on its webhook alone.
-      logging::Warn("work ledger: record failed",
+      // A record that failed: this submission's report depends on its webhook alone. A
+      // resolve that failed: the item is polled once more, which finds the report.
+      logging::Warn("work ledger: write failed",
                     {{"error", std::string(s.message())}, {"id", q.id}});
       absl::MutexLock lock(&mu_);
       ++stats_.ledger_errors;
