@@ -2,6 +2,7 @@
 
 #include "gateway/version/version.h"
 
+#include <algorithm>
 #include <exception>
 #include <set>
 #include <utility>
@@ -113,8 +114,29 @@ absl::Status CheckLabelValues(std::string_view list, const std::vector<std::stri
   return absl::OkStatus();
 }
 
+// Account names: the config's own rule (1..64 of [A-Za-z0-9._-]), unique.
+absl::Status CheckAccountLabels(const std::vector<std::string>& accounts) {
+  std::set<std::string_view> seen;
+  for (const std::string& account : accounts) {
+    const bool chars_ok = std::all_of(account.begin(), account.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '_' || c == '.' || c == '-';
+    });
+    if (account.empty() || account.size() > 64 || !chars_ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "accounts: label value \"", account, "\" must be 1..64 characters of [A-Za-z0-9_.-]"));
+    }
+    if (!seen.insert(account).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("accounts: duplicate label value \"", account, "\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckConfig(const GatewayMetricsConfig& config) {
   if (absl::Status s = CheckLabelValues("routes", config.routes); !s.ok()) return s;
+  if (absl::Status s = CheckAccountLabels(config.accounts); !s.ok()) return s;
   if (absl::Status s = CheckLabelValues("upstreams", config.upstreams); !s.ok()) return s;
   if (absl::Status s = CheckLabelValues("stream_rpcs", config.stream_rpcs); !s.ok()) return s;
   std::set<std::string> full_names;
@@ -279,6 +301,9 @@ GatewayMetrics::GatewayMetrics() : registry_(std::make_shared<prometheus::Regist
 GatewayMetrics::~GatewayMetrics() = default;
 
 void GatewayMetrics::Build(const GatewayMetricsConfig& config) {
+  account_labels_ = config.accounts;
+  if (account_labels_.empty()) account_labels_.emplace_back(kDefaultAccountLabel);
+  for (size_t i = 0; i < account_labels_.size(); ++i) account_index_.emplace(account_labels_[i], i);
   BuildGrpc(config.grpc_methods);
   BuildRoutes(config.routes);
   BuildUpstreams(config.upstreams);
@@ -404,17 +429,20 @@ void GatewayMetrics::BuildRoutes(const std::vector<std::string>& routes) {
                                  "JSON fields received from the vendor that the gateway does "
                                  "not model (kept, and counted here).")
                              .Register(registry);
-  auto make_route = [&](std::string_view route) {
-    const Labels labels = {{"route", Str(route)}};
+  auto make_route = [&](std::string_view account, std::string_view route) {
+    const Labels labels = {{"account", Str(account)}, {"route", Str(route)}};
     RouteMetrics m;
     for (size_t c = 0; c < kNumStatusClasses; ++c) {
-      m.requests_[c] =
-          &requests.Add({{"route", Str(route)}, {"status_class", Str(kStatusClassLabels[c])}});
+      m.requests_[c] = &requests.Add({{"account", Str(account)},
+                                      {"route", Str(route)},
+                                      {"status_class", Str(kStatusClassLabels[c])}});
     }
     m.duration_ = &duration.Add(labels, LatencyBuckets());
     for (size_t r = 0; r < kNumRetryReasons; ++r) {
-      m.retries_[r] = &retries.Add(
-          {{"route", Str(route)}, {"reason", Str(resilience::RetryReasonLabel(kRetryReasons[r]))}});
+      m.retries_[r] =
+          &retries.Add({{"account", Str(account)},
+                        {"route", Str(route)},
+                        {"reason", Str(resilience::RetryReasonLabel(kRetryReasons[r]))}});
     }
     m.budget_exhausted_ = &budget.Add(labels);
     m.caller_deadline_timeouts_ = &caller_deadline.Add(labels);
@@ -429,12 +457,13 @@ void GatewayMetrics::BuildRoutes(const std::vector<std::string>& routes) {
     return m;
   };
   route_labels_ = routes;
-  routes_.reserve(routes.size() + 1);
-  for (const std::string& route : routes) {
-    route_index_.emplace(route, routes_.size());
-    routes_.push_back(make_route(route));
+  for (size_t r = 0; r < routes.size(); ++r) route_index_.emplace(routes[r], r);
+  // One block of routes.size() + 1 handles ("other" last) per account, in account order.
+  routes_.reserve(account_labels_.size() * (routes.size() + 1));
+  for (const std::string& account : account_labels_) {
+    for (const std::string& route : routes) routes_.push_back(make_route(account, route));
+    routes_.push_back(make_route(account, kOtherLabel));
   }
-  routes_.push_back(make_route(kOtherLabel));
 }
 
 void GatewayMetrics::BuildUpstreams(const std::vector<std::string>& upstreams) {
@@ -447,20 +476,24 @@ void GatewayMetrics::BuildUpstreams(const std::vector<std::string>& upstreams) {
                           .Name("inspection_upstream_circuit_transitions_total")
                           .Help("Circuit breaker state changes, by target state.")
                           .Register(registry);
-  auto make_upstream = [&](std::string_view upstream) {
+  auto make_upstream = [&](std::string_view upstream, std::string_view account) {
     UpstreamMetrics m;
-    m.state_ = &circuit_state.Add({{"upstream", Str(upstream)}});
+    m.state_ = &circuit_state.Add({{"upstream", Str(upstream)}, {"account", Str(account)}});
     for (size_t s = 0; s < kNumCircuitStates; ++s) {
-      m.transitions_[s] =
-          &transitions.Add({{"upstream", Str(upstream)}, {"to", Str(kCircuitStateLabels[s])}});
+      m.transitions_[s] = &transitions.Add({{"upstream", Str(upstream)},
+                                            {"account", Str(account)},
+                                            {"to", Str(kCircuitStateLabels[s])}});
     }
     return m;
   };
   upstreams_.reserve(upstreams.size() + 1);
-  for (const std::string& upstream : upstreams) {
-    upstreams_.push_back(make_upstream(upstream));
+  for (size_t i = 0; i < upstreams.size(); ++i) {
+    // upstreams[i] is the breaker of accounts[i] (the composition root keeps them aligned).
+    const std::string_view account =
+        i < account_labels_.size() ? std::string_view(account_labels_[i]) : kOtherLabel;
+    upstreams_.push_back(make_upstream(upstreams[i], account));
   }
-  upstreams_.push_back(make_upstream(kOtherLabel));
+  upstreams_.push_back(make_upstream(kOtherLabel, kOtherLabel));
 }
 
 void GatewayMetrics::BuildCacheAndEvents() {
@@ -621,12 +654,21 @@ std::vector<prometheus::MetricFamily> GatewayMetrics::Collect() const {
   return families;
 }
 
-RouteMetrics& GatewayMetrics::ForRoute(size_t route_index) {
-  return routes_[route_index < route_labels_.size() ? route_index : route_labels_.size()];
+RouteMetrics& GatewayMetrics::ForRoute(size_t route_index, size_t account_index) {
+  const size_t block = route_labels_.size() + 1;
+  const size_t account = account_index < account_labels_.size() ? account_index : 0;
+  const size_t route = route_index < route_labels_.size() ? route_index : route_labels_.size();
+  return routes_[account * block + route];
 }
 
-RouteMetrics& GatewayMetrics::ForRouteLabel(std::string_view route_label) {
-  return routes_[IndexOrOther(route_index_, route_label, route_labels_.size())];
+RouteMetrics& GatewayMetrics::ForRouteLabel(std::string_view route_label, size_t account_index) {
+  return ForRoute(IndexOrOther(route_index_, route_label, route_labels_.size()), account_index);
+}
+
+size_t GatewayMetrics::AccountIndex(std::string_view account) const {
+  if (account.empty()) return 0;
+  const auto it = account_index_.find(account);
+  return it == account_index_.end() ? 0 : it->second;
 }
 
 GrpcMethodMetrics& GatewayMetrics::ForGrpcMethod(size_t index) {

@@ -57,6 +57,9 @@ namespace inspection::metrics {
 
 // The label value of every "other" bucket. Reserved: no configured label may use it.
 inline constexpr std::string_view kOtherLabel = "other";
+// The `account` label value of the default vendor account (upstream_url, api_key_file); the
+// configuration reserves the name, so no named account can take it.
+inline constexpr std::string_view kDefaultAccountLabel = "default";
 
 // ---------------------------------------------------------------------------------------------
 // Bounded label sets (enums), each with its exact label values.
@@ -156,7 +159,13 @@ struct GatewayMetricsConfig {
   std::vector<std::string> routes;
   // The gRPC methods the interceptor attributes by name; others go to the "other" bucket.
   std::vector<GrpcMethodSpec> grpc_methods;
-  // `upstream` label values of the circuit breakers; position = index for ForUpstream().
+  // `account` label values (vendor account names, 1..64 of [A-Za-z0-9_.-]; "default" for
+  // the default account) of every route metric (upstream attempts, retries, cache) and of
+  // the circuit breakers; position = account index for ForRoute() and AccountIndex().
+  // Empty: {"default"}. They come from configuration only, so the series stay bounded.
+  std::vector<std::string> accounts;
+  // `upstream` label values of the circuit breakers; position = index for ForUpstream();
+  // upstreams[i] is the breaker of accounts[i] (its `account` label).
   std::vector<std::string> upstreams;
   // `rpc` label values of inspection_stream_subscribers; position = index for ForStreamRpc().
   std::vector<std::string> stream_rpcs;
@@ -187,7 +196,8 @@ class GrpcMethodMetrics {
   prometheus::Counter* msg_received_ = nullptr;
 };
 
-// Everything labelled by `route`: upstream traffic, retries, cache, idempotency, vendor drift.
+// Everything labelled by `account` and `route`: upstream traffic, retries, cache, idempotency,
+// vendor drift.
 class RouteMetrics {
  public:
   // One upstream HTTP attempt finished (each retry is an attempt):
@@ -287,10 +297,15 @@ class GatewayMetrics final : public prometheus::Collectable {
   void SetCollectHook(std::function<void()> hook) { collect_hook_ = std::move(hook); }
 
   // --- routes -------------------------------------------------------------------------------
-  // Handles of config.routes[route_index]; an index out of range gets the "other" route.
-  RouteMetrics& ForRoute(size_t route_index);
+  // Handles of config.routes[route_index] for config.accounts[account_index]; a route index
+  // out of range gets the "other" route, an account index out of range the first account.
+  RouteMetrics& ForRoute(size_t route_index, size_t account_index = 0);
   // By label value (a map lookup: resolve once, not per request); unknown -> "other".
-  RouteMetrics& ForRouteLabel(std::string_view route_label);
+  RouteMetrics& ForRouteLabel(std::string_view route_label, size_t account_index = 0);
+  // The account index of a vendor account name as calls carry it (CallOptions::account:
+  // "" or "default" for the default account). Calls name only configured accounts (the
+  // services refuse others); an unknown name gets index 0. A small map lookup.
+  size_t AccountIndex(std::string_view account) const;
   size_t route_count() const { return route_labels_.size(); }
 
   // --- gRPC server (used by GrpcServerMetricsInterceptorFactory) ----------------------------
@@ -372,9 +387,12 @@ class GatewayMetrics final : public prometheus::Collectable {
   ProcessCollector process_collector_;
 
   // Built once in Build(), never resized afterwards: element addresses are stable.
+  std::vector<std::string> account_labels_;
+  std::map<std::string, size_t, std::less<>> account_index_;
   std::vector<std::string> route_labels_;
   std::map<std::string, size_t, std::less<>> route_index_;
-  std::vector<RouteMetrics> routes_;  // route_labels_.size() + 1 ("other" last)
+  // Per account, route_labels_.size() + 1 handles ("other" last).
+  std::vector<RouteMetrics> routes_;
 
   std::map<std::string, size_t, std::less<>> grpc_method_index_;  // "/svc/method" -> index
   std::vector<GrpcMethodMetrics> grpc_methods_;

@@ -168,8 +168,10 @@ void CachingCaller::Call(routes::RouteId route_id, const vendor::VendorRequest& 
                 });
   };
   metrics::RouteMetrics* route_metrics =
-      options_.metrics == nullptr ? nullptr
-                                  : &options_.metrics->ForRoute(static_cast<size_t>(route_id));
+      options_.metrics == nullptr
+          ? nullptr
+          : &options_.metrics->ForRoute(static_cast<size_t>(route_id),
+                                        options_.metrics->AccountIndex(options.account));
   const bool bypass = options.bypass_cache;
   auto waiter = std::make_shared<Waiter>(std::move(done));
   fetcher_.GetOrFetch(

@@ -114,14 +114,16 @@ void RetryingCaller::OnResult(std::shared_ptr<CallState> state,
     // back unrecorded, so such callers cannot open the breaker for everyone else.
     breaker_->Release(permit);
     if (options_.metrics != nullptr) {
-      options_.metrics->ForRoute(static_cast<size_t>(state->route)).RecordCallerDeadlineTimeout();
+      options_.metrics->ForRoute(static_cast<size_t>(state->route), options_.metrics_account)
+          .RecordCallerDeadlineTimeout();
     }
   } else {
     breaker_->Record(permit, !UnhealthyOutcome(result));
   }
   metrics::RouteMetrics* route_metrics =
       options_.metrics == nullptr ? nullptr
-                                  : &options_.metrics->ForRoute(static_cast<size_t>(state->route));
+                                  : &options_.metrics->ForRoute(static_cast<size_t>(state->route),
+                                                                options_.metrics_account);
   if (route_metrics != nullptr) {
     // status 0 (no HTTP answer) is counted as transport_error.
     route_metrics->RecordAttempt(static_cast<int>(result.response.status),
@@ -183,7 +185,7 @@ void RetryingCaller::Finish(const std::shared_ptr<CallState>& state,
   }
   budget_->RequestFinished();
   if (options_.metrics != nullptr && state->attempts > 0) {
-    options_.metrics->ForRoute(static_cast<size_t>(state->route))
+    options_.metrics->ForRoute(static_cast<size_t>(state->route), options_.metrics_account)
         .RecordAttemptsPerCall(state->attempts);
   }
   std::move(state->done)(std::move(result));

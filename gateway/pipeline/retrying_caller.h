@@ -22,6 +22,9 @@ struct RetryOptions {
   // Upstream metrics (attempts by status class and latency, retries by reason, budget
   // refusals, attempts per call); null records nothing.
   metrics::GatewayMetrics* metrics = nullptr;
+  // The vendor account this loop calls, as GatewayMetrics::AccountIndex gives it: the
+  // `account` label of its metrics.
+  size_t metrics_account = 0;
 };
 
 // The retry loop and circuit breaker of the request pipeline (DESIGN §4), a decorator

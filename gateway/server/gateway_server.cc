@@ -129,11 +129,11 @@ class MetricsObserver final : public services::RpcObserver {
     const auto& drift = record.decode_report;
     const size_t unknown = drift.unknown_paths.size() + drift.type_mismatch_paths.size() +
                            drift.unknown_enum_paths.size();
-    if (unknown > 0 && record.route != nullptr) {
-      metrics_->ForRoute(static_cast<size_t>(record.route->id)).RecordVendorUnknownFields(unknown);
-    }
-    if (record.idempotency_replayed && record.route != nullptr) {
-      metrics_->ForRoute(static_cast<size_t>(record.route->id)).RecordIdempotencyReplay();
+    if (record.route != nullptr && (unknown > 0 || record.idempotency_replayed)) {
+      metrics::RouteMetrics& route = metrics_->ForRoute(static_cast<size_t>(record.route->id),
+                                                        metrics_->AccountIndex(record.account));
+      route.RecordVendorUnknownFields(unknown);
+      if (record.idempotency_replayed) route.RecordIdempotencyReplay();
     }
     if (next_ != nullptr) next_->OnRpcFinished(record);
   }
@@ -321,8 +321,10 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
     metrics_config.routes.emplace_back(route.metric_label);
   }
   metrics_config.grpc_methods = PublicMethods();
+  metrics_config.accounts = {std::string(metrics::kDefaultAccountLabel)};
   metrics_config.upstreams = {"vendor"};
   for (const VendorAccountOptions& account : opts.accounts) {
+    metrics_config.accounts.push_back(account.name);
     metrics_config.upstreams.push_back(UpstreamLabel(account.name));
   }
   metrics_config.stream_rpcs = {"Subscribe", "StreamDamageResults", "WatchTokenStatus"};
@@ -593,8 +595,10 @@ absl::Status GatewayServer::AddAccount(const std::string& name,
       });
   if (!breaker.ok()) return breaker.status();
   account->breaker = std::move(*breaker);
+  pipeline::RetryOptions retry = options_.retry;
+  retry.metrics_account = upstream_index;  // accounts and upstreams share their order
   account->retrying = std::make_unique<pipeline::RetryingCaller>(
-      account->client.get(), options_.retry, account->budget.get(), account->breaker.get(),
+      account->client.get(), std::move(retry), account->budget.get(), account->breaker.get(),
       scheduler_.get());
   accounts_.push_back(std::move(account));
   return absl::OkStatus();

@@ -187,8 +187,8 @@ class PrometheusScrapesTheGateway(unittest.TestCase):
 
         # The upstream call behind it, by route and status class, scraped in the same pass
         # or an earlier one (a response cache may answer some calls: at least one went out).
-        upstream = (f'inspection_upstream_requests_total{{job="{JOB}",route="{ROUTE}",'
-                    f'status_class="2xx"}}')
+        upstream = (f'inspection_upstream_requests_total{{job="{JOB}",account="default",'
+                    f'route="{ROUTE}",status_class="2xx"}}')
         value = self.single_value(upstream)
         self.assertIsNotNone(value, upstream)
         self.assertGreater(value, 0, upstream)

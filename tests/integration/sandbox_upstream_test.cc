@@ -253,7 +253,7 @@ TEST_F(SandboxUpstreamTest, ImpatientCallersDoNotOpenTheBreakerForThePatientOnes
   ASSERT_TRUE(metrics);
   EXPECT_NE(
       metrics->body.find(
-          R"(inspection_upstream_caller_deadline_timeouts_total{route="get_token_status"} 12)"),
+          R"(inspection_upstream_caller_deadline_timeouts_total{account="default",route="get_token_status"} 12)"),
       std::string::npos);
 }
 
@@ -305,14 +305,16 @@ TEST_F(SandboxUpstreamTest, ImpatientCallersOfOneCachedFetchDoNotFailIt) {
   httplib::Client admin("127.0.0.1", gateway_->admin_port());
   auto metrics = admin.Get("/metrics");
   ASSERT_TRUE(metrics);
-  EXPECT_NE(metrics->body.find(
-                R"(inspection_upstream_caller_deadline_timeouts_total{route="assess_quality"} 0)"),
-            std::string::npos)
+  EXPECT_NE(
+      metrics->body.find(
+          R"(inspection_upstream_caller_deadline_timeouts_total{account="default",route="assess_quality"} 0)"),
+      std::string::npos)
       << "the shared fetch was never cut by a caller's deadline";
   const int timed_out = static_cast<int>(std::count_if(
       statuses.begin(), statuses.end(), [](const grpc::Status& s) { return !s.ok(); }));
   const std::string waited = absl::StrCat(
-      R"(inspection_cache_waiter_deadlines_total{route="assess_quality"} )", timed_out);
+      R"(inspection_cache_waiter_deadlines_total{account="default",route="assess_quality"} )",
+      timed_out);
   EXPECT_TRUE(WaitUntil(
       [&] {
         auto now = admin.Get("/metrics");

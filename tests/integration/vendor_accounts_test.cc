@@ -333,12 +333,36 @@ TEST_F(VendorAccountsTest, OneAccountsOutageOpensOnlyItsBreaker) {
   EXPECT_EQ(gateway_->circuit_breaker("second").state(), resilience::CircuitState::kClosed);
   // And /metrics tells them apart.
   const std::string metrics = Metrics();
-  EXPECT_NE(metrics.find("inspection_upstream_circuit_state{upstream=\"vendor.preprod\"} 2"),
+  EXPECT_NE(metrics.find("inspection_upstream_circuit_state{account=\"preprod\","
+                         "upstream=\"vendor.preprod\"} 2"),
             std::string::npos)
       << metrics;
-  EXPECT_NE(metrics.find("inspection_upstream_circuit_state{upstream=\"vendor\"} 0"),
+  EXPECT_NE(
+      metrics.find("inspection_upstream_circuit_state{account=\"default\",upstream=\"vendor\"} 0"),
+      std::string::npos);
+  EXPECT_NE(metrics.find("inspection_upstream_circuit_state{account=\"second\","
+                         "upstream=\"vendor.second\"} 0"),
             std::string::npos);
-  EXPECT_NE(metrics.find("inspection_upstream_circuit_state{upstream=\"vendor.second\"} 0"),
+  // Upstream attempts per account: preprod's 503s are its own; the default account's two
+  // answers were 2xx and it has no 5xx at all.
+  const std::string preprod_5xx =
+      "inspection_upstream_requests_total{account=\"preprod\",route=\"assess_quality\","
+      "status_class=\"5xx\"} ";
+  const size_t at = metrics.find(preprod_5xx);
+  ASSERT_NE(at, std::string::npos) << metrics;
+  EXPECT_GE(std::stod(metrics.substr(at + preprod_5xx.size())), 3.0);
+  EXPECT_NE(metrics.find("inspection_upstream_requests_total{account=\"default\","
+                         "route=\"assess_quality\",status_class=\"5xx\"} 0\n"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("inspection_upstream_requests_total{account=\"default\","
+                         "route=\"assess_quality\",status_class=\"2xx\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(metrics.find("inspection_upstream_requests_total{account=\"second\","
+                         "route=\"assess_quality\",status_class=\"2xx\"} 1\n"),
+            std::string::npos);
+  // Retries and circuit transitions too.
+  EXPECT_NE(metrics.find("inspection_upstream_circuit_transitions_total{account=\"preprod\","
+                         "to=\"open\",upstream=\"vendor.preprod\"} 1\n"),
             std::string::npos);
 }
 

@@ -265,31 +265,35 @@ TEST_F(AdminServerTest, MetricsReportExactValuesAfterAScriptedSequence) {
   const std::vector<Sample> s = Scrape();
   ASSERT_FALSE(s.empty());
   auto requests = [&](const std::string& status_class) {
-    return SampleValue(s, "inspection_upstream_requests_total",
-                       {{"route", "create_token"}, {"status_class", status_class}});
+    return SampleValue(
+        s, "inspection_upstream_requests_total",
+        {{"account", "default"}, {"route", "create_token"}, {"status_class", status_class}});
   };
   EXPECT_EQ(requests("2xx"), 3);
   EXPECT_EQ(requests("5xx"), 1);
   EXPECT_EQ(requests("4xx"), 0);
   EXPECT_EQ(requests("transport_error"), 0);
-  EXPECT_EQ(SampleValue(s, "inspection_upstream_requests_total",
-                        {{"route", "get_token_status"}, {"status_class", "2xx"}}),
-            0);
-  EXPECT_EQ(SampleValue(s, "inspection_upstream_retries_total",
-                        {{"route", "create_token"}, {"reason", "status_503"}}),
-            2);
-  EXPECT_EQ(SampleValue(s, "inspection_upstream_retries_total",
-                        {{"route", "create_token"}, {"reason", "status_429"}}),
-            0);
+  EXPECT_EQ(
+      SampleValue(s, "inspection_upstream_requests_total",
+                  {{"account", "default"}, {"route", "get_token_status"}, {"status_class", "2xx"}}),
+      0);
+  EXPECT_EQ(
+      SampleValue(s, "inspection_upstream_retries_total",
+                  {{"account", "default"}, {"route", "create_token"}, {"reason", "status_503"}}),
+      2);
+  EXPECT_EQ(
+      SampleValue(s, "inspection_upstream_retries_total",
+                  {{"account", "default"}, {"route", "create_token"}, {"reason", "status_429"}}),
+      0);
 
   // Histogram: _count, _sum and cumulative buckets with their le labels as printed.
-  const LabelMap route = {{"route", "create_token"}};
+  const LabelMap route = {{"account", "default"}, {"route", "create_token"}};
   EXPECT_EQ(SampleValue(s, "inspection_upstream_request_duration_seconds_count", route), 4);
   EXPECT_NEAR(SampleValue(s, "inspection_upstream_request_duration_seconds_sum", route), 0.64,
               1e-9);
   auto bucket = [&](const std::string& le) {
     return SampleValue(s, "inspection_upstream_request_duration_seconds_bucket",
-                       {{"route", "create_token"}, {"le", le}});
+                       {{"account", "default"}, {"route", "create_token"}, {"le", le}});
   };
   EXPECT_EQ(bucket("0.025"), 0);
   EXPECT_EQ(bucket("0.05"), 1);
@@ -301,18 +305,20 @@ TEST_F(AdminServerTest, MetricsReportExactValuesAfterAScriptedSequence) {
   EXPECT_EQ(SampleValue(s, "inspection_upstream_attempts_per_call_count", route), 1);
   EXPECT_EQ(SampleValue(s, "inspection_upstream_attempts_per_call_sum", route), 3);
   EXPECT_EQ(SampleValue(s, "inspection_upstream_attempts_per_call_bucket",
-                        {{"route", "create_token"}, {"le", "2"}}),
+                        {{"account", "default"}, {"route", "create_token"}, {"le", "2"}}),
             0);
   EXPECT_EQ(SampleValue(s, "inspection_upstream_attempts_per_call_bucket",
-                        {{"route", "create_token"}, {"le", "3"}}),
+                        {{"account", "default"}, {"route", "create_token"}, {"le", "3"}}),
             1);
 
-  EXPECT_EQ(SampleValue(s, "inspection_upstream_circuit_state", {{"upstream", "vendor"}}), 1);
-  EXPECT_EQ(SampleValue(s, "inspection_upstream_circuit_transitions_total",
-                        {{"upstream", "vendor"}, {"to", "open"}}),
+  EXPECT_EQ(SampleValue(s, "inspection_upstream_circuit_state",
+                        {{"account", "default"}, {"upstream", "vendor"}}),
             1);
   EXPECT_EQ(SampleValue(s, "inspection_upstream_circuit_transitions_total",
-                        {{"upstream", "vendor"}, {"to", "closed"}}),
+                        {{"account", "default"}, {"upstream", "vendor"}, {"to", "open"}}),
+            1);
+  EXPECT_EQ(SampleValue(s, "inspection_upstream_circuit_transitions_total",
+                        {{"account", "default"}, {"upstream", "vendor"}, {"to", "closed"}}),
             0);
   EXPECT_EQ(SampleValue(s, "inspection_webhook_deliveries_total", {{"outcome", "accepted"}}), 2);
   EXPECT_EQ(SampleValue(s, "inspection_webhook_deliveries_total", {{"outcome", "bad_json"}}), 1);
@@ -329,9 +335,10 @@ TEST_F(AdminServerTest, MetricsReportExactValuesAfterAScriptedSequence) {
   // Collected per request: a second scrape sees what happened in between.
   create_token.RecordAttempt(200, 1ms);
   const std::vector<Sample> s2 = Scrape();
-  EXPECT_EQ(SampleValue(s2, "inspection_upstream_requests_total",
-                        {{"route", "create_token"}, {"status_class", "2xx"}}),
-            4);
+  EXPECT_EQ(
+      SampleValue(s2, "inspection_upstream_requests_total",
+                  {{"account", "default"}, {"route", "create_token"}, {"status_class", "2xx"}}),
+      4);
 }
 
 TEST_F(AdminServerTest, MetricsUseTheTextFormatContentTypeAndDescribeEveryFamily) {

@@ -253,9 +253,11 @@ TEST(GatewayMetricsTest, RegistersEveryFamilyAndSeriesAtConstruction) {
                    {"grpc_code", "ResourceExhausted"}}),
             0);
   EXPECT_EQ(Value(families, "inspection_upstream_retries_total",
-                  {{"route", "other"}, {"reason", "status_429"}}),
+                  {{"account", "default"}, {"route", "other"}, {"reason", "status_429"}}),
             0);
-  EXPECT_EQ(Value(families, "inspection_upstream_circuit_state", {{"upstream", "vendor"}}), 0);
+  EXPECT_EQ(Value(families, "inspection_upstream_circuit_state",
+                  {{"account", "default"}, {"upstream", "vendor"}}),
+            0);
   for (const MetricFamily& family : families) {
     if (family.name.rfind("process_", 0) == 0) continue;
     // The build info is 1 from the start (its labels are the information).
@@ -294,10 +296,10 @@ TEST(GatewayMetricsTest, RouteHandlesCountExactlyAndOnlyTheirRoute) {
   metrics->ForRoute(2).RecordAttempt(404, 10ms);
 
   const std::vector<MetricFamily> f = metrics->Collect();
-  const LabelMap route = {{"route", "create_token"}};
+  const LabelMap route = {{"account", "default"}, {"route", "create_token"}};
   auto requests = [&](const std::string& route_label, const std::string& status_class) {
     return Value(f, "inspection_upstream_requests_total",
-                 {{"route", route_label}, {"status_class", status_class}});
+                 {{"account", "default"}, {"route", route_label}, {"status_class", status_class}});
   };
   EXPECT_EQ(requests("create_token", "2xx"), 2);
   EXPECT_EQ(requests("create_token", "5xx"), 1);
@@ -326,13 +328,13 @@ TEST(GatewayMetricsTest, RouteHandlesCountExactlyAndOnlyTheirRoute) {
   EXPECT_EQ(buckets[std::numeric_limits<double>::infinity()], 4u);
 
   EXPECT_EQ(Value(f, "inspection_upstream_retries_total",
-                  {{"route", "create_token"}, {"reason", "status_503"}}),
+                  {{"account", "default"}, {"route", "create_token"}, {"reason", "status_503"}}),
             1);
   EXPECT_EQ(Value(f, "inspection_upstream_retries_total",
-                  {{"route", "create_token"}, {"reason", "connect"}}),
+                  {{"account", "default"}, {"route", "create_token"}, {"reason", "connect"}}),
             1);
   EXPECT_EQ(Value(f, "inspection_upstream_retries_total",
-                  {{"route", "create_token"}, {"reason", "timeout"}}),
+                  {{"account", "default"}, {"route", "create_token"}, {"reason", "timeout"}}),
             0);
   EXPECT_EQ(Value(f, "inspection_upstream_retry_budget_exhausted_total", route), 1);
   EXPECT_EQ(HistogramCount(f, "inspection_upstream_attempts_per_call", route), 1u);
@@ -343,7 +345,70 @@ TEST(GatewayMetricsTest, RouteHandlesCountExactlyAndOnlyTheirRoute) {
   EXPECT_EQ(Value(f, "inspection_cache_stale_served_total", route), 1);
   EXPECT_EQ(Value(f, "inspection_idempotency_replays_total", route), 1);
   EXPECT_EQ(Value(f, "inspection_vendor_unknown_fields_total", route), 4);
-  EXPECT_EQ(Value(f, "inspection_cache_hits_total", {{"route", "get_token_status"}}), 0);
+  EXPECT_EQ(Value(f, "inspection_cache_hits_total",
+                  {{"account", "default"}, {"route", "get_token_status"}}),
+            0);
+}
+
+TEST(GatewayMetricsTest, EachVendorAccountHasItsOwnRouteAndCircuitSeries) {
+  GatewayMetricsConfig config = TestConfig();
+  config.accounts = {"default", "prod-eu"};
+  config.upstreams = {"vendor", "vendor.prod_eu"};
+  std::shared_ptr<GatewayMetrics> metrics = MakeMetrics(config);
+  ASSERT_NE(metrics, nullptr);
+  EXPECT_EQ(metrics->AccountIndex(""), 0u);
+  EXPECT_EQ(metrics->AccountIndex("default"), 0u);
+  EXPECT_EQ(metrics->AccountIndex("prod-eu"), 1u);
+  EXPECT_EQ(metrics->AccountIndex("nope"), 0u);
+  EXPECT_EQ(&metrics->ForRoute(0), &metrics->ForRoute(0, 0));
+  EXPECT_NE(&metrics->ForRoute(0, 0), &metrics->ForRoute(0, 1));
+  EXPECT_EQ(&metrics->ForRoute(0, 7), &metrics->ForRoute(0, 0));  // out of range: first
+  EXPECT_EQ(&metrics->ForRouteLabel("create_token", 1), &metrics->ForRoute(0, 1));
+
+  metrics->ForRoute(0, 1).RecordAttempt(503, 10ms);
+  metrics->ForRoute(0, 1).RecordRetry(RetryReason::kStatus503);
+  metrics->ForRoute(0, 1).RecordCacheMiss();
+  metrics->ForRoute(0, 0).RecordAttempt(200, 10ms);
+  metrics->ForRoute(99, 1).RecordCacheHit();  // the other route of prod-eu
+  metrics->ForUpstream(1).RecordTransition(CircuitState::kOpen);
+
+  const std::vector<MetricFamily> f = metrics->Collect();
+  auto requests = [&](const std::string& account, const std::string& status_class) {
+    return Value(f, "inspection_upstream_requests_total",
+                 {{"account", account}, {"route", "create_token"}, {"status_class", status_class}});
+  };
+  EXPECT_EQ(requests("prod-eu", "5xx"), 1);
+  EXPECT_EQ(requests("prod-eu", "2xx"), 0);
+  EXPECT_EQ(requests("default", "2xx"), 1);
+  EXPECT_EQ(requests("default", "5xx"), 0);
+  EXPECT_EQ(Value(f, "inspection_upstream_retries_total",
+                  {{"account", "prod-eu"}, {"route", "create_token"}, {"reason", "status_503"}}),
+            1);
+  EXPECT_EQ(Value(f, "inspection_cache_misses_total",
+                  {{"account", "prod-eu"}, {"route", "create_token"}}),
+            1);
+  EXPECT_EQ(Value(f, "inspection_cache_hits_total", {{"account", "prod-eu"}, {"route", "other"}}),
+            1);
+  EXPECT_EQ(Value(f, "inspection_upstream_circuit_state",
+                  {{"account", "prod-eu"}, {"upstream", "vendor.prod_eu"}}),
+            2);
+  EXPECT_EQ(Value(f, "inspection_upstream_circuit_state",
+                  {{"account", "default"}, {"upstream", "vendor"}}),
+            0);
+  // Series per account: (3 routes + other) x 6 status classes x 2 accounts.
+  EXPECT_EQ(FindFamily(f, "inspection_upstream_requests_total")->metric.size(), 48u);
+}
+
+TEST(GatewayMetricsConfigTest, RejectsAccountLabelsOutsideTheRules) {
+  for (const std::vector<std::string>& accounts :
+       std::vector<std::vector<std::string>>{{""}, {"a b"}, {std::string(65, 'a')}, {"x", "x"}}) {
+    GatewayMetricsConfig config = TestConfig();
+    config.accounts = accounts;
+    const auto created = GatewayMetrics::Create(config);
+    ASSERT_FALSE(created.ok());
+    EXPECT_EQ(created.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(created.status().message(), HasSubstr("accounts"));
+  }
 }
 
 TEST(GatewayMetricsTest, UnknownNamesAndIndexesLandInTheOtherBucket) {
@@ -365,9 +430,14 @@ TEST(GatewayMetricsTest, UnknownNamesAndIndexesLandInTheOtherBucket) {
   metrics->ForGrpcMethod("/x.Y/Z", GrpcType::kBidiStream).RecordStarted();
 
   const std::vector<MetricFamily> f = metrics->Collect();
-  EXPECT_EQ(Value(f, "inspection_cache_misses_total", {{"route", "other"}}), 2);
-  EXPECT_EQ(Value(f, "inspection_upstream_circuit_state", {{"upstream", "other"}}), 2);
-  EXPECT_EQ(Value(f, "inspection_upstream_circuit_state", {{"upstream", "vendor"}}), 0);
+  EXPECT_EQ(Value(f, "inspection_cache_misses_total", {{"account", "default"}, {"route", "other"}}),
+            2);
+  EXPECT_EQ(
+      Value(f, "inspection_upstream_circuit_state", {{"account", "other"}, {"upstream", "other"}}),
+      2);
+  EXPECT_EQ(Value(f, "inspection_upstream_circuit_state",
+                  {{"account", "default"}, {"upstream", "vendor"}}),
+            0);
   EXPECT_EQ(Value(f, "inspection_stream_subscribers", {{"rpc", "other"}}), 1);
   EXPECT_EQ(Value(f, "grpc_server_started_total",
                   {{"grpc_type", "unary"}, {"grpc_service", "other"}, {"grpc_method", "other"}}),
@@ -401,9 +471,10 @@ TEST(GatewayMetricsTest, RecordingNeverCreatesASeries) {
   const std::vector<MetricFamily> after_families = metrics->Collect();
   EXPECT_EQ(SeriesSpace(after_families), before);
   // And the odd values were attributed to bounded buckets, not lost.
-  EXPECT_EQ(Value(after_families, "inspection_upstream_requests_total",
-                  {{"route", "other"}, {"status_class", "transport_error"}}),
-            4);  // 777 and the out-of-range class, for indexes 3 and 2^40
+  EXPECT_EQ(
+      Value(after_families, "inspection_upstream_requests_total",
+            {{"account", "default"}, {"route", "other"}, {"status_class", "transport_error"}}),
+      4);  // 777 and the out-of-range class, for indexes 3 and 2^40
   EXPECT_EQ(Value(after_families, "grpc_server_handled_total",
                   {{"grpc_type", "unary"},
                    {"grpc_service", "inspection.v1.TokenService"},
@@ -416,10 +487,10 @@ TEST(GatewayMetricsTest, CircuitTransitionsMoveTheStateGauge) {
   std::shared_ptr<GatewayMetrics> metrics = MakeMetrics();
   ASSERT_NE(metrics, nullptr);
   UpstreamMetrics& vendor = metrics->ForUpstream(0);
-  const LabelMap upstream = {{"upstream", "vendor"}};
+  const LabelMap upstream = {{"account", "default"}, {"upstream", "vendor"}};
   auto transitions = [&](const std::vector<MetricFamily>& f, const std::string& to) {
     return Value(f, "inspection_upstream_circuit_transitions_total",
-                 {{"upstream", "vendor"}, {"to", to}});
+                 {{"account", "default"}, {"upstream", "vendor"}, {"to", to}});
   };
 
   vendor.RecordTransition(CircuitState::kOpen);
@@ -523,10 +594,10 @@ TEST(GatewayMetricsTest, ConcurrentRecordingLosesNothing) {
 
   const std::vector<MetricFamily> f = metrics->Collect();
   EXPECT_EQ(Value(f, "inspection_upstream_requests_total",
-                  {{"route", "create_token"}, {"status_class", "2xx"}}),
+                  {{"account", "default"}, {"route", "create_token"}, {"status_class", "2xx"}}),
             kThreads * kPerThread);
   EXPECT_EQ(HistogramCount(f, "inspection_upstream_request_duration_seconds",
-                           {{"route", "create_token"}}),
+                           {{"account", "default"}, {"route", "create_token"}}),
             static_cast<uint64_t>(kThreads * kPerThread));
   EXPECT_EQ(Value(f, "inspection_stream_subscribers", {{"rpc", "Subscribe"}}), 0);
 }
