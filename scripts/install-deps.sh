@@ -39,4 +39,13 @@ if ! "$tools/venv/bin/python" -c "import grpc, grpc_tools; assert grpc.__version
     "grpcio==$GRPCIO_VERSION" "grpcio-tools==$GRPCIO_VERSION"
 fi
 
+# --- opentelemetry-proto (PyPI), pinned: the official OTLP protos, whose parser checks the
+# gateway's OTLP/JSON span export (tests/e2e/otlp_e2e_test.py) ---
+OTEL_PROTO_VERSION=1.45.2
+if ! "$tools/venv/bin/python" -c "from importlib.metadata import version; assert version('opentelemetry-proto') == '$OTEL_PROTO_VERSION'" 2>/dev/null; then
+  echo "install-deps: pip install opentelemetry-proto==$OTEL_PROTO_VERSION (venv .tools/venv)"
+  "$tools/venv/bin/pip" install --quiet --disable-pip-version-check \
+    "opentelemetry-proto==$OTEL_PROTO_VERSION"
+fi
+
 echo "install-deps: ok"

@@ -6,6 +6,7 @@
 
 #include "absl/time/time.h"
 #include "gateway/config/value_checks.h"
+#include "gateway/version/version.h"
 
 namespace inspection::app {
 
@@ -97,6 +98,12 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
   options.reconcile.reconciler.ready_pointers = config.reconcile.ready_pointers;
   options.reconcile.reconciler.scan_interval = config.reconcile.scan_interval;
   options.reconcile.ledger_url = config.reconcile.ledger;
+  options.tracing.endpoint = config.tracing.otlp_endpoint;
+  options.tracing.max_queued_spans = static_cast<size_t>(config.tracing.max_queued_spans);
+  options.tracing.max_batch_spans = static_cast<size_t>(config.tracing.max_batch_spans);
+  options.tracing.export_interval = absl::ToChronoMilliseconds(config.tracing.export_interval);
+  options.tracing.export_timeout = absl::ToChronoMilliseconds(config.tracing.export_timeout);
+  options.tracing.service_version = std::string(version::Version());
   options.webhook_less = config.webhook_mode == config::WebhookMode::kPoll;
   options.token_watch.interval = config.token_watch.interval;
   options.token_watch.max_backoff = config.token_watch.max_backoff;

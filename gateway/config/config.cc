@@ -822,6 +822,28 @@ const std::vector<KeySpec>& Keys() {
           10, kDayMs, "MS",
           "The reconciler looks for due items at least this often (new work wakes it sooner)."),
       StringKey(
+          "tracing.otlp_endpoint", [](auto& c) -> auto& { return c.tracing.otlp_endpoint; },
+          OptionalUrl, "URL",
+          "OTLP/HTTP traces URL of a collector (e.g. http://otel-collector:4318/v1/traces): "
+          "each RPC's span and each vendor attempt's span are sent there as OTLP JSON. Empty "
+          "(default): no export; trace context is propagated and logged either way."),
+      IntegerKey(
+          "tracing.max_queued_spans", [](auto& c) -> auto& { return c.tracing.max_queued_spans; },
+          1, 10000000, "N",
+          "Spans waiting for export at most; more are dropped and counted "
+          "(inspection_trace_spans_dropped_total{reason=\"queue_full\"})."),
+      IntegerKey(
+          "tracing.max_batch_spans", [](auto& c) -> auto& { return c.tracing.max_batch_spans; }, 1,
+          100000, "N", "Spans per export request at most."),
+      IntegerKey(
+          "tracing.export_interval_ms", [](auto& c) -> auto& { return c.tracing.export_interval; },
+          10, kDayMs, "MS", "A batch is sent when full or this long after the last one."),
+      IntegerKey(
+          "tracing.export_timeout_ms", [](auto& c) -> auto& { return c.tracing.export_timeout; },
+          100, kDayMs, "MS",
+          "An export request not answered within this fails; its spans are dropped and counted "
+          "(no retry: a collector outage costs spans, never gateway memory)."),
+      StringKey(
           "reconcile.ledger", [](auto& c) -> auto& { return c.reconcile.ledger; }, WorkLedgerUrl,
           "URL",
           "Where recorded work is kept: sqlite:<path> or redis://[:password@]host:port[/db] "

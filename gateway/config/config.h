@@ -218,6 +218,17 @@ struct ReconcileSection {
   std::string ledger = ComponentDefaults().reconcile.ledger_url;
 };
 
+// tracing.*: exporting spans over OTLP/HTTP JSON (gateway/tracing/otlp_exporter.h). Trace
+// context (traceparent to the vendor, trace_id on log lines) works without it.
+struct TracingSection {
+  // "" (default): spans are not exported.
+  std::string otlp_endpoint = ComponentDefaults().tracing.endpoint;
+  int max_queued_spans = static_cast<int>(ComponentDefaults().tracing.max_queued_spans);
+  int max_batch_spans = static_cast<int>(ComponentDefaults().tracing.max_batch_spans);
+  absl::Duration export_interval = absl::FromChrono(ComponentDefaults().tracing.export_interval);
+  absl::Duration export_timeout = absl::FromChrono(ComponentDefaults().tracing.export_timeout);
+};
+
 // webhook.mode: where stream events come from.
 enum class WebhookMode {
   kWebhook,  // the vendor's webhooks (the receiver runs when a webhook key is set)
@@ -335,6 +346,7 @@ struct GatewayConfig {
   StreamsSection streams;
   TokenWatchSection token_watch;
   ReconcileSection reconcile;
+  TracingSection tracing;
   // webhook.mode (default "webhook"): "poll" runs no webhook receiver; streams are then fed
   // by polling. Without a webhook key the gateway polls in either mode.
   WebhookMode webhook_mode =

@@ -604,6 +604,25 @@ void GatewayMetrics::BuildCacheAndEvents() {
            .Help("Work ledger or event log operations of the reconciler that failed.")
            .Register(registry)
            .Add({});
+  trace_spans_exported_ = &prometheus::BuildCounter()
+                               .Name("inspection_trace_spans_exported_total")
+                               .Help("Spans the OTLP collector accepted (tracing.otlp_endpoint).")
+                               .Register(registry)
+                               .Add({});
+  auto& spans_dropped = prometheus::BuildCounter()
+                            .Name("inspection_trace_spans_dropped_total")
+                            .Help(
+                                "Spans not exported: queue_full (tracing.max_queued_spans "
+                                "reached), export_failed (the collector refused or did not "
+                                "answer their batch).")
+                            .Register(registry);
+  trace_spans_dropped_[0] = &spans_dropped.Add({{"reason", "queue_full"}});
+  trace_spans_dropped_[1] = &spans_dropped.Add({{"reason", "export_failed"}});
+  trace_export_failures_ = &prometheus::BuildCounter()
+                                .Name("inspection_trace_export_failures_total")
+                                .Help("OTLP export requests that failed (one per batch).")
+                                .Register(registry)
+                                .Add({});
 }
 
 void GatewayMetrics::BuildStreams(const std::vector<std::string>& rpcs) {
@@ -758,6 +777,13 @@ void GatewayMetrics::RecordReconcileRecovered(bool webhook_less, uint64_t count)
 }
 void GatewayMetrics::SetReconcileOverdue(int64_t items) {
   reconcile_overdue_->Set(static_cast<double>(items));
+}
+void GatewayMetrics::RecordTraceSpans(uint64_t exported, uint64_t dropped_queue_full,
+                                      uint64_t dropped_export_failed, uint64_t failed_requests) {
+  trace_spans_exported_->Increment(static_cast<double>(exported));
+  trace_spans_dropped_[0]->Increment(static_cast<double>(dropped_queue_full));
+  trace_spans_dropped_[1]->Increment(static_cast<double>(dropped_export_failed));
+  trace_export_failures_->Increment(static_cast<double>(failed_requests));
 }
 void GatewayMetrics::RecordReconcileLedgerErrors(uint64_t count) {
   reconcile_ledger_errors_->Increment(static_cast<double>(count));

@@ -357,6 +357,12 @@ class GatewayMetrics final : public prometheus::Collectable {
   // inspection_reconcile_ledger_errors_total
   void RecordReconcileLedgerErrors(uint64_t count);
 
+  // --- tracing (tracing.*) ------------------------------------------------------------------
+  // inspection_trace_spans_exported_total, inspection_trace_spans_dropped_total{reason=
+  // "queue_full"|"export_failed"}, inspection_trace_export_failures_total (requests).
+  void RecordTraceSpans(uint64_t exported, uint64_t dropped_queue_full,
+                        uint64_t dropped_export_failed, uint64_t failed_requests);
+
   // --- streams ------------------------------------------------------------------------------
   // Handles of config.stream_rpcs[index]; out of range -> "other".
   StreamRpcMetrics& ForStreamRpc(size_t rpc_index);
@@ -420,6 +426,9 @@ class GatewayMetrics final : public prometheus::Collectable {
   prometheus::Counter* reconcile_recovered_[2] = {};  // missed_webhook, webhook_less
   prometheus::Gauge* reconcile_overdue_ = nullptr;
   prometheus::Counter* reconcile_ledger_errors_ = nullptr;
+  prometheus::Counter* trace_spans_exported_ = nullptr;
+  prometheus::Counter* trace_spans_dropped_[2] = {};  // queue_full, export_failed
+  prometheus::Counter* trace_export_failures_ = nullptr;
   prometheus::Histogram* fanout_lag_ = nullptr;
   prometheus::Gauge* catching_up_ = nullptr;
   std::array<prometheus::Counter*, kNumStreamDropReasons> dropped_subscribers_{};

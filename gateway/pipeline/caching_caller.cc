@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <any>
+#include <atomic>
 #include <memory>
 #include <utility>
 
@@ -151,21 +152,25 @@ void CachingCaller::Call(routes::RouteId route_id, const vendor::VendorRequest& 
   // Only the leader's fetch runs (a hit never gets here). It is shared, so it runs with the
   // later of the leader's deadline and the route's timeout: an impatient leader must not
   // fail its followers.
-  auto fetch = [this, route_id, request, deadline, timeout = route.timeout, options,
-                ttl](cache::CachedFetcher::Complete complete) mutable {
+  // The vendor attempts of this call's own fetch (not of a fetch it joined), for its log line.
+  auto attempts = std::make_shared<std::atomic<int>>(0);
+  auto fetch = [this, route_id, request, deadline, timeout = route.timeout, options, ttl,
+                attempts](cache::CachedFetcher::Complete complete) mutable {
     const auto fetch_deadline = std::max(deadline, std::chrono::system_clock::now() + timeout);
-    next_->Call(route_id, request, fetch_deadline, options,
-                [complete = std::move(complete), ttl](upstream::VendorResult result) mutable {
-                  if (result.ok()) {
-                    std::move(complete)(cache::FetchResult::Success(EncodeValue(result), ttl));
-                  } else {
-                    const bool stale_ok = AllowsStale(result.error->code);
-                    absl::Status status(result.error->code, result.error->message);
-                    std::move(complete)(cache::FetchResult::Failure(
-                        std::move(status), stale_ok,
-                        std::make_shared<const upstream::VendorResult>(std::move(result))));
-                  }
-                });
+    next_->Call(
+        route_id, request, fetch_deadline, options,
+        [complete = std::move(complete), ttl, attempts](upstream::VendorResult result) mutable {
+          attempts->store(result.attempts, std::memory_order_relaxed);
+          if (result.ok()) {
+            std::move(complete)(cache::FetchResult::Success(EncodeValue(result), ttl));
+          } else {
+            const bool stale_ok = AllowsStale(result.error->code);
+            absl::Status status(result.error->code, result.error->message);
+            std::move(complete)(cache::FetchResult::Failure(
+                std::move(status), stale_ok,
+                std::make_shared<const upstream::VendorResult>(std::move(result))));
+          }
+        });
   };
   metrics::RouteMetrics* route_metrics =
       options_.metrics == nullptr
@@ -176,12 +181,15 @@ void CachingCaller::Call(routes::RouteId route_id, const vendor::VendorRequest& 
   auto waiter = std::make_shared<Waiter>(std::move(done));
   fetcher_.GetOrFetch(
       key, get, std::move(fetch),
-      [this, waiter, route_metrics, bypass](cache::GetResult got) mutable {
+      [this, waiter, route_metrics, bypass, attempts](cache::GetResult got) mutable {
         upstream::VendorResult result;
         if (got.ok()) {
           result = DecodeValue(*got.value);
         } else {
           result = FailureOf(got.status, got.error_detail);
+        }
+        if (got.source != cache::Source::kFreshHit && !got.coalesced) {
+          result.attempts = attempts->load(std::memory_order_relaxed);
         }
         switch (got.source) {
           case cache::Source::kFreshHit:

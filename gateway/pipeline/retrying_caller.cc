@@ -96,6 +96,7 @@ void RetryingCaller::Attempt(std::shared_ptr<CallState> state) {
     return;
   }
   ++state->attempts;
+  state->options.attempt = state->attempts;
   state->attempt_start = std::chrono::steady_clock::now();
   state->cut_by_caller =
       state->deadline - std::chrono::system_clock::now() < routes::GetRoute(state->route).timeout;
@@ -184,6 +185,7 @@ void RetryingCaller::Finish(const std::shared_ptr<CallState>& state,
     state->retry_in_flight = false;
   }
   budget_->RequestFinished();
+  result.attempts = state->attempts;
   if (options_.metrics != nullptr && state->attempts > 0) {
     options_.metrics->ForRoute(static_cast<size_t>(state->route), options_.metrics_account)
         .RecordAttemptsPerCall(state->attempts);

@@ -340,6 +340,16 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   if (!resilience::BackoffPolicy::Create(opts.retry.backoff).ok()) {
     return absl::InvalidArgumentError("invalid retry backoff settings");
   }
+  // Spans: the injected sink, or an OTLP exporter when tracing.otlp_endpoint is set.
+  server->spans_ = opts.span_sink;
+  if (server->spans_ == nullptr && !opts.tracing.endpoint.empty()) {
+    auto exporter = tracing::OtlpExporter::Create(opts.tracing, server->transport_.get());
+    if (!exporter.ok()) return exporter.status();
+    server->exporter_ = std::move(*exporter);
+    server->spans_ = server->exporter_.get();
+  }
+  opts.vendor.spans = server->spans_;
+  opts.vendor.account_label = std::string(metrics::kDefaultAccountLabel);
   if (absl::Status added = server->AddAccount("", opts.vendor, 0); !added.ok()) return added;
   std::map<std::string, std::string> scopes = {
       {"", CacheScope(opts.vendor.base_url, opts.vendor.api_key)}};
@@ -354,6 +364,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
     upstream::VendorClientOptions vendor = opts.vendor;
     vendor.base_url = account.base_url;
     vendor.api_key = account.api_key;
+    vendor.account_label = account.name;
     if (absl::Status added = server->AddAccount(account.name, std::move(vendor), i + 1);
         !added.ok()) {
       return added;
@@ -427,6 +438,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
     server->metrics_->SetCollectHook([self] {
       self->SyncReceiverMetrics();
       self->SyncReconcileMetrics();
+      self->SyncTracingMetrics();
     });
   }
 
@@ -473,6 +485,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   server->metrics_observer_ =
       std::make_unique<MetricsObserver>(server->metrics_.get(), opts.observer);
   deps.observer = server->metrics_observer_.get();
+  deps.spans = server->spans_;
   if (opts.caller_limits.requests_per_second > 0 || opts.caller_limits.max_streams > 0) {
     server->limiter_ = std::make_shared<security::CallerLimiter>(opts.caller_limits);
     deps.limiter = server->limiter_.get();
@@ -664,6 +677,18 @@ absl::Status GatewayServer::StartReconciler() {
   return absl::OkStatus();
 }
 
+void GatewayServer::SyncTracingMetrics() {
+  if (exporter_ == nullptr) return;
+  const tracing::OtlpExporter::Stats now = exporter_->stats();
+  absl::MutexLock lock(&tracing_metrics_mu_);
+  tracing::OtlpExporter::Stats& seen = tracing_reported_;
+  metrics_->RecordTraceSpans(now.exported - seen.exported,
+                             now.dropped_queue_full - seen.dropped_queue_full,
+                             now.dropped_export_failed - seen.dropped_export_failed,
+                             now.export_requests_failed - seen.export_requests_failed);
+  seen = now;
+}
+
 void GatewayServer::SyncReconcileMetrics() {
   if (reconciler_ == nullptr) return;
   const reconcile::Reconciler::Stats now = reconciler_->stats();
@@ -799,6 +824,9 @@ void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
     if (curl != nullptr) curl->Shutdown();
   }
   done.wait();
+  // The last spans go out (one batch, within tracing.export_timeout_ms) while the transport
+  // still runs.
+  if (exporter_ != nullptr) exporter_->Stop();
   // Vendor calls no RPC waits for (a reconciler poll, a token watch poll) may still be in
   // flight: fail them now, while the pipeline their callbacks go through still exists.
   if (curl != nullptr) curl->Shutdown();

@@ -28,6 +28,7 @@
 #include "gateway/streaming/stream_slots.h"
 #include "gateway/timers/scheduler.h"
 #include "gateway/token_watch/token_status_poller.h"
+#include "gateway/tracing/otlp_exporter.h"
 #include "gateway/upstream/vendor_client.h"
 #include "gateway/webhooks/webhook_receiver.h"
 
@@ -121,6 +122,11 @@ struct GatewayServerOptions {
   std::shared_ptr<http::HttpTransport> transport;
   // Told about every finished RPC; null for none. Must outlive the server.
   services::RpcObserver* observer = nullptr;
+  // Span export (tracing.*): off while tracing.endpoint is "". Every call carries W3C trace
+  // context either way (traceparent to the vendor, trace_id on log lines, x-trace-id).
+  tracing::OtlpExporterOptions tracing;
+  // Injected span sink (tests): used instead of an exporter. Must outlive the server.
+  tracing::SpanSink* span_sink = nullptr;
 
   // The event log: injected (tests, replicas in one process) or opened from the URL
   // ("sqlite:<path>" or "redis://...").
@@ -238,6 +244,8 @@ class GatewayServer {
   void SyncReceiverMetrics();
   // The same for the reconciler's.
   void SyncReconcileMetrics();
+  // The same for the span exporter's.
+  void SyncTracingMetrics();
   // Opens the ledger and starts the reconciler (ReconcileSettings).
   absl::Status StartReconciler();
 
@@ -255,6 +263,11 @@ class GatewayServer {
   std::unique_ptr<timers::TimerThreadScheduler> scheduler_;
   std::unique_ptr<pipeline::IdempotencyStore> idempotency_;
   std::unique_ptr<pipeline::CachingCaller> caching_;
+  // The OTLP span exporter; null when tracing.otlp_endpoint is not set.
+  std::unique_ptr<tracing::OtlpExporter> exporter_;
+  tracing::SpanSink* spans_ = nullptr;  // exporter_ or the injected sink
+  absl::Mutex tracing_metrics_mu_;
+  tracing::OtlpExporter::Stats tracing_reported_ ABSL_GUARDED_BY(tracing_metrics_mu_);
   // Receiver counters already copied into the metrics (see SyncReceiverMetrics).
   absl::Mutex receiver_metrics_mu_;
   webhooks::WebhookReceiverStats receiver_reported_ ABSL_GUARDED_BY(receiver_metrics_mu_);

@@ -41,13 +41,19 @@ void RpcLogObserver::OnRpcFinished(const services::RpcRecord& record) {
     logger_.Log(level, "rpc finished",
                 {{"request_id", record.request_id},
                  {"origin", std::string(record.origin)},
+                 {"method", record.route != nullptr ? record.route->grpc_method : ""},
                  {"route", route},
+                 {"peer", record.peer},
                  {"caller", record.caller},
-                 {"account", record.account},
+                 {"account", record.account.empty() ? "default" : record.account},
                  {"grpc_code", static_cast<int>(record.code)},
                  {"reason", record.reason},
                  {"http_status", static_cast<int64_t>(record.http_status)},
-                 {"duration_ms", static_cast<double>(record.duration.count()) / 1000.0}});
+                 {"attempts", record.attempts},
+                 {"cache", std::string(upstream::CacheStatusName(record.cache))},
+                 {"duration_ms", static_cast<double>(record.duration.count()) / 1000.0},
+                 {"trace_id", record.trace.TraceIdHex()},
+                 {"span_id", record.trace.SpanIdHex()}});
   }
   if (record.route != nullptr && record.route->audited) {
     // Always written, whatever log.level: who did what to which resource, and how it ended.
@@ -58,7 +64,8 @@ void RpcLogObserver::OnRpcFinished(const services::RpcRecord& record) {
                  {"account", record.account.empty() ? "default" : record.account},
                  {"resource", record.resource},
                  {"grpc_code", static_cast<int>(record.code)},
-                 {"idempotency_replayed", record.idempotency_replayed}});
+                 {"idempotency_replayed", record.idempotency_replayed},
+                 {"trace_id", record.trace.TraceIdHex()}});
   }
   const auto& report = record.decode_report;
   if (!report.unknown_paths.empty() || !report.type_mismatch_paths.empty() ||
@@ -66,6 +73,7 @@ void RpcLogObserver::OnRpcFinished(const services::RpcRecord& record) {
     logger_.Warn("vendor response has fields this gateway does not model (kept in unknown_fields)",
                  {{"request_id", record.request_id},
                   {"route", route},
+                  {"trace_id", record.trace.TraceIdHex()},
                   {"unknown_fields", JoinPaths(report.unknown_paths)},
                   {"type_mismatches", JoinPaths(report.type_mismatch_paths)},
                   {"unknown_enum_values", JoinPaths(report.unknown_enum_paths)}});

@@ -67,11 +67,14 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResul
   }
   const std::string request_id = RequestIdFor(*context);
   context->AddInitialMetadata("x-request-id", request_id);
+  const tracing::TraceContext trace = TraceFor(*context);
+  context->AddInitialMetadata("x-trace-id", trace.TraceIdHex());
   upstream::CallOptions call;
   if (auto error = CallOptionsFor(*context, deps_, request_id, &call); error.has_value()) {
     reactor->End(error->ToGrpcStatus(), /*as_is=*/true);
     return reactor;
   }
+  call.trace = trace;
   Reactor::Handle handle = reactor->handle();
   // Idempotency, shared with DetectDamage (same operation, same fingerprint): a repeat
   // replays the first submission and follows that inspection's retained events.
@@ -136,6 +139,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResul
   record.origin = "stream";
   record.request_id = request_id;
   record.caller = CallerIdentity(*context);
+  record.peer = context->peer();
+  record.trace = trace;
   record.account = call.account;
   record.resource = AuditResource(submit);
   const std::string account = call.account;

@@ -219,10 +219,79 @@ std::string AuditResource(const google::protobuf::Message& request) {
   return out;
 }
 
+tracing::TraceContext TraceFor(const grpc::ServerContextBase& context) {
+  const auto& metadata = context.client_metadata();
+  std::optional<std::string_view> traceparent;
+  std::optional<std::string_view> tracestate;
+  // More than one traceparent is invalid (a new trace); several tracestate values are one
+  // list, but a caller that splits it is rare enough to drop: only a single one is kept.
+  if (metadata.count("traceparent") == 1) {
+    const auto it = metadata.find("traceparent");
+    traceparent = std::string_view(it->second.data(), it->second.size());
+  }
+  if (metadata.count("tracestate") == 1) {
+    const auto it = metadata.find("tracestate");
+    tracestate = std::string_view(it->second.data(), it->second.size());
+  }
+  return tracing::TraceContext::FromHeaders(traceparent, tracestate);
+}
+
+namespace {
+
+uint64_t UnixNanos(std::chrono::system_clock::time_point t) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+}
+
+// The gateway's span of one call: a server span for an RPC, an internal one for the
+// gateway's own work (origin other than "rpc"/"stream").
+tracing::Span ServerSpan(const RpcRecord& record) {
+  tracing::Span span;
+  span.trace_id = record.trace.trace_id;
+  span.span_id = record.trace.span_id;
+  span.parent_span_id = record.trace.parent_span_id;
+  span.tracestate = record.trace.tracestate;
+  const bool rpc = record.origin == "rpc" || record.origin == "stream";
+  std::string method = record.route != nullptr ? record.route->grpc_method : "";
+  if (!method.empty() && method.front() == '/') method.erase(0, 1);
+  span.name = rpc ? method
+                  : absl::StrCat(absl::string_view(record.origin.data(), record.origin.size()), " ",
+                                 method);
+  span.kind = rpc ? tracing::SpanKind::kServer : tracing::SpanKind::kInternal;
+  span.start_unix_nano = UnixNanos(record.started_at);
+  span.end_unix_nano = span.start_unix_nano + static_cast<uint64_t>(record.duration.count()) * 1000;
+  span.status = record.code == grpc::StatusCode::OK ? tracing::SpanStatus::kUnset
+                                                    : tracing::SpanStatus::kError;
+  span.status_message = record.reason;
+  const size_t slash = method.find('/');
+  span.attributes = {
+      {"rpc.system", std::string("grpc")},
+      {"rpc.service", method.substr(0, slash)},
+      {"rpc.method", slash == std::string::npos ? std::string() : method.substr(slash + 1)},
+      {"rpc.grpc.status_code", static_cast<int64_t>(record.code)},
+      {"inspection.origin", std::string(record.origin)},
+      {"inspection.account", record.account.empty() ? std::string("default") : record.account},
+      {"inspection.request_id", record.request_id},
+      {"inspection.attempts", static_cast<int64_t>(record.attempts)},
+  };
+  if (record.cache != upstream::CacheStatus::kNotCached) {
+    span.attributes.emplace_back("inspection.cache",
+                                 std::string(upstream::CacheStatusName(record.cache)));
+  }
+  if (!record.reason.empty()) span.attributes.emplace_back("inspection.reason", record.reason);
+  if (!record.caller.empty()) span.attributes.emplace_back("inspection.caller", record.caller);
+  return span;
+}
+
+}  // namespace
+
 void NotifyFinished(const ServiceDeps& deps, RpcRecord& record,
                     std::chrono::steady_clock::time_point start) {
   record.duration = std::chrono::duration_cast<std::chrono::microseconds>(
       std::chrono::steady_clock::now() - start);
+  if (deps.spans != nullptr && record.trace.sampled() && !tracing::IsZero(record.trace.span_id)) {
+    deps.spans->Record(ServerSpan(record));
+  }
   if (deps.observer != nullptr) deps.observer->OnRpcFinished(record);
 }
 

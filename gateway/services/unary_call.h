@@ -24,6 +24,8 @@
 #include "gateway/streaming/event_hub.h"
 #include "gateway/streaming/stream_slots.h"
 #include "gateway/token_watch/token_status_poller.h"
+#include "gateway/tracing/span.h"
+#include "gateway/tracing/trace_context.h"
 #include "gateway/upstream/vendor_client.h"
 
 namespace inspection::services {
@@ -63,7 +65,21 @@ struct RpcRecord {
   // For audited routes (writes): which resource, from the request's identifying fields
   // (AuditResource); never customer data.
   std::string resource;
+  // The gRPC peer ("ipv4:127.0.0.1:50312"); "" for the gateway's own calls.
+  std::string peer;
+  // Vendor attempts (retries included); 0 when the vendor was not called.
+  int attempts = 0;
+  upstream::CacheStatus cache = upstream::CacheStatus::kNotCached;
+  // The call's trace: the caller's traceparent or one the gateway started (TraceFor). Its
+  // span_id is the gateway's span of this call, the parent of every vendor attempt's span.
+  tracing::TraceContext trace;
+  // When the call started (the span's start time).
+  std::chrono::system_clock::time_point started_at = std::chrono::system_clock::now();
 };
+
+// The trace of a call: the W3C `traceparent` and `tracestate` metadata when valid (a new span
+// under the caller's), otherwise a new trace.
+tracing::TraceContext TraceFor(const grpc::ServerContextBase& context);
 
 // The identity of the caller of `context` (see RpcRecord::caller).
 std::string CallerIdentity(const grpc::ServerContextBase& context);
@@ -88,6 +104,8 @@ struct ServiceDeps {
   validation::ValidationLimits limits;
   std::string webapp_url;           // no trailing slash
   RpcObserver* observer = nullptr;  // may be null
+  // Where the server span of each call goes (tracing.otlp_endpoint); null: not recorded.
+  tracing::SpanSink* spans = nullptr;
   // Streaming: the event fan-out and the per-stream queue bounds (streams.queue_size,
   // streams.queue_max_bytes).
   streaming::EventHub* hub = nullptr;
@@ -227,12 +245,22 @@ void CallEndpoint(const ServiceDeps& deps, const UnaryEndpoint<Request, Response
                   absl::AnyInvocable<void(EndpointResult<Response>) &&> done) {
   record.route = &routes::GetRoute(endpoint.route);
   const std::string account = call.account;
+  // Every vendor call belongs to a trace: the RPC's, or one started for the gateway's own
+  // work (stream submissions, token polls, reconciliation, start-up registration).
+  if (!call.trace.has_value()) {
+    if (tracing::IsZero(record.trace.span_id)) {
+      record.trace = tracing::TraceContext::NewRoot();
+    }
+    call.trace = record.trace;
+  }
   deps.vendor->Call(
       endpoint.route, endpoint.encode(*request), deadline, call,
       [&deps, &endpoint, request, idempotency_key = std::move(idempotency_key), account,
        record = std::move(record), start,
        done = std::move(done)](upstream::VendorResult result) mutable {
         record.http_status = result.response.status;
+        record.attempts = result.attempts;
+        record.cache = result.cache;
         EndpointResult<Response> out;
         out.cache = result.cache;
         out.stale_cause = result.stale_cause;
@@ -279,6 +307,8 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
   record.route = &routes::GetRoute(endpoint.route);
   record.request_id = RequestIdFor(*context);
   record.caller = CallerIdentity(*context);
+  record.peer = context->peer();
+  record.trace = TraceFor(*context);
   if (auto it = context->client_metadata().find("x-vendor-account");
       it != context->client_metadata().end()) {
     record.account = std::string(it->second.data(), std::min<size_t>(it->second.size(), 64));
@@ -286,7 +316,8 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
   if (record.route->audited) record.resource = AuditResource(*request);
   // Sent with the answer (FinishUnary): in the headers on success, in the trailers on an
   // error.
-  const ResponseMetadata request_id = {{"x-request-id", record.request_id}};
+  const ResponseMetadata request_id = {{"x-request-id", record.request_id},
+                                       {"x-trace-id", record.trace.TraceIdHex()}};
 
   if (auto denied = AdmitCall(*context, deps, record.route->grpc_method); denied.has_value()) {
     record.code = static_cast<grpc::StatusCode>(denied->code);
@@ -314,6 +345,7 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
     FinishUnary(context, reactor, error->ToGrpcStatus(), request_id);
     return reactor;
   }
+  call.trace = record.trace;
 
   // Idempotency: a repeat replays the first outcome, a concurrent duplicate waits for it.
   std::string idempotency_key;

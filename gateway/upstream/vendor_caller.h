@@ -10,6 +10,7 @@
 #include "adapters/vendor/vendor_request.h"
 #include "gateway/errors/api_error.h"
 #include "gateway/routes/route_table.h"
+#include "gateway/tracing/trace_context.h"
 #include "nlohmann/json.hpp"
 
 namespace inspection::upstream {
@@ -34,6 +35,9 @@ struct VendorResult {
   CacheStatus cache = CacheStatus::kNotCached;
   // For kStale: the ErrorInfo reason of the vendor failure the stale answer stands in for.
   std::string stale_cause;
+  // Vendor attempts the call made (retries included); 0 when none (a cache hit, an open
+  // circuit). Set by the retry loop.
+  int attempts = 0;
   bool ok() const { return !error.has_value(); }
 };
 
@@ -45,6 +49,12 @@ struct CallOptions {
   // Skip the response cache and the coalescing of identical calls (metadata
   // `cache-control: no-cache`); the answer still refreshes the cache.
   bool bypass_cache = false;
+  // The call's trace (the caller's W3C traceparent, or one the gateway started): each
+  // vendor attempt sends a child traceparent of it and records a client span under it.
+  // nullopt: the vendor client starts a trace of its own per attempt.
+  std::optional<tracing::TraceContext> trace;
+  // Which attempt this is (1 = the first; set by the retry loop for the layer below it).
+  int attempt = 1;
 };
 
 using VendorCallback = absl::AnyInvocable<void(VendorResult) &&>;

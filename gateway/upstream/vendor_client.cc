@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "adapters/vendor/event_config_mapper.h"
+#include "gateway/logging/log.h"
 
 namespace inspection::upstream {
 
@@ -82,16 +83,80 @@ void VendorClient::Call(routes::RouteId route_id, const vendor::VendorRequest& r
   http_request.headers.emplace_back("X-API-Key", options_.api_key);
   http_request.headers.emplace_back("Accept", "application/json");
   if (!call.request_id.empty()) http_request.headers.emplace_back("X-Request-Id", call.request_id);
+  // Trace context: a child of the call's span (or a trace of its own), new per attempt.
+  const tracing::TraceContext trace =
+      call.trace.has_value() ? *call.trace : tracing::TraceContext::NewRoot();
+  const tracing::SpanId attempt_span = tracing::NewSpanId();
+  http_request.headers.emplace_back("traceparent", trace.ChildTraceparent(attempt_span));
+  if (!trace.tracestate.empty()) http_request.headers.emplace_back("tracestate", trace.tracestate);
   if (request.body.has_value()) {
     http_request.headers.emplace_back("Content-Type", "application/json");
     // replace, not throw: a body must never abort the call on a bad byte.
     http_request.body =
         request.body->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
-  transport_->Send(std::move(http_request),
-                   [this, &route, done = std::move(done)](http::HttpResult result) mutable {
-                     std::move(done)(Interpret(route, std::move(result)));
-                   });
+  const std::string method = http_request.method;
+  transport_->Send(
+      std::move(http_request),
+      [this, &route, done = std::move(done), trace, attempt_span, attempt = call.attempt,
+       request_id = call.request_id, started = std::chrono::system_clock::now(),
+       method](http::HttpResult result) mutable {
+        VendorResult out = Interpret(route, std::move(result));
+        ReportAttempt(route, out, trace, attempt_span, attempt, request_id, started, method);
+        std::move(done)(std::move(out));
+      });
+}
+
+void VendorClient::ReportAttempt(const routes::Route& route, const VendorResult& result,
+                                 const tracing::TraceContext& trace, const tracing::SpanId& span_id,
+                                 int attempt, const std::string& request_id,
+                                 std::chrono::system_clock::time_point started,
+                                 const std::string& method) const {
+  const auto ended = std::chrono::system_clock::now();
+  const std::string reason = result.ok() ? "" : result.error->reason;
+  if (logging::DefaultLogger().Enabled(logging::Level::kDebug)) {
+    logging::Log(
+        logging::Level::kDebug, "vendor attempt",
+        {{"request_id", request_id},
+         {"route", std::string(route.metric_label)},
+         {"account", options_.account_label},
+         {"attempt", attempt},
+         {"http_status", static_cast<int64_t>(result.response.status)},
+         {"reason", reason},
+         {"duration_ms", std::chrono::duration<double, std::milli>(ended - started).count()},
+         {"trace_id", trace.TraceIdHex()},
+         {"span_id", tracing::Hex(span_id)}});
+  }
+  if (options_.spans == nullptr || !trace.sampled()) return;
+  tracing::Span span;
+  span.trace_id = trace.trace_id;
+  span.span_id = span_id;
+  span.parent_span_id = trace.span_id;
+  span.tracestate = trace.tracestate;
+  span.name = absl::StrCat(method, " ", route.path_template);
+  span.kind = tracing::SpanKind::kClient;
+  auto nanos = [](std::chrono::system_clock::time_point t) {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+  };
+  span.start_unix_nano = nanos(started);
+  span.end_unix_nano = nanos(ended);
+  span.status = result.ok() ? tracing::SpanStatus::kUnset : tracing::SpanStatus::kError;
+  span.status_message = reason;
+  span.attributes = {
+      {"http.request.method", method},
+      {"url.template", route.path_template},
+      {"inspection.route", std::string(route.metric_label)},
+      {"inspection.account", options_.account_label},
+      {"inspection.attempt", static_cast<int64_t>(attempt)},
+      {"http.request.resend_count", static_cast<int64_t>(attempt - 1)},
+  };
+  if (result.response.status != 0) {
+    span.attributes.emplace_back("http.response.status_code",
+                                 static_cast<int64_t>(result.response.status));
+  }
+  if (!request_id.empty()) span.attributes.emplace_back("inspection.request_id", request_id);
+  options_.spans->Record(std::move(span));
 }
 
 VendorResult VendorClient::Interpret(const routes::Route& route, http::HttpResult result) const {

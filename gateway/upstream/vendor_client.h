@@ -13,6 +13,7 @@
 #include "adapters/vendor/vendor_request.h"
 #include "gateway/errors/api_error.h"
 #include "gateway/routes/route_table.h"
+#include "gateway/tracing/span.h"
 #include "gateway/upstream/vendor_caller.h"
 #include "nlohmann/json.hpp"
 
@@ -27,16 +28,22 @@ struct VendorClientOptions {
   // Margin kept from the caller's deadline so that our own answer reaches it.
   std::chrono::milliseconds deadline_margin{5};
   std::function<absl::Time()> clock = [] { return absl::Now(); };
+  // Where each attempt's client span goes (tracing.otlp_endpoint); null: spans are not
+  // recorded (the traceparent header is sent all the same).
+  tracing::SpanSink* spans = nullptr;
+  // The vendor account's name for span attributes and log lines ("default" or its name).
+  std::string account_label = "default";
 };
 
 // Turns (route, VendorRequest) into one HTTP exchange with the vendor: URL from the
 // route's path template and the percent-encoded parameters, `X-API-Key`,
 // `Content-Type: application/json` with a body, `Accept: application/json`,
-// `X-Request-Id`. The attempt's timeout is the route's, shortened to the caller's
-// deadline; a deadline that has already passed fails with DEADLINE_EXCEEDED
-// without calling the vendor. Non-2xx answers, transport failures and unreadable
-// bodies become ApiErrors with the vendor's body preserved (secrets scrubbed).
-// Thread-safe. `done` runs on the transport's event-loop thread.
+// `X-Request-Id`, and a W3C `traceparent` (plus the caller's `tracestate`): a child of the
+// call's trace with a new span id per attempt. The attempt's timeout is the route's, shortened to
+// the caller's deadline; a deadline that has already passed fails with DEADLINE_EXCEEDED without
+// calling the vendor. Non-2xx answers, transport failures and unreadable bodies become ApiErrors
+// with the vendor's body preserved (secrets scrubbed). Thread-safe. `done` runs on the transport's
+// event-loop thread.
 class VendorClient final : public VendorCaller {
  public:
   VendorClient(VendorClientOptions options, http::HttpTransport* transport);
@@ -50,6 +57,12 @@ class VendorClient final : public VendorCaller {
 
  private:
   VendorResult Interpret(const routes::Route& route, http::HttpResult result) const;
+  // The attempt's debug log line and client span.
+  void ReportAttempt(const routes::Route& route, const VendorResult& result,
+                     const tracing::TraceContext& trace, const tracing::SpanId& span_id,
+                     int attempt, const std::string& request_id,
+                     std::chrono::system_clock::time_point started,
+                     const std::string& method) const;
   void Scrub(std::string* text) const;
 
   const VendorClientOptions options_;

@@ -87,10 +87,11 @@ class Process:
 
 
 class Receiver:
-    """An HTTP server on a free loopback port that records webhook deliveries and fails
-    the first `fail_next` of them with 503."""
+    """An HTTP server on a free loopback port that records every POST (webhook deliveries,
+    OTLP exports): its path, headers of interest, raw and parsed JSON body. `path` is the
+    path of `url`."""
 
-    def __init__(self):
+    def __init__(self, path="/webhooks/v2"):
         self.deliveries = []
         self.lock = threading.Lock()
         receiver = self
@@ -103,6 +104,7 @@ class Receiver:
                         "path": self.path,
                         "x-api-key": self.headers.get("x-api-key"),
                         "content-type": self.headers.get("Content-Type"),
+                        "raw": body,
                         "body": json.loads(body or b"null"),
                     })
                 self.send_response(200)
@@ -115,7 +117,7 @@ class Receiver:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
-        self.url = f"http://127.0.0.1:{self.server.server_port}/webhooks/v2"
+        self.url = f"http://127.0.0.1:{self.server.server_port}{path}"
 
     def events(self):
         with self.lock:

@@ -1,6 +1,12 @@
 #include "gateway/upstream/vendor_client.h"
 
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
+
+#include "gateway/logging/log.h"
+#include "gateway/tracing/trace_context.h"
 
 namespace inspection::upstream {
 namespace {
@@ -158,6 +164,82 @@ TEST_F(VendorClientTest, TransportFailuresBecomeReasons) {
   result = Call(routes::RouteId::kGetTokenStatus, {});
   EXPECT_EQ(result.error->code, absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(result.error->reason, "VENDOR_TIMEOUT");
+}
+
+}  // namespace
+}  // namespace inspection::upstream
+
+namespace inspection::upstream {
+namespace {
+
+vendor::VendorRequest TokenRequest() {
+  vendor::VendorRequest request;
+  request.path_params = {{"uid", "u1"}};
+  return request;
+}
+
+class RecordingSpans final : public tracing::SpanSink {
+ public:
+  void Record(tracing::Span span) override { spans.push_back(std::move(span)); }
+  std::vector<tracing::Span> spans;
+};
+
+std::string Header(const http::HttpRequest& request, const std::string& name) {
+  for (const auto& [key, value] : request.headers) {
+    if (key == name) return value;
+  }
+  return "";
+}
+
+TEST(VendorClientTraceTest, EachAttemptSendsAChildTraceparentLogsAndRecordsItsSpan) {
+  RecordingTransport transport;
+  transport.next.response.status = 503;
+  transport.next.response.body = R"({"message": "busy"})";
+  RecordingSpans spans;
+  VendorClientOptions options;
+  options.base_url = "https://vendor.example.test";
+  options.api_key = "sekret-key-123";
+  options.spans = &spans;
+  options.account_label = "preprod";
+  VendorClient client(options, &transport);
+
+  std::vector<std::string> lines;
+  logging::DefaultLogger().SetLevel(logging::Level::kDebug);
+  logging::DefaultLogger().SetSink([&](absl::string_view line) { lines.emplace_back(line); });
+  CallOptions call{.request_id = "req-9"};
+  call.trace = tracing::TraceContext::FromHeaders(
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "congo=t61rcWkgMzE");
+  call.attempt = 2;
+  client.Call(routes::RouteId::kGetTokenStatus, TokenRequest(),
+              std::chrono::system_clock::time_point::max(), call, [](VendorResult) {});
+  logging::DefaultLogger().SetSink(logging::Logger::StderrSink());
+  logging::DefaultLogger().SetLevel(logging::Level::kInfo);
+
+  ASSERT_EQ(transport.requests.size(), 1u);
+  const auto sent = tracing::ParseTraceparent(Header(transport.requests[0], "traceparent"));
+  ASSERT_TRUE(sent.has_value());
+  EXPECT_EQ(tracing::Hex(sent->trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_NE(sent->parent_id, call.trace->span_id);
+  EXPECT_EQ(Header(transport.requests[0], "tracestate"), "congo=t61rcWkgMzE");
+
+  ASSERT_EQ(spans.spans.size(), 1u);
+  const tracing::Span& span = spans.spans[0];
+  EXPECT_EQ(span.kind, tracing::SpanKind::kClient);
+  EXPECT_EQ(span.span_id, sent->parent_id);
+  EXPECT_EQ(span.parent_span_id, call.trace->span_id);
+  EXPECT_EQ(span.status, tracing::SpanStatus::kError);
+  EXPECT_EQ(span.name, "GET " + routes::GetRoute(routes::RouteId::kGetTokenStatus).path_template);
+
+  ASSERT_EQ(lines.size(), 1u);
+  const nlohmann::json line = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(line["msg"], "vendor attempt");
+  EXPECT_EQ(line["level"], "debug");
+  EXPECT_EQ(line["attempt"], 2);
+  EXPECT_EQ(line["http_status"], 503);
+  EXPECT_EQ(line["account"], "preprod");
+  EXPECT_EQ(line["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(line["span_id"], tracing::Hex(sent->parent_id));
+  EXPECT_EQ(lines[0].find("sekret-key-123"), std::string::npos);
 }
 
 }  // namespace

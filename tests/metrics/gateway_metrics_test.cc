@@ -224,6 +224,9 @@ TEST(GatewayMetricsTest, RegistersEveryFamilyAndSeriesAtConstruction) {
       {"inspection_reconcile_recovered_total", {MetricType::Counter, 2}},
       {"inspection_reconcile_overdue_items", {MetricType::Gauge, 1}},
       {"inspection_reconcile_ledger_errors_total", {MetricType::Counter, 1}},
+      {"inspection_trace_spans_exported_total", {MetricType::Counter, 1}},
+      {"inspection_trace_spans_dropped_total", {MetricType::Counter, 2}},
+      {"inspection_trace_export_failures_total", {MetricType::Counter, 1}},
       {"inspection_stream_subscribers", {MetricType::Gauge, 3}},
       {"inspection_stream_fanout_lag_seconds", {MetricType::Histogram, 1}},
       {"inspection_stream_dropped_subscribers_total", {MetricType::Counter, 5}},
@@ -539,8 +542,14 @@ TEST(GatewayMetricsTest, GlobalFamiliesCountExactly) {
   metrics->RecordReconcileRecovered(/*webhook_less=*/false, 2);
   metrics->SetReconcileOverdue(7);
   metrics->RecordReconcileLedgerErrors(1);
+  metrics->RecordTraceSpans(5, 2, 3, 1);
+  metrics->RecordTraceSpans(1, 0, 0, 0);
 
   const std::vector<MetricFamily> f = metrics->Collect();
+  EXPECT_EQ(Value(f, "inspection_trace_spans_exported_total"), 6);
+  EXPECT_EQ(Value(f, "inspection_trace_spans_dropped_total", {{"reason", "queue_full"}}), 2);
+  EXPECT_EQ(Value(f, "inspection_trace_spans_dropped_total", {{"reason", "export_failed"}}), 3);
+  EXPECT_EQ(Value(f, "inspection_trace_export_failures_total"), 1);
   EXPECT_EQ(Value(f, "inspection_reconcile_polls_total", {{"kind", "inspection"}}), 3);
   EXPECT_EQ(Value(f, "inspection_reconcile_polls_total", {{"kind", "token"}}), 1);
   EXPECT_EQ(Value(f, "inspection_reconcile_recovered_total", {{"cause", "missed_webhook"}}), 2);
