@@ -98,6 +98,7 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
   options.reconcile.reconciler.ready_pointers = config.reconcile.ready_pointers;
   options.reconcile.reconciler.scan_interval = config.reconcile.scan_interval;
   options.reconcile.ledger_url = config.reconcile.ledger;
+  options.rejected_log_lines_per_second = config.log.rejected_lines_per_second;
   options.tracing.endpoint = config.tracing.otlp_endpoint;
   options.tracing.max_queued_spans = static_cast<size_t>(config.tracing.max_queued_spans);
   options.tracing.max_batch_spans = static_cast<size_t>(config.tracing.max_batch_spans);

@@ -626,6 +626,13 @@ const std::vector<KeySpec>& Keys() {
            {"error", logging::Level::kError}},
           "Lowest level of the log lines written."),
       IntegerKey(
+          "log.rejected_lines_per_second",
+          [](auto& c) -> auto& { return c.log.rejected_lines_per_second; }, 0, 1000000, "N",
+          "Lines per second (a burst of as many) about calls refused by the authorization "
+          "policy or the per-caller limits and about rejected webhook deliveries; the next "
+          "line written counts the suppressed ones (`suppressed`), the metrics count all. "
+          "0: none are logged."),
+      IntegerKey(
           "shutdown.grace_ms", [](auto& c) -> auto& { return c.shutdown.grace; }, 0, kDayMs, "MS",
           "How long in-flight RPCs may run on after SIGTERM."),
       StringKey(

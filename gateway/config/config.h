@@ -135,6 +135,10 @@ struct GrpcSection {
 struct LogSection {
   // log.level (default "info"; "debug" | "info" | "warn" | "error"): lines below are dropped.
   logging::Level level = logging::Level::kInfo;
+  // log.rejected_lines_per_second (default 10; 0: none): lines about refused calls and
+  // rejected webhook deliveries, whose number outside input decides.
+  int rejected_lines_per_second =
+      static_cast<int>(ComponentDefaults().rejected_log_lines_per_second);
 };
 
 struct ShutdownSection {

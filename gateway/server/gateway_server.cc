@@ -426,6 +426,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
         "webhook key is set (it starts the receiver)");
   }
   if (!server->webhook_less_) {
+    opts.webhook.rejected_lines_per_second = opts.rejected_log_lines_per_second;
     auto receiver = webhooks::WebhookReceiver::Start(opts.webhook, server->event_log_.get());
     if (!receiver.ok()) {
       return absl::Status(receiver.status().code(),
@@ -486,6 +487,9 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
       std::make_unique<MetricsObserver>(server->metrics_.get(), opts.observer);
   deps.observer = server->metrics_observer_.get();
   deps.spans = server->spans_;
+  server->refused_call_lines_ =
+      std::make_unique<logging::LineRateLimiter>(opts.rejected_log_lines_per_second);
+  deps.rejected_lines = server->refused_call_lines_.get();
   if (opts.caller_limits.requests_per_second > 0 || opts.caller_limits.max_streams > 0) {
     server->limiter_ = std::make_shared<security::CallerLimiter>(opts.caller_limits);
     deps.limiter = server->limiter_.get();

@@ -127,6 +127,10 @@ struct GatewayServerOptions {
   tracing::OtlpExporterOptions tracing;
   // Injected span sink (tests): used instead of an exporter. Must outlive the server.
   tracing::SpanSink* span_sink = nullptr;
+  // Lines per second about refused calls (log.rejected_lines_per_second), with a count of
+  // the suppressed ones; the webhook receiver's rejected deliveries take
+  // webhook.rejected_lines_per_second from this too.
+  double rejected_log_lines_per_second = 10;
 
   // The event log: injected (tests, replicas in one process) or opened from the URL
   // ("sqlite:<path>" or "redis://...").
@@ -266,6 +270,7 @@ class GatewayServer {
   // The OTLP span exporter; null when tracing.otlp_endpoint is not set.
   std::unique_ptr<tracing::OtlpExporter> exporter_;
   tracing::SpanSink* spans_ = nullptr;  // exporter_ or the injected sink
+  std::unique_ptr<logging::LineRateLimiter> refused_call_lines_;
   absl::Mutex tracing_metrics_mu_;
   tracing::OtlpExporter::Stats tracing_reported_ ABSL_GUARDED_BY(tracing_metrics_mu_);
   // Receiver counters already copied into the metrics (see SyncReceiverMetrics).

@@ -75,6 +75,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResul
     return reactor;
   }
   call.trace = trace;
+  reactor->SetLogContext({"/inspection.v1.DamageService/StreamDamageResults", context->peer(),
+                          CallerIdentity(*context), call.account, trace.TraceIdHex()});
   Reactor::Handle handle = reactor->handle();
   // Idempotency, shared with DetectDamage (same operation, same fingerprint): a repeat
   // replays the first submission and follows that inspection's retained events.

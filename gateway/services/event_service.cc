@@ -62,6 +62,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* EventServiceImpl::Subscribe(
     reactor->End(error->ToGrpcStatus(), /*as_is=*/true);
     return reactor;
   }
+  reactor->SetLogContext({"/inspection.v1.EventService/Subscribe", context->peer(),
+                          CallerIdentity(*context), call.account, TraceFor(*context).TraceIdHex()});
   streaming::EventFilter filter;
   filter.account = call.account;
   for (int name : request->event_names()) {

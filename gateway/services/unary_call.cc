@@ -8,6 +8,7 @@
 
 #include "adapters/eventlog/event_log.h"
 #include "adapters/hashing/sha256.h"
+#include "gateway/logging/log.h"
 
 namespace inspection::services {
 
@@ -181,17 +182,40 @@ std::optional<errors::ApiError> OpenStreamSlot(const grpc::CallbackServerContext
 
 }  // namespace
 
+namespace {
+
+// A refused call is outside input: its line is rate-limited (ServiceDeps::rejected_lines).
+void LogRefused(const grpc::CallbackServerContext& context, const ServiceDeps& deps,
+                std::string_view grpc_method, const errors::ApiError& error) {
+  uint64_t suppressed = 0;
+  if (deps.rejected_lines == nullptr || !deps.rejected_lines->Admit(&suppressed)) return;
+  const auto rule = error.metadata.find("deny_rule");
+  logging::Warn("call refused", {{"method", std::string(grpc_method)},
+                                 {"reason", error.reason},
+                                 {"grpc_code", static_cast<int>(error.code)},
+                                 {"peer", context.peer()},
+                                 {"caller", CallerIdentity(context)},
+                                 {"deny_rule", rule == error.metadata.end() ? "" : rule->second},
+                                 {"suppressed", suppressed}});
+}
+
+}  // namespace
+
 std::optional<errors::ApiError> AdmitCall(const grpc::CallbackServerContext& context,
                                           const ServiceDeps& deps, std::string_view grpc_method) {
-  if (auto denied = Authorize(context, deps, grpc_method); denied.has_value()) return denied;
-  return Throttle(context, deps);
+  std::optional<errors::ApiError> refused = Authorize(context, deps, grpc_method);
+  if (!refused.has_value()) refused = Throttle(context, deps);
+  if (refused.has_value()) LogRefused(context, deps, grpc_method, *refused);
+  return refused;
 }
 
 std::optional<errors::ApiError> AdmitStream(const grpc::CallbackServerContext& context,
                                             const ServiceDeps& deps, std::string_view grpc_method,
                                             std::shared_ptr<void>* slot) {
   if (auto denied = AdmitCall(context, deps, grpc_method); denied.has_value()) return denied;
-  return OpenStreamSlot(context, deps, slot);
+  std::optional<errors::ApiError> refused = OpenStreamSlot(context, deps, slot);
+  if (refused.has_value()) LogRefused(context, deps, grpc_method, *refused);
+  return refused;
 }
 
 std::string AuditResource(const google::protobuf::Message& request) {

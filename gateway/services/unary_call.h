@@ -18,6 +18,7 @@
 #include "adapters/vendor/vendor_request.h"
 #include "gateway/errors/api_error.h"
 #include "gateway/idempotency/idempotency_store.h"
+#include "gateway/logging/line_rate_limiter.h"
 #include "gateway/routes/route_table.h"
 #include "gateway/security/authz_policy.h"
 #include "gateway/security/caller_limits.h"
@@ -123,6 +124,10 @@ struct ServiceDeps {
   const security::AuthzPolicyWatcher* authz = nullptr;
   // Told about every call the policy denies, with its full method name; may be null.
   std::function<void(std::string_view grpc_method)> on_denied;
+  // Bounds the lines logged about refused calls (policy, per-caller rate, stream limits):
+  // log.rejected_lines_per_second. Null: such calls are not logged (the metrics and the
+  // caller's error still say why).
+  logging::LineRateLimiter* rejected_lines = nullptr;
   // Per-caller limits (grpc.per_caller.*); null: none.
   security::CallerLimiter* limiter = nullptr;
   // Server streams per connection and in total (streams.max_per_connection,

@@ -1,6 +1,7 @@
 #ifndef GATEWAY_STREAMING_EVENT_STREAM_H_
 #define GATEWAY_STREAMING_EVENT_STREAM_H_
 
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -16,6 +17,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "gateway/errors/api_error.h"
+#include "gateway/logging/log.h"
 #include "gateway/streaming/event_hub.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -55,11 +57,38 @@ class EventStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
         is_final_(std::move(is_final)),
         link_(std::make_shared<Link>(this)) {}
 
+  // Who the stream is for, for its "stream opened" and "stream ended" log lines. Set it
+  // before Attach(); a stream without it (refused before it started) logs nothing.
+  struct LogContext {
+    std::string method;  // "/inspection.v1.EventService/Subscribe"
+    std::string peer;
+    std::string caller;
+    std::string account;  // "" = the default account
+    std::string trace_id;
+  };
+  void SetLogContext(LogContext context) {
+    absl::MutexLock lock(&mu_);
+    log_ = std::move(context);
+  }
+
   // Starts receiving events from the hub.
   void Attach(EventFilter filter, std::string after_cursor, bool from_start) {
+    std::string filter_text = DescribeFilter(filter);
+    const std::string resume = after_cursor;
     const uint64_t id =
         hub_->Subscribe(link_, std::move(filter), std::move(after_cursor), from_start);
     absl::MutexLock lock(&mu_);
+    if (log_.has_value() && id != 0) {
+      opened_at_ = std::chrono::steady_clock::now();
+      logging::Info("stream opened", {{"method", log_->method},
+                                      {"peer", log_->peer},
+                                      {"caller", log_->caller},
+                                      {"account", AccountLabel(log_->account)},
+                                      {"filter", std::move(filter_text)},
+                                      {"after_cursor", resume},
+                                      {"from_start", from_start},
+                                      {"trace_id", log_->trace_id}});
+    }
     if (id == 0) {  // the hub is stopping
       EndLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the gateway is shutting down"));
       return;
@@ -138,7 +167,10 @@ class EventStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       return;
     }
     const Item& written = queue_.front();
-    if (!written.cursor.empty()) last_cursor_ = written.cursor;
+    if (!written.cursor.empty()) {
+      last_cursor_ = written.cursor;
+      ++events_sent_;
+    }
     const bool was_final = written.final;
     PopFrontLocked();
     if (was_final) {
@@ -281,9 +313,56 @@ class EventStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     FinishLocked(status);
   }
 
+  static std::string AccountLabel(const std::string& account) {
+    return account.empty() ? "default" : account;
+  }
+
+  // "names=a,b inspection_id=x token_uid=y"; "all" for no condition (the account is
+  // logged on its own).
+  static std::string DescribeFilter(const EventFilter& filter) {
+    std::string out;
+    auto add = [&out](std::string_view key, std::string_view value) {
+      if (value.empty()) return;
+      if (!out.empty()) out += ' ';
+      out.append(key).append("=").append(value.substr(0, 128));
+    };
+    std::string names;
+    for (const std::string& name : filter.names) {
+      if (names.size() > 256) break;
+      if (!names.empty()) names += ',';
+      names += name;
+    }
+    add("names", names);
+    add("inspection_id", filter.inspection_id);
+    add("token_uid", filter.token_uid);
+    return out.empty() ? "all" : out;
+  }
+
+  // The "stream ended" line: why (`reason`: completed, cancelled, or the ErrorInfo reason
+  // the client gets), how many events it carried, where it stopped.
+  void LogEndLocked(const grpc::Status& status, std::string_view reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!log_.has_value() || !opened_at_.has_value()) return;
+    logging::Info("stream ended",
+                  {{"method", log_->method},
+                   {"peer", log_->peer},
+                   {"account", AccountLabel(log_->account)},
+                   {"grpc_code", static_cast<int>(status.error_code())},
+                   {"reason", reason},
+                   {"events_sent", events_sent_},
+                   {"last_cursor", last_cursor_},
+                   {"duration_ms", std::chrono::duration<double, std::milli>(
+                                       std::chrono::steady_clock::now() - *opened_at_)
+                                       .count()},
+                   {"trace_id", log_->trace_id}});
+  }
+
   void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     finished_ = true;
     if (status.ok() || as_is_ || status.error_code() == grpc::StatusCode::CANCELLED) {
+      LogEndLocked(status, status.ok()                                          ? "completed"
+                           : status.error_code() == grpc::StatusCode::CANCELLED ? "cancelled"
+                                                                                : "error");
       this->Finish(status);
       return;
     }
@@ -306,6 +385,7 @@ class EventStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
         break;
     }
     error.metadata["last_cursor"] = last_cursor_;
+    LogEndLocked(status, error.reason);
     this->Finish(error.ToGrpcStatus());
   }
 
@@ -324,6 +404,9 @@ class EventStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   uint64_t subscription_ ABSL_GUARDED_BY(mu_) = 0;
   bool attached_ ABSL_GUARDED_BY(mu_) = false;
   bool as_is_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<LogContext> log_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::chrono::steady_clock::time_point> opened_at_ ABSL_GUARDED_BY(mu_);
+  uint64_t events_sent_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace inspection::streaming

@@ -51,8 +51,8 @@ grpc::Status ValidateWatchUid(const std::string& uid) {
 }
 
 WatchTokenStatusReactor::WatchTokenStatusReactor(TokenStatusPoller* poller, const std::string& uid,
-                                                 std::shared_ptr<void> guard)
-    : guard_(std::move(guard)) {
+                                                 std::shared_ptr<void> guard, OnFinish on_finish)
+    : guard_(std::move(guard)), on_finish_(std::move(on_finish)) {
   if (grpc::Status invalid = ValidateWatchUid(uid); !invalid.ok()) {
     {
       absl::MutexLock lock(&mu_);
@@ -111,6 +111,7 @@ void WatchTokenStatusReactor::OnWriteDone(bool ok) {
   {
     absl::MutexLock lock(&mu_);
     write_in_flight_ = false;
+    if (ok) ++sent_;
     if (!ok) {
       // The stream is broken (client gone, deadline): stop writing and end the watch; its
       // on_end (CANCELLED) then finishes the call, unless it has ended already.
@@ -165,10 +166,13 @@ void WatchTokenStatusReactor::Perform(Next next) {
       return;
     case Next::kFinish: {
       grpc::Status status;
+      uint64_t sent = 0;
       {
         absl::MutexLock lock(&mu_);
         status = *end_;
+        sent = sent_;
       }
+      if (on_finish_) on_finish_(status, sent);
       // After Finish, OnDone may delete this object at any moment: touch nothing after it.
       Finish(std::move(status));
       return;
@@ -178,8 +182,10 @@ void WatchTokenStatusReactor::Perform(Next next) {
 
 grpc::ServerWriteReactor<v1::WatchTokenStatusResponse>* NewWatchTokenStatusReactor(
     TokenStatusPoller* poller, grpc::CallbackServerContext* context,
-    const v1::WatchTokenStatusRequest* request, std::shared_ptr<void> guard) {
-  return new WatchTokenStatusReactor(poller, request->uid(), std::move(guard));
+    const v1::WatchTokenStatusRequest* request, std::shared_ptr<void> guard,
+    WatchTokenStatusReactor::OnFinish on_finish) {
+  return new WatchTokenStatusReactor(poller, request->uid(), std::move(guard),
+                                     std::move(on_finish));
 }
 
 }  // namespace inspection::token_watch

@@ -3,6 +3,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,8 +43,12 @@ class WatchTokenStatusReactor final
     : public grpc::ServerWriteReactor<v1::WatchTokenStatusResponse> {
  public:
   // `poller` must outlive the call (it does if it is shut down before the server).
+  // Told, just before Finish, the status the watch ends with and how many status messages
+  // were written (for the "stream ended" log line). Not called for an invalid uid.
+  using OnFinish = std::function<void(const grpc::Status& status, uint64_t messages_sent)>;
+
   WatchTokenStatusReactor(TokenStatusPoller* poller, const std::string& uid,
-                          std::shared_ptr<void> guard = nullptr);
+                          std::shared_ptr<void> guard = nullptr, OnFinish on_finish = nullptr);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -60,7 +65,9 @@ class WatchTokenStatusReactor final
   void Perform(Next next) ABSL_LOCKS_EXCLUDED(mu_);
 
   std::shared_ptr<void> guard_;  // released when the stream is done
+  const OnFinish on_finish_;
   absl::Mutex mu_;
+  uint64_t sent_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<TokenWatch> watch_ ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;  // no more writes: client gone
@@ -77,7 +84,8 @@ class WatchTokenStatusReactor final
 // `guard` is held until the stream is done (a per-caller stream slot; may be null).
 grpc::ServerWriteReactor<v1::WatchTokenStatusResponse>* NewWatchTokenStatusReactor(
     TokenStatusPoller* poller, grpc::CallbackServerContext* context,
-    const v1::WatchTokenStatusRequest* request, std::shared_ptr<void> guard = nullptr);
+    const v1::WatchTokenStatusRequest* request, std::shared_ptr<void> guard = nullptr,
+    WatchTokenStatusReactor::OnFinish on_finish = nullptr);
 
 }  // namespace inspection::token_watch
 

@@ -14,6 +14,7 @@
 #include "adapters/hashing/sha256.h"
 #include "adapters/http/http_server.h"
 #include "adapters/vendor/event_mapper.h"
+#include "gateway/logging/log.h"
 #include "nlohmann/json.hpp"
 
 namespace inspection::webhooks {
@@ -297,7 +298,8 @@ WebhookReceiver::WebhookReceiver(WebhookReceiverOptions options, Endpoints endpo
     : options_(std::move(options)),
       endpoints_(std::move(endpoints)),
       pointers_(std::move(pointers)),
-      log_(log) {}
+      log_(log),
+      rejected_lines_(options_.rejected_lines_per_second) {}
 
 WebhookReceiver::~WebhookReceiver() { Stop(); }
 
@@ -327,10 +329,32 @@ http::HttpServerStats WebhookReceiver::http_stats() const { return server_->stat
 
 bool WebhookReceiver::accepting() const { return server_->accepting(); }
 
+namespace {
+
+// At most 128 bytes of what a sender chose (a path, an event name), for a log line.
+std::string Clip(std::string_view text) { return std::string(text.substr(0, 128)); }
+
+}  // namespace
+
+void WebhookReceiver::LogRejected(const http::ServerRequest& request, int status,
+                                  std::string_view reason, const std::string* account) const {
+  uint64_t suppressed = 0;
+  if (!rejected_lines_.Admit(&suppressed)) return;
+  logging::Log(status >= 500 ? logging::Level::kError : logging::Level::kWarn,
+               status >= 500 ? "webhook not stored" : "webhook rejected",
+               {{"reason", reason},
+                {"http_status", status},
+                {"path", Clip(request.path)},
+                {"peer", request.remote_address},
+                {"account", account == nullptr ? "" : (account->empty() ? "default" : *account)},
+                {"suppressed", suppressed}});
+}
+
 std::optional<http::ServerResponse> WebhookReceiver::CheckHead(const http::ServerRequest& head) {
   // 1. Method, then path: cheap, and they say nothing about the key.
   if (head.method != "POST") {
     ++method_not_allowed_;
+    LogRejected(head, 405, "method_not_allowed", nullptr);
     http::ServerResponse response =
         Reply(405, "method_not_allowed", "webhook deliveries are POST requests");
     response.SetHeader("Allow", "POST");
@@ -339,6 +363,7 @@ std::optional<http::ServerResponse> WebhookReceiver::CheckHead(const http::Serve
   const auto endpoint_at = endpoints_.find(head.path);
   if (endpoint_at == endpoints_.end()) {
     ++not_found_;
+    LogRejected(head, 404, "not_found", nullptr);
     return Reply(404, "not_found", "no webhook endpoint at this path");
   }
 
@@ -349,6 +374,8 @@ std::optional<http::ServerResponse> WebhookReceiver::CheckHead(const http::Serve
   if (key == nullptr || head.HeaderCount(kApiKeyHeader) != 1 ||
       !endpoint_at->second.keys.Matches(*key)) {
     ++unauthorized_;
+    LogRejected(head, 401, key == nullptr ? "no_api_key" : "wrong_api_key",
+                &endpoint_at->second.account);
     return Reply(401, "unauthorized", "missing or invalid x-api-key header");
   }
   // 3. Sizes and framing: the HTTP layer, from here on.
@@ -373,21 +400,25 @@ void WebhookReceiver::Handle(http::ServerRequest& request, http::ServerResponse&
       break;
     case BoundedParseResult::kInvalid:
       ++bad_json_;
+      LogRejected(request, 400, "bad_json", &endpoint.account);
       Reply(response, 400, "bad_json", "the body is not valid JSON");
       return;
     case BoundedParseResult::kTooDeep:
       ++json_too_complex_;
+      LogRejected(request, 400, "json_too_complex", &endpoint.account);
       Reply(response, 400, "json_too_complex",
             absl::StrCat("the body nests deeper than ", options_.json_limits.max_depth, " levels"));
       return;
     case BoundedParseResult::kTooManyElements:
       ++json_too_complex_;
+      LogRejected(request, 400, "json_too_complex", &endpoint.account);
       Reply(response, 400, "json_too_complex",
             absl::StrCat("the body has more than ", options_.json_limits.max_elements, " values"));
       return;
   }
   if (!document.is_object()) {
     ++bad_json_;
+    LogRejected(request, 400, "bad_json", &endpoint.account);
     Reply(response, 400, "bad_json", "the body is not a JSON object");
     return;
   }
@@ -397,6 +428,7 @@ void WebhookReceiver::Handle(http::ServerRequest& request, http::ServerResponse&
   const json* name = pointers_.event_name.Resolve(document);
   if (name == nullptr || !name->is_string() || name->get_ref<const std::string&>().empty()) {
     ++no_event_name_;
+    LogRejected(request, 400, "no_event_name", &endpoint.account);
     Reply(response, 400, "no_event_name",
           absl::StrCat("no event name (a non-empty string) at \"", pointers_.event_name.text(),
                        "\""));
@@ -419,6 +451,7 @@ void WebhookReceiver::Handle(http::ServerRequest& request, http::ServerResponse&
     // that makes the sender try again. The backend's message stays out of the answer (it
     // could name the store's address).
     ++store_failures_;
+    LogRejected(request, 503, "store_unavailable", &endpoint.account);
     response.SetHeader("Retry-After", "1");
     Reply(response, 503, "store_unavailable",
           "the event could not be stored; deliver it again later");
@@ -430,6 +463,13 @@ void WebhookReceiver::Handle(http::ServerRequest& request, http::ServerResponse&
     ++accepted_;
     if (options_.known_event_names.count(event.event_name) == 0) ++unknown_event_names_;
   }
+  logging::Info("webhook delivered",
+                {{"result", appended->duplicate ? "duplicate" : "stored"},
+                 {"account", endpoint.account.empty() ? "default" : endpoint.account},
+                 {"event_name", Clip(event.event_name)},
+                 {"cursor", appended->cursor},
+                 {"inspection_id", Clip(event.inspection_id)},
+                 {"peer", request.remote_address}});
   response.status = 200;
   response.SetContent(
       Dump(json{

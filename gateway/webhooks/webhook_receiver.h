@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "adapters/eventlog/event_log.h"
 #include "adapters/http/http_server.h"
+#include "gateway/logging/line_rate_limiter.h"
 #include "gateway/webhooks/bounded_json.h"
 #include "gateway/webhooks/json_pointer.h"
 #include "gateway/webhooks/webhook_key_matcher.h"
@@ -83,6 +84,12 @@ struct WebhookReceiverOptions {
   int threads = 16;
   // Source of NewEvent::received_at_ms.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
+  // Log lines about rejected deliveries (wrong key, bad path or method, bad JSON, no event
+  // name) and store failures, per second at most (log.rejected_lines_per_second): the
+  // sender controls how many there are. A line that gets through carries `suppressed`,
+  // the lines dropped before it. Stored and duplicate deliveries are always logged (info):
+  // they come from the vendor, with its key.
+  double rejected_lines_per_second = 10;
 };
 
 // Counts of deliveries by outcome since Start() (a snapshot), summed over all accounts.
@@ -191,6 +198,9 @@ class WebhookReceiver {
   std::optional<http::ServerResponse> CheckHead(const http::ServerRequest& head);
   // With the body (a worker thread): JSON, event name, append.
   void Handle(http::ServerRequest& request, http::ServerResponse& response);
+  // A rate-limited line about a refused delivery (`account`: null when the path names none).
+  void LogRejected(const http::ServerRequest& request, int status, std::string_view reason,
+                   const std::string* account) const;
 
   const WebhookReceiverOptions options_;  // keys cleared (the accounts' too)
   const Endpoints endpoints_;
@@ -208,6 +218,7 @@ class WebhookReceiver {
   std::atomic<int64_t> store_failures_{0};
   std::atomic<int64_t> not_found_{0};
   std::atomic<int64_t> method_not_allowed_{0};
+  mutable logging::LineRateLimiter rejected_lines_;
 
   std::unique_ptr<http::HttpServer> server_;  // last: its workers use everything above
 };

@@ -15,6 +15,7 @@
 #include "inspection/v1/event.grpc.pb.h"
 #include "sandbox/emulator/sandbox_server.h"
 #include "tests/integration/gateway_fixture.h"
+#include "tests/support/captured_log.h"
 #include "tests/support/wait.h"
 
 namespace inspection::testing {
@@ -558,6 +559,52 @@ TEST_F(StreamingTest, AThousandSubscribersAllReceiveAFannedOutEvent) {
     std::this_thread::yield();
   }
   EXPECT_EQ(finished.load(), kSubscribers);
+}
+
+TEST_F(StreamingTest, AStreamsStartAndEndAreLoggedWithFilterCursorAndEventsSent) {
+  CapturedLog captured;
+  ASSERT_EQ(PostWebhook(Event("newInspection", "i-log", 0)), 200);
+  v1::SubscribeRequest request;
+  request.set_inspection_id("i-log");
+  request.set_from_start(true);
+  auto stream = Subscribe(request);
+  ASSERT_TRUE(stream->WaitFor(1));
+  ASSERT_EQ(PostWebhook(Event("newInspection", "i-log", 1)), 200);
+  ASSERT_TRUE(stream->WaitFor(2));
+  stream->context.TryCancel();
+  ASSERT_TRUE(stream->WaitDone());
+  std::vector<nlohmann::json> ended;
+  ASSERT_TRUE(WaitUntil([&] { return !(ended = captured.With("stream ended")).empty(); },
+                        std::chrono::seconds(5)));
+  const std::vector<nlohmann::json> opened = captured.With("stream opened");
+  ASSERT_EQ(opened.size(), 1u);
+  EXPECT_EQ(opened[0]["method"], "/inspection.v1.EventService/Subscribe");
+  EXPECT_EQ(opened[0]["filter"], "inspection_id=i-log");
+  EXPECT_EQ(opened[0]["from_start"], true);
+  EXPECT_EQ(opened[0]["account"], "default");
+  EXPECT_NE(opened[0]["peer"].get<std::string>().find("127.0.0.1"), std::string::npos);
+  EXPECT_EQ(opened[0]["trace_id"].get<std::string>().size(), 32u);
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0]["reason"], "cancelled");
+  EXPECT_EQ(ended[0]["events_sent"], 2);
+  std::lock_guard<std::mutex> lock(stream->mu);
+  EXPECT_EQ(ended[0]["last_cursor"], stream->events[1].cursor());
+  EXPECT_EQ(ended[0]["trace_id"], opened[0]["trace_id"]);
+}
+
+TEST_F(StreamingTest, AStreamEndedByTheGatewayLogsTheReasonTheClientGets) {
+  CapturedLog captured;
+  auto stream = Subscribe(v1::SubscribeRequest());
+  WaitSubscribers(1);
+  gateway_->Shutdown(std::chrono::milliseconds(0));  // streams end UNAVAILABLE, resumable
+  ASSERT_TRUE(stream->WaitDone());
+  EXPECT_EQ(stream->status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  std::vector<nlohmann::json> ended;
+  ASSERT_TRUE(WaitUntil([&] { return !(ended = captured.With("stream ended")).empty(); },
+                        std::chrono::seconds(5)));
+  EXPECT_EQ(ended[0]["grpc_code"], static_cast<int>(grpc::StatusCode::UNAVAILABLE));
+  EXPECT_EQ(ended[0]["reason"], "STREAM_INTERRUPTED");
+  EXPECT_EQ(ended[0]["events_sent"], 0);
 }
 
 }  // namespace

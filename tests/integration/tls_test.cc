@@ -21,6 +21,7 @@
 #include "google/rpc/status.pb.h"
 #include "inspection/v1/event.grpc.pb.h"
 #include "inspection/v1/event_config.grpc.pb.h"
+#include "tests/support/captured_log.h"
 #include "tests/support/fake_vendor.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_pki.h"
@@ -284,6 +285,32 @@ TEST_F(TlsTest, PerCallerLimitsStopOnlyTheCallerOverThem) {
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(Call(b).ok()) << i;
   stream_context.TryCancel();
   stream->Finish();
+}
+
+TEST_F(TlsTest, RefusedCallsAreLoggedWithTheCallerButCannotFloodTheLog) {
+  CapturedLog captured;
+  security::CallerLimitsOptions limits;
+  limits.requests_per_second = 0.001;
+  limits.burst = 1;
+  StartGateway(/*mtls=*/true, std::chrono::seconds(60), "", limits);  // 10 lines/s by default
+  const auto a = TlsChannel(pki_, &pki_, "client-a");
+  EXPECT_TRUE(Call(a).ok());
+  constexpr int kFlood = 200;
+  for (int i = 0; i < kFlood; ++i) {
+    ASSERT_EQ(Call(a).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  // Another caller's call during the flood still goes through.
+  EXPECT_TRUE(Call(TlsChannel(pki_, &pki_, "client-b")).ok());
+  const std::vector<nlohmann::json> refused = captured.With("call refused");
+  ASSERT_GE(refused.size(), 1u);
+  EXPECT_LT(refused.size(), static_cast<size_t>(kFlood) / 2) << refused.size();
+  EXPECT_EQ(refused[0]["reason"], "CALLER_RATE_LIMITED");
+  EXPECT_EQ(refused[0]["caller"], "spiffe://test/client-a");
+  EXPECT_EQ(refused[0]["method"], "/inspection.v1.EventConfigService/GetWebhookConfig");
+  EXPECT_NE(refused[0]["peer"].get<std::string>().find("127.0.0.1"), std::string::npos);
+  uint64_t accounted = refused.size();
+  for (size_t i = 1; i < refused.size(); ++i) accounted += refused[i]["suppressed"].get<uint64_t>();
+  EXPECT_LE(accounted, static_cast<uint64_t>(kFlood));
 }
 
 TEST_F(TlsTest, ARotatedServerCertificateIsServedWithoutARestart) {

@@ -30,7 +30,9 @@
 #include "absl/time/time.h"
 #include "adapters/eventlog/event_log.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/captured_log.h"
 #include "tests/support/raw_tcp_client.h"
+#include "tests/support/wait.h"
 
 namespace inspection::webhooks {
 namespace {
@@ -1062,6 +1064,73 @@ TEST_F(WebhookReceiverTest, StopIsIdempotentAndDoesNotWaitForIdleConnections) {
   receiver_->Stop();
   // Nothing listens any more.
   EXPECT_LT(ConnectToLoopback(receiver_->port()), 0);
+}
+
+using ::inspection::testing::CapturedLog;
+
+TEST_F(WebhookReceiverTest, EachDeliveryIsLoggedWithItsAccountNameCursorAndResult) {
+  CapturedLog captured;
+  StartReceiver();
+  ASSERT_EQ(Deliver(kCreateReport)->status, 200);
+  ASSERT_EQ(Deliver(kCreateReport)->status, 200);  // the same body again: a duplicate
+  const std::vector<nlohmann::json> lines = captured.With("webhook delivered");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["result"], "stored");
+  EXPECT_EQ(lines[1]["result"], "duplicate");
+  EXPECT_EQ(lines[0]["account"], "default");
+  EXPECT_EQ(lines[0]["event_name"], "createReport");
+  EXPECT_EQ(lines[0]["inspection_id"], "i1");
+  EXPECT_EQ(lines[0]["cursor"], log_.Events()[0].cursor);
+  EXPECT_EQ(lines[0]["peer"], "127.0.0.1");
+  // A rejected one says why, and never carries the key it was sent with.
+  ASSERT_EQ(Deliver(kCreateReport, KeyHeader("not-the-key-4f2a"))->status, 401);
+  ASSERT_EQ(Deliver("{not json")->status, 400);
+  const std::vector<nlohmann::json> rejected = captured.With("webhook rejected");
+  ASSERT_EQ(rejected.size(), 2u);
+  EXPECT_EQ(rejected[0]["reason"], "wrong_api_key");
+  EXPECT_EQ(rejected[0]["http_status"], 401);
+  EXPECT_EQ(rejected[1]["reason"], "bad_json");
+  EXPECT_EQ(rejected[1]["account"], "default");
+  EXPECT_EQ(captured.All().find("not-the-key-4f2a"), std::string::npos);
+  EXPECT_EQ(captured.All().find(kKey), std::string::npos);
+}
+
+TEST_F(WebhookReceiverTest, AFloodOfRejectedDeliveriesCannotFloodTheLog) {
+  CapturedLog captured;
+  WebhookReceiverOptions options = TestOptions();
+  options.rejected_lines_per_second = 5;
+  StartReceiver(std::move(options));
+  constexpr int kFlood = 300;
+  for (int i = 0; i < kFlood; ++i) {
+    auto client = NewClient(receiver_->port());  // a 401 closes its connection
+    ASSERT_EQ(
+        client->Post(kPath, KeyHeader("wrong-key"), kCreateReport, "application/json")->status,
+        401);
+  }
+  // The legitimate delivery sent after the flood is stored and logged.
+  ASSERT_EQ(Deliver(kCreateReport)->status, 200);
+  const std::vector<nlohmann::json> rejected = captured.With("webhook rejected");
+  // The burst (5) plus what the bucket refilled while the flood ran: far fewer than 300.
+  EXPECT_GE(rejected.size(), 5u);
+  EXPECT_LT(rejected.size(), static_cast<size_t>(kFlood) / 2) << rejected.size();
+  EXPECT_EQ(receiver_->stats().unauthorized, kFlood);  // the metrics count every one
+  EXPECT_EQ(captured.With("webhook delivered").size(), 1u);
+  // One more rejection after a pause is written with the count of those suppressed.
+  uint64_t suppressed_total = 0;
+  for (const nlohmann::json& line : rejected)
+    suppressed_total += line["suppressed"].get<uint64_t>();
+  const size_t logged = rejected.size();
+  ASSERT_TRUE(::inspection::testing::WaitUntil(
+      [&] {
+        auto client = NewClient(receiver_->port());
+        client->Post(kPath, KeyHeader("wrong-key"), kCreateReport, "application/json");
+        return captured.With("webhook rejected").size() > logged;
+      },
+      std::chrono::seconds(5)));
+  const std::vector<nlohmann::json> after = captured.With("webhook rejected");
+  suppressed_total += after.back()["suppressed"].get<uint64_t>();
+  // Every rejection is either a line or counted in a later line's `suppressed`.
+  EXPECT_EQ(after.size() + suppressed_total, static_cast<size_t>(receiver_->stats().unauthorized));
 }
 
 }  // namespace
