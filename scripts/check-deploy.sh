@@ -9,8 +9,11 @@
 #      against the oldest and newest Kubernetes versions we target, then checked against the
 #      real gateway binary (deploy/check_manifests.py: config accepted, ports, probes,
 #      shutdown budget, secrets, event log); no Secret with values outside the sandbox overlay
-#   5. promtool check rules + promtool test rules, and every alert has a firing and a
-#      not-firing unit test
+#   5. the rules (deploy/prometheus/prometheusrule.yaml, one source for kustomize and the
+#      chart): `kustomize build deploy/prometheus`, the plain rule file extracted with
+#      scripts/prometheus-rules.py (also with --selector) through promtool check rules and
+#      promtool test rules; every alert has a firing and a not-firing unit test, a
+#      runbook_url to its deploy/README.md section and no hard-coded job
 #   6. the Grafana dashboards parse, use the datasource variable, have unique panel ids
 #
 # Tools: .tools/bin (scripts/install-deploy-tools.sh: kustomize, kubernetes-validate,
@@ -88,15 +91,53 @@ for overlay in sandbox production; do
 done
 
 # 5 ---------------------------------------------------------------------------------------------
-step "promtool check rules / test rules; every alert has a firing and a quiet test"
-promtool check rules deploy/prometheus/rules.yaml >/dev/null
-promtool test rules deploy/prometheus/rules_test.yaml
-"$python" - deploy/prometheus/rules.yaml deploy/prometheus/rules_test.yaml <<'PY'
+step "prometheusrule.yaml: kustomize build, promtool check/test on the extracted rules; every alert tested, with a runbook_url to deploy/README.md"
+kustomize build deploy/prometheus >"$work/prometheusrule.rendered.yaml"
+"$python" - deploy/prometheus/prometheusrule.yaml "$work/prometheusrule.rendered.yaml" <<'PY'
+import sys
+import yaml
+
+source = yaml.safe_load(open(sys.argv[1]))
+rendered = [d for d in yaml.safe_load_all(open(sys.argv[2])) if d]
+if len(rendered) != 1 or rendered[0].get("kind") != "PrometheusRule":
+    sys.exit("kustomize build deploy/prometheus: expected one PrometheusRule")
+def squeeze(value):
+    """kustomize re-folds block scalars (it may add blank lines to folded PromQL): compare
+    strings with their whitespace runs squeezed, which PromQL and the annotations ignore."""
+    if isinstance(value, dict):
+        return {k: squeeze(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [squeeze(v) for v in value]
+    return " ".join(value.split()) if isinstance(value, str) else value
+if squeeze(rendered[0]["spec"]) != squeeze(source["spec"]):
+    sys.exit("kustomize build deploy/prometheus: the rules differ from prometheusrule.yaml")
+for key in ("apiVersion", "kind", "metadata", "spec"):
+    if key not in rendered[0]:
+        sys.exit(f"kustomize build deploy/prometheus: PrometheusRule without {key}")
+PY
+rules_dir="$work/rules"
+mkdir -p "$rules_dir"
+"$python" scripts/prometheus-rules.py deploy/prometheus/prometheusrule.yaml >"$rules_dir/rules.yaml"
+cp deploy/prometheus/rules_test.yaml "$rules_dir/"
+promtool check rules "$rules_dir/rules.yaml" >/dev/null
+promtool test rules "$rules_dir/rules_test.yaml"
+# The selector parameter gives valid rules too.
+"$python" scripts/prometheus-rules.py --selector 'job="gw", namespace="inspections"' \
+  deploy/prometheus/prometheusrule.yaml >"$rules_dir/selected.yaml"
+promtool check rules "$rules_dir/selected.yaml" >/dev/null
+grep -q 'job="gw", namespace="inspections"' "$rules_dir/selected.yaml" || fail "--selector was not applied"
+"$python" - "$rules_dir/rules.yaml" deploy/prometheus/rules_test.yaml deploy/README.md <<'PY'
+import re
 import sys
 import yaml
 
 rules = yaml.safe_load(open(sys.argv[1]))
 tests = yaml.safe_load(open(sys.argv[2]))
+readme = open(sys.argv[3]).read()
+# GitHub heading anchors: lower case, punctuation dropped, spaces as '-'.
+anchors = {re.sub(r"[^a-z0-9 _-]", "", h.strip().lower()).replace(" ", "-")
+           for h in re.findall(r"^#+ (.+)$", readme, re.M)}
+base = "https://github.com/inspection-gateway/inspection-gateway/blob/main/deploy/README.md#"
 alerts = {}
 for group in rules["groups"]:
     for rule in group["rules"]:
@@ -106,9 +147,16 @@ for group in rules["groups"]:
                 problems.append("no `for:`")
             if rule.get("labels", {}).get("severity") not in ("critical", "warning", "info"):
                 problems.append("no severity label (critical|warning|info)")
-            for key in ("summary", "description", "runbook"):
+            for key in ("summary", "description", "runbook_url"):
                 if not rule.get("annotations", {}).get(key):
                     problems.append(f"no {key} annotation")
+            url = rule.get("annotations", {}).get("runbook_url", "")
+            if not url.startswith(base) or url[len(base):] not in anchors:
+                problems.append(f"runbook_url {url} is not a section of deploy/README.md")
+            if url[len(base):] != rule["alert"].lower():
+                problems.append(f"runbook_url {url} is not the alert's own section")
+            if "job=\"" in rule["expr"]:
+                problems.append("a hard-coded job selector (use the job!=\"\" parameter)")
             if problems:
                 sys.exit(f"alert {rule['alert']}: " + ", ".join(problems))
             alerts[rule["alert"]] = {"firing": 0, "quiet": 0}
@@ -122,7 +170,7 @@ missing = [f"{name} (firing: {c['firing']}, not firing: {c['quiet']})"
            for name, c in alerts.items() if not c["firing"] or not c["quiet"]]
 if missing:
     sys.exit("alerts without both a firing and a not-firing test: " + "; ".join(missing))
-print(f"check-deploy:   {len(alerts)} alerts, each tested firing and not firing")
+print(f"check-deploy:   {len(alerts)} alerts, each tested firing and not firing, each with its runbook section")
 PY
 done_step
 

@@ -14,7 +14,8 @@
 #     chart-managed config keys, a missing API key, a too short grace period, vendor
 #     accounts that are misnamed, without a Secret or with webhooks but no default key;
 #   - no secret value in any rendered manifest except base64 in a Secret.
-# Tools: helm, kubernetes-validate, yamllint from scripts/install-deploy-tools.sh (.tools/bin).
+# Tools: helm, kubernetes-validate, yamllint from scripts/install-deploy-tools.sh (.tools/bin);
+# promtool (apt `prometheus`) for the rendered PrometheusRule.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -32,7 +33,7 @@ fail() {
 }
 ok() { echo "check-helm: ok: $*"; }
 
-for tool in helm kubernetes-validate yamllint; do
+for tool in helm kubernetes-validate yamllint promtool; do
   command -v "$tool" >/dev/null ||
     fail "$tool not found (run scripts/install-deploy-tools.sh; it installs into .tools/bin)"
 done
@@ -46,23 +47,26 @@ trap 'rm -rf "$tmp"' EXIT
 started=$SECONDS
 
 # --- yamllint ----------------------------------------------------------------------------
-yamllint -c "$root/.yamllint" --strict "$chart/Chart.yaml" "$chart/values.yaml" "$chart"/ci/*.yaml ||
+yamllint -c "$root/.yamllint" --strict "$chart/Chart.yaml" "$chart/values.yaml" \
+  "$chart/values-sandbox.yaml" "$chart"/ci/*.yaml ||
   fail "yamllint"
-ok "yamllint (Chart.yaml, values.yaml, ci/*.yaml; templates are checked by rendering)"
+ok "yamllint (Chart.yaml, values.yaml, values-sandbox.yaml, ci/*.yaml; templates are checked by rendering)"
 
 # --- helm lint ---------------------------------------------------------------------------
+# helm lint renders leniently (a template's `fail` is not an error there): the defaults,
+# which name no upstream, pass lint and fail `helm template` (the negative checks below).
 helm lint "$chart" >"$tmp/lint.log" 2>&1 || {
   cat "$tmp/lint.log"
   fail "helm lint"
 }
 ok "helm lint (default values)"
-for values in "" "$chart"/ci/*.yaml; do
-  name="${values:+$(basename "$values")}"
-  helm lint --strict "$chart" ${values:+-f "$values"} >"$tmp/lint.log" 2>&1 || {
+for values in "$chart/values-sandbox.yaml" "$chart"/ci/*.yaml; do
+  name="$(basename "$values")"
+  helm lint --strict "$chart" -f "$values" >"$tmp/lint.log" 2>&1 || {
     cat "$tmp/lint.log"
-    fail "helm lint --strict ${name:-(default values)}"
+    fail "helm lint --strict $name"
   }
-  ok "helm lint --strict ${name:-(default values)}"
+  ok "helm lint --strict $name"
 done
 
 # --- helm template + schema validation ---------------------------------------------------
@@ -88,7 +92,8 @@ def need(doc, path):
         node = node[part]
     return node
 
-crd_kinds = {"ServiceMonitor", "PrometheusRule", "Certificate"}
+crd_kinds = {"ServiceMonitor", "PodMonitor", "PrometheusRule", "Certificate"}
+prometheus_rules = []
 rest = []
 for doc in docs:
     for field in ("apiVersion", "kind", "metadata"):
@@ -101,9 +106,25 @@ for doc in docs:
         for ep in need(doc, "spec.endpoints") or []:
             if "port" not in ep:
                 errors.append("ServiceMonitor endpoint without port")
+    elif doc.get("kind") == "PodMonitor":
+        if doc["apiVersion"] != "monitoring.coreos.com/v1":
+            errors.append("PodMonitor apiVersion must be monitoring.coreos.com/v1")
+        need(doc, "spec.selector.matchLabels")
+        for ep in need(doc, "spec.podMetricsEndpoints") or []:
+            if "port" not in ep:
+                errors.append("PodMonitor endpoint without port")
     elif doc.get("kind") == "PrometheusRule":
         if doc["apiVersion"] != "monitoring.coreos.com/v1":
             errors.append("PrometheusRule apiVersion must be monitoring.coreos.com/v1")
+        prometheus_rules.extend(doc.get("spec", {}).get("groups", []))
+        if 'job!=""' in yaml.safe_dump(doc):
+            errors.append("PrometheusRule still has the source's job!=\"\" selector (not scoped to the release)")
+        for group in doc.get("spec", {}).get("groups", []):
+            if group.get("name", "").endswith(".additional"):
+                continue  # prometheusRule.additionalRules: the user's own
+            for rule in group.get("rules", []):
+                if "alert" in rule and not rule.get("annotations", {}).get("runbook_url", "").startswith("http"):
+                    errors.append(f"alert {rule['alert']} without a runbook_url")
         for group in need(doc, "spec.groups") or []:
             if not group.get("name"):
                 errors.append("PrometheusRule group without name")
@@ -202,6 +223,61 @@ with open(out + ".config.json", "w") as f:
     json.dump(config or {}, f)
 with open(out + ".secrets", "w") as f:
     f.write(str(len(secrets)))
+# What the values ask for is in the manifests.
+gateway = next((d for d in docs if d.get("kind") == "Deployment"
+                and any(c["name"] == "gateway" for c in d["spec"]["template"]["spec"]["containers"])), None)
+if gateway is not None:
+    pod = gateway["spec"]["template"]["spec"]
+    container = next(c for c in pod["containers"] if c["name"] == "gateway")
+    image = values.get("image") or {}
+    if image.get("digest") and container["image"] != f"{image['repository']}@{image['digest']}":
+        errors.append(f"image.digest set but the gateway image is {container['image']}")
+    expect = {"extraVolumes": [v["name"] for v in pod.get("volumes", [])],
+              "extraVolumeMounts": [m["name"] for m in container.get("volumeMounts", [])],
+              "initContainers": [c["name"] for c in pod.get("initContainers", [])],
+              "extraContainers": [c["name"] for c in pod["containers"]]}
+    for key, present in expect.items():
+        for item in values.get(key) or []:
+            if item["name"] not in present:
+                errors.append(f"{key} {item['name']} is not in the gateway pod")
+    if values.get("extraEnvFrom") and container.get("envFrom") != values["extraEnvFrom"]:
+        errors.append("extraEnvFrom is not the gateway container's envFrom")
+    if values.get("priorityClassName") and pod.get("priorityClassName") != values["priorityClassName"]:
+        errors.append("priorityClassName is not on the gateway pod")
+    for key, value in (values.get("podLabels") or {}).items():
+        if gateway["spec"]["template"]["metadata"]["labels"].get(key) != value:
+            errors.append(f"podLabels.{key} is not on the gateway pod")
+rule_values = values.get("prometheusRule") or {}
+for doc in docs:
+    if doc.get("kind") == "PrometheusRule" and rule_values.get("selector"):
+        if rule_values["selector"] not in yaml.safe_dump(doc, width=10000):
+            errors.append("prometheusRule.selector is not in the PrometheusRule")
+    if doc.get("kind") == "PrometheusRule" and rule_values.get("runbookBaseUrl"):
+        if rule_values["runbookBaseUrl"] + "#" not in yaml.safe_dump(doc, width=10000):
+            errors.append("prometheusRule.runbookBaseUrl is not in the runbook URLs")
+if (values.get("grafanaDashboard") or {}).get("enabled") and not any(
+        d.get("kind") == "ConfigMap" and d["metadata"]["name"].endswith("-dashboard") for d in docs):
+    errors.append("grafanaDashboard.enabled but no dashboard ConfigMap")
+if (values.get("podMonitor") or {}).get("enabled") and not any(d.get("kind") == "PodMonitor" for d in docs):
+    errors.append("podMonitor.enabled but no PodMonitor")
+
+# The chart's PrometheusRule as a plain rule file, for promtool check rules.
+if prometheus_rules:
+    with open(out + ".rules.yaml", "w") as f:
+        yaml.safe_dump({"groups": prometheus_rules}, f, sort_keys=False, width=1000)
+# The Grafana dashboard ConfigMap: valid JSON, the sidecar's label.
+for doc in docs:
+    if doc.get("kind") == "ConfigMap" and doc["metadata"]["name"].endswith("-dashboard"):
+        for key, text in doc["data"].items():
+            try:
+                dashboard = json.loads(text)
+            except ValueError as e:
+                errors.append(f"ConfigMap {doc['metadata']['name']} {key}: not JSON: {e}")
+                continue
+            if not dashboard.get("panels"):
+                errors.append(f"ConfigMap {doc['metadata']['name']} {key}: a dashboard without panels")
+        if not doc["metadata"].get("labels", {}).get("grafana_dashboard"):
+            errors.append(f"ConfigMap {doc['metadata']['name']}: no grafana_dashboard label for the sidecar")
 if errors:
     print("\n".join(errors))
     sys.exit(1)
@@ -237,6 +313,13 @@ render() {
     cat "$tmp/kv.log"
     fail "$name: kubernetes-validate printed warnings (unknown kind or apiVersion?)"
   fi
+  if [ -f "$out.k8s.rules.yaml" ]; then
+    promtool check rules "$out.k8s.rules.yaml" >"$tmp/promtool.log" 2>&1 || {
+      cat "$tmp/promtool.log"
+      fail "$name: the chart's PrometheusRule does not pass promtool check rules"
+    }
+    ok "$name: the chart's PrometheusRule passes promtool check rules"
+  fi
   local crds
   crds="$(cat "$out.k8s.crds")"
   ok "helm template $name: $count manifests valid for Kubernetes $KUBE_MIN and $KUBE_MAX (--strict)${crds:+; $crds: no offline schema, required fields checked}; invariants hold; $(cat "$out.k8s.secrets") secret value(s) only base64 in Secrets"
@@ -264,7 +347,7 @@ PY
   fi
 }
 
-render default -
+render sandbox "$chart/values-sandbox.yaml"
 for values in "$chart"/ci/*.yaml; do
   render "$(basename "$values" .yaml)" "$values"
 done
@@ -291,14 +374,22 @@ EOF
 render secret-leak "$tmp/secret-values.yaml"
 
 # A config key the chart does not know (the gateway's newer keys) is passed through.
-helm template ig "$chart" --set config.some_future_section.knob=7 \
+helm template ig "$chart" -f "$chart/values-sandbox.yaml" --set config.some_future_section.knob=7 \
   >"$tmp/future.yaml" || fail "a config key unknown to the chart is refused"
 grep -q '"some_future_section"' "$tmp/future.yaml" || fail "config.some_future_section not in the ConfigMap"
 ok "config accepts keys the chart does not know (passed to the config file)"
 
 # --- negative checks: each must fail with the expected message ---------------------------
-# must_fail DESCRIPTION EXPECTED_TEXT helm-template-args...
+# must_fail DESCRIPTION EXPECTED_TEXT helm-template-args...: on top of values-sandbox.yaml
+# (a chart that renders), so that each case fails for its own reason; --set
+# sandbox.enabled=false turns the sandbox off again.
 must_fail() {
+  local what="$1" expected="$2"
+  shift 2
+  must_fail_on_defaults "$what" "$expected" -f "$chart/values-sandbox.yaml" "$@"
+}
+# The same on the chart's own defaults.
+must_fail_on_defaults() {
   local what="$1" expected="$2"
   shift 2
   if helm template ig "$chart" "$@" >"$tmp/neg.out" 2>"$tmp/neg.err"; then
@@ -308,7 +399,8 @@ must_fail() {
     cat "$tmp/neg.err"
     fail "$what: failed without the expected message '$expected'"
   }
-  ok "fails as it must: $what ($(head -c 160 "$tmp/neg.err" | tr '\n' ' ')...)"
+  # (helm notes the chart's links to deploy/ on stderr: not the message)
+  ok "fails as it must: $what ($(grep -v 'found symbolic link' "$tmp/neg.err" | head -c 160 | tr '\n' ' ')...)"
 }
 must_fail "replicaCount=2 with the SQLite event log" "needs a shared event log" \
   --set replicaCount=2
@@ -348,8 +440,19 @@ must_fail "an account webhook key without the default one" "needs the default ac
 must_fail "no vendor API key without the sandbox" "the vendor API key is required" \
   --set sandbox.enabled=false --set config.upstream_url=https://v.example.com \
   --set config.webapp_url=https://w.example.com
-must_fail "no upstream_url without the sandbox" "config.upstream_url is required" \
+must_fail_on_defaults "the default values (no upstream, no sandbox)" "no upstream: set config.upstream_url"
+must_fail_on_defaults "an API key but no upstream_url" "no upstream: set config.upstream_url" \
+  --set secrets.apiKey=k
+must_fail "no upstream_url without the sandbox" "no upstream: set config.upstream_url" \
   --set sandbox.enabled=false --set secrets.apiKey=k
+must_fail "podMonitor and serviceMonitor together" "enable one" \
+  --set podMonitor.enabled=true --set serviceMonitor.enabled=true
+must_fail "an image digest that is not sha256" "/image/digest" \
+  --set image.digest=latest
+must_fail "an extraVolumeMount without mountPath" "mountPath" \
+  --set 'extraVolumeMounts[0].name=ca'
+must_fail "an unknown podMonitor key" "additional properties 'intervall' not allowed" \
+  --set podMonitor.intervall=10s
 must_fail "terminationGracePeriodSeconds shorter than the drain" "must be larger than" \
   --set terminationGracePeriodSeconds=12 --set config.shutdown.grace_ms=10000
 must_fail "an Ingress without a webhook key" "needs a webhook key" \

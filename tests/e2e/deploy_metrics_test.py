@@ -4,10 +4,10 @@
 Starts the real gateway (`--sandbox`, every port 0, event log in a temp dir), makes a few
 RPCs (gRPC health, AssessQuality against the embedded sandbox, an invalid GetTokenStatus),
 posts one webhook with a wrong key, reads /metrics from the admin port, and checks that:
-- every metric name in deploy/grafana/*.json and deploy/prometheus/rules.yaml (PromQL
+- every metric name in deploy/grafana/*.json and deploy/prometheus/prometheusrule.yaml (PromQL
   expressions and label_values() queries) is a family of the exposition (# TYPE lines;
   histogram _bucket/_sum/_count and counter _total spellings handled). Recording-rule names
-  are excluded, and must be defined in rules.yaml when the dashboard uses them; `up` is
+  are excluded, and must be defined in prometheusrule.yaml when the dashboard uses them; `up` is
   Prometheus' own;
 - every label a selector matches on exists on that family, and every literal label value
   (=, !=, and =~/!~ alternations of plain words) is one the gateway exposes: a typo there
@@ -158,7 +158,7 @@ def rule_expressions(path):
     with open(path, encoding="utf-8") as f:
         rules = yaml.safe_load(f)
     exprs, records, alerts = [], set(), []
-    for group in rules["groups"]:
+    for group in rules["spec"]["groups"]:
         for rule in group["rules"]:
             exprs.append(rule["expr"])
             if "record" in rule:
@@ -226,7 +226,7 @@ class DeployMetrics(unittest.TestCase):
 
         deploy = pathlib.Path(ARGS.deploy_dir)
         cls.rule_exprs, cls.records, cls.alerts = rule_expressions(
-            deploy / "prometheus" / "rules.yaml")
+            deploy / "prometheus" / "prometheusrule.yaml")
         cls.dashboards = sorted((deploy / "grafana").glob("*.json"))
         cls.dashboard_exprs = {p.name: dashboard_expressions(p) for p in cls.dashboards}
 
@@ -326,7 +326,7 @@ class DeployMetrics(unittest.TestCase):
             report.append(f"{source}: label matchers that match nothing:\n  " +
                           "\n  ".join(sorted(set(bad_labels))))
         if unknown_records:
-            report.append(f"{source}: recording rules not defined in rules.yaml:\n  " +
+            report.append(f"{source}: recording rules not defined in prometheusrule.yaml:\n  " +
                           "\n  ".join(sorted(set(unknown_records))))
         return report
 
@@ -340,8 +340,8 @@ class DeployMetrics(unittest.TestCase):
                                r'[^}]*grpc_method="GetTokenStatus"[^}]*\} [1-9]')
 
     def test_rules_use_real_metrics(self):
-        self.assertTrue(self.alerts, "rules.yaml has no alert")
-        report = self.check_expressions("deploy/prometheus/rules.yaml", self.rule_exprs,
+        self.assertTrue(self.alerts, "prometheusrule.yaml has no alert")
+        report = self.check_expressions("deploy/prometheus/prometheusrule.yaml", self.rule_exprs,
                                         self.records)
         if report:
             self.fail("\n" + "\n".join(report))

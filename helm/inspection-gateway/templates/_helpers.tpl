@@ -61,14 +61,25 @@ app.kubernetes.io/component: sandbox
 {{- end }}
 {{- end }}
 
+{{- /* repository@digest when image.digest is set (the tag is then ignored), else
+repository:tag (tag default: the chart's appVersion). */}}
 {{- define "inspection-gateway.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
+{{- end }}
 
+{{- /* The sandbox runs the same image unless sandbox.image names another (then by tag). */}}
 {{- define "inspection-gateway.sandboxImage" -}}
+{{- if and (not .Values.sandbox.image.repository) (not .Values.sandbox.image.tag) }}
+{{- include "inspection-gateway.image" . }}
+{{- else }}
 {{- $repo := default .Values.image.repository .Values.sandbox.image.repository }}
 {{- $tag := default (default .Chart.AppVersion .Values.image.tag) .Values.sandbox.image.tag }}
 {{- printf "%s:%s" $repo $tag }}
+{{- end }}
 {{- end }}
 
 {{/* Secrets ------------------------------------------------------------------------- */}}
@@ -293,6 +304,16 @@ pod from your Secret's password).
 {{- define "inspection-gateway.validate" -}}
 {{- $v := .Values }}
 {{- $cfg := default dict $v.config }}
+{{- /* Upstream first: with the defaults (no sandbox, no vendor) this is the message. */}}
+{{- if $v.sandbox.enabled }}
+{{- range $key := list "upstream_url" "webapp_url" }}
+{{- if get $cfg $key }}
+{{- fail (printf "sandbox.enabled points config.%s at the sandbox: leave config.%s empty, or set sandbox.enabled=false" $key $key) }}
+{{- end }}
+{{- end }}
+{{- else if not (and (get $cfg "upstream_url") (get $cfg "webapp_url")) }}
+{{- fail "no upstream: set config.upstream_url and config.webapp_url (the vendor's API and customer web app) with the vendor API key (secrets.apiKey or secrets.existingSecret), or install the development setup, the gateway in front of the sandbox (vendor emulator): -f values-sandbox.yaml (sandbox.enabled=true)" }}
+{{- end }}
 {{- $grpcCfg := default dict (get $cfg "grpc") }}
 {{- range $key, $instead := dict "tls" "grpcTls.*" "authz_policy_file" "authzPolicy.*" "authz_refresh_interval_seconds" "authzPolicy.refreshIntervalSeconds" }}
 {{- if hasKey $grpcCfg $key }}
@@ -383,20 +404,6 @@ pod from your Secret's password).
 {{- end }}
 {{- if and $s.webhookPreviousKey (not (include "inspection-gateway.webhookKeyValue" .)) }}
 {{- fail "secrets.webhookPreviousKey needs secrets.webhookKey (the current key)" }}
-{{- end }}
-{{- /* Upstream. */}}
-{{- if $v.sandbox.enabled }}
-{{- range $key := list "upstream_url" "webapp_url" }}
-{{- if get $cfg $key }}
-{{- fail (printf "sandbox.enabled points config.%s at the sandbox: leave config.%s empty, or set sandbox.enabled=false" $key $key) }}
-{{- end }}
-{{- end }}
-{{- else }}
-{{- range $key := list "upstream_url" "webapp_url" }}
-{{- if not (get $cfg $key) }}
-{{- fail (printf "config.%s is required (the vendor's address) unless sandbox.enabled=true" $key) }}
-{{- end }}
-{{- end }}
 {{- end }}
 {{- /* Ingress: the webhook receiver only runs with a webhook key. */}}
 {{- if $v.ingress.enabled }}
