@@ -7,21 +7,34 @@ export PATH := $(TOOLS):$(PATH)
 export GRPCURL := $(TOOLS)/grpcurl
 SOURCES = $(shell git ls-files '*.h' '*.cc' 2>/dev/null)
 
-.PHONY: deps configure build run test bench clients format format-check lint-proto clean
+.PHONY: deps deps-build configure build build-binaries run test bench clients format format-check lint-proto clean
 
+# Everything building and testing need (scripts/install-deps.sh, install-deploy-tools.sh).
 deps:
 	@scripts/install-deps.sh
 	@scripts/install-deploy-tools.sh
 
+# What building and running need, nothing of the tests (scripts/apt-packages.txt).
+deps-build:
+	@scripts/install-deps.sh --build-only
+
 configure: deps
-	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null
+	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DINSPECTION_GATEWAY_BUILD_TESTS=ON >/dev/null
 
 build: configure
 	@cmake --build $(BUILD_DIR)
 
-# Installs what is missing, builds, and runs the gateway with the embedded sandbox as its
-# upstream; prints ready-to-paste grpcurl commands. Ctrl-C stops it.
-run: build
+# The two binaries only, configured without the tests.
+build-binaries: deps-build
+	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DINSPECTION_GATEWAY_BUILD_TESTS=OFF >/dev/null
+	@cmake --build $(BUILD_DIR) --target inspection-gateway inspection-sandbox
+
+# Installs what building and running need (not the test tools), builds the binaries, and
+# runs the gateway with the embedded sandbox as its upstream; prints ready-to-paste grpcurl
+# commands. Ctrl-C stops it.
+run: build-binaries
 	@$(BUILD_DIR)/inspection-gateway --sandbox $(RUN_ARGS)
 
 # Installs what is missing, builds, checks formatting and the proto lint, runs every test.

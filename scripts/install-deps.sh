@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Installs everything the build and the tests need on a fresh Debian bookworm machine.
 # Idempotent: each step checks first and does nothing when its tool is already there.
-# The package list lives in scripts/apt-packages.txt (the one source of truth that
-# BUILD.md and the Dockerfile refer to).
+#   scripts/install-deps.sh              build and test: scripts/apt-packages.txt,
+#                                        scripts/apt-packages-test.txt, buf, grpcurl, the
+#                                        Python test packages
+#   scripts/install-deps.sh --build-only what building and running need (`make run`):
+#                                        scripts/apt-packages.txt only
+# The package lists are the one source of truth that BUILD.md and the Dockerfile refer to.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
@@ -13,6 +17,12 @@ mkdir -p "$tools/bin"
 # shellcheck source=scripts/apt-install.sh
 . "$here/apt-install.sh"
 mapfile -t pkgs < <(grep -v '^\s*#' "$here/apt-packages.txt" | sed '/^\s*$/d')
+apt_install_missing install-deps "${pkgs[@]}"
+if [ "${1:-}" = --build-only ]; then
+  echo "install-deps: ok (build only)"
+  exit 0
+fi
+mapfile -t pkgs < <(grep -v '^\s*#' "$here/apt-packages-test.txt" | sed '/^\s*$/d')
 apt_install_missing install-deps "${pkgs[@]}"
 
 # --- buf (npm), pinned ---

@@ -1,11 +1,16 @@
 // The gRPC health service's per-service status means something: inspection.v1.EventService
-// is NOT_SERVING while the event log refuses writes and SERVING again once it takes them.
+// is NOT_SERVING while the event log refuses writes and SERVING again once it takes them;
+// every service is NOT_SERVING once the gateway drains (a Watch sees it).
 #include <atomic>
 #include <future>
 #include <memory>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include <grpcpp/generic/generic_stub.h>
 
+#include "absl/synchronization/mutex.h"
 #include "adapters/eventlog/sqlite/sqlite_event_log.h"
 #include "grpc/health/v1/health.pb.h"
 #include "tests/integration/gateway_fixture.h"
@@ -103,6 +108,123 @@ TEST(HealthTest, EventServiceFollowsTheEventLog) {
   EXPECT_TRUE(WaitUntil([&] { return HealthOf(stub, "inspection.v1.EventService") == kServing; },
                         std::chrono::seconds(10)));
 
+  vendor.Stop();
+}
+
+// A Health/Watch stream over the generic callback API (client side: a bidi call with one
+// request, the server streams): records every status it is sent.
+class HealthWatch final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  HealthWatch(grpc::GenericStub& stub, const std::string& service) {
+    HealthCheckRequest request;
+    request.set_service(service);
+    const std::string bytes = request.SerializeAsString();
+    grpc::Slice slice(bytes);
+    request_ = grpc::ByteBuffer(&slice, 1);
+    stub.PrepareBidiStreamingCall(&context_, "/grpc.health.v1.Health/Watch", grpc::StubOptions(),
+                                  this);
+    StartWrite(&request_);
+    StartRead(&response_);
+    StartCall();
+  }
+  ~HealthWatch() override {
+    context_.TryCancel();
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+  }
+  void OnWriteDone(bool) override { StartWritesDone(); }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    std::vector<grpc::Slice> slices;
+    std::string text;
+    if (response_.Dump(&slices).ok()) {
+      for (const grpc::Slice& s : slices) {
+        text.append(reinterpret_cast<const char*>(s.begin()), s.size());
+      }
+    }
+    HealthCheckResponse parsed;
+    {
+      absl::MutexLock lock(&mu_);
+      statuses_.push_back(parsed.ParseFromString(text) ? static_cast<int>(parsed.status()) : -1);
+    }
+    StartRead(&response_);
+  }
+  void OnDone(const grpc::Status&) override {
+    absl::MutexLock lock(&mu_);
+    done_ = true;
+  }
+  std::vector<int> statuses() {
+    absl::MutexLock lock(&mu_);
+    return statuses_;
+  }
+
+ private:
+  grpc::ClientContext context_;
+  grpc::ByteBuffer request_;
+  grpc::ByteBuffer response_;
+  absl::Mutex mu_;
+  std::vector<int> statuses_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+TEST(HealthTest, EveryServiceIsNotServingOnceTheGatewayDrains) {
+  TempDir temp;
+  FakeVendor vendor;
+  ASSERT_TRUE(vendor.Start());
+  ScriptedResponse held;
+  held.kind = ScriptedResponse::Kind::kHold;  // an RPC in flight: the drain waits for it
+  held.body = R"({"uid": "u1", "tradeinStatus": 1})";
+  vendor.RespondWith(held);
+  server::GatewayServerOptions options;
+  options.grpc_addr = "127.0.0.1:0";
+  options.vendor.base_url = vendor.BaseUrl();
+  options.vendor.api_key = kApiKey;
+  options.webapp_url = kWebappUrl;
+  options.admin_port = -1;
+  options.event_log_url = "sqlite:" + temp.File("events.db");
+  auto gateway = server::GatewayServer::Start(std::move(options));
+  ASSERT_TRUE(gateway.ok()) << gateway.status();
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*gateway)->grpc_port()),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  constexpr int kServing = HealthCheckResponse::SERVING;
+  constexpr int kNotServing = HealthCheckResponse::NOT_SERVING;
+  std::vector<std::unique_ptr<HealthWatch>> watches;
+  const std::vector<std::string> services = {"", "inspection.v1.EventService",
+                                             "inspection.v1.TokenService",
+                                             "inspection.v1.DamageService"};
+  for (const std::string& service : services) {
+    watches.push_back(std::make_unique<HealthWatch>(stub, service));
+  }
+  for (auto& watch : watches) {
+    ASSERT_TRUE(WaitUntil([&] { return !watch->statuses().empty(); }, std::chrono::seconds(10)));
+    EXPECT_EQ(watch->statuses().front(), kServing);
+  }
+  // An RPC held at the vendor: the drain waits for it.
+  auto token = v1::TokenService::NewStub(channel);
+  grpc::ClientContext call_context;
+  call_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::GetTokenStatusRequest request;
+  request.set_uid("u1");
+  v1::GetTokenStatusResponse response;
+  std::promise<grpc::Status> call_done;
+  token->async()->GetTokenStatus(&call_context, &request, &response,
+                                 [&](grpc::Status status) { call_done.set_value(status); });
+  ASSERT_TRUE(vendor.WaitForHeld(1, std::chrono::seconds(10)));
+  std::thread drain([&] { (*gateway)->Shutdown(std::chrono::seconds(2)); });
+  for (size_t i = 0; i < watches.size(); ++i) {
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          const std::vector<int> seen = watches[i]->statuses();
+          return !seen.empty() && seen.back() == kNotServing;
+        },
+        std::chrono::seconds(10)))
+        << "service \"" << services[i] << "\" never turned NOT_SERVING during the drain";
+  }
+  vendor.ReleaseHeld();
+  drain.join();
+  EXPECT_TRUE(call_done.get_future().get().ok()) << "the call in flight finished during the drain";
+  watches.clear();
   vendor.Stop();
 }
 

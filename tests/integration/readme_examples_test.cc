@@ -1,114 +1,91 @@
-// Every `grpcurl` command of README.md's "Call it" section, run as printed (but for the address)
-// against a gateway in front of a fake vendor that answers each endpoint with a spec-shaped body.
+// README.md's examples: the "Call it" block runs, in order, as a shell script against the
+// real `inspection-gateway --sandbox` (what `make run` starts); the tables document every
+// reason and every configuration key.
 #include <fstream>
 #include <set>
 
+#include "absl/strings/str_replace.h"
 #include "gateway/config/config.h"
 #include "gateway/security/authz_policy.h"
 #include "nlohmann/json.hpp"
 #include "tests/integration/gateway_fixture.h"
+#include "tests/support/gateway_binary.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
 namespace inspection::testing {
 namespace {
 
-// Splits a shell command line on spaces, honouring single quotes (all the README uses).
-std::vector<std::string> ShellWords(const std::string& line) {
-  std::vector<std::string> words;
-  std::string word;
-  bool quoted = false, in_word = false;
-  for (char c : line) {
-    if (c == '\'') {
-      quoted = !quoted;
-      in_word = true;
-    } else if (c == ' ' && !quoted) {
-      if (in_word) words.push_back(word);
-      word.clear();
-      in_word = false;
-    } else {
-      word.push_back(c);
-      in_word = true;
-    }
-  }
-  if (in_word) words.push_back(word);
-  return words;
-}
-
-std::string BodyFor(const RecordedRequest& request) {
-  const std::string& path = request.path;
-  if (path == "/apiV1/tokenmanager/token")
-    return R"({"token": {"uid": "Zx81kQ", "tradeinStatus": 0}, "webApiVersion": "v2.5"})";
-  if (path == "/apiV1/tokenmanager/test")
-    return R"({"token": {"uid": "Zx81kQ", "tradeinStatus": 1}, "webApiVersion": "v2"})";
-  if (path == "/apiV1/remarketing/removeBackground")
-    return R"({"id": "rb", "path": "https://cdn.example.com/rb.jpg", "status": "success"})";
-  if (path == "/apiV1/quality/image/list" || path == "/apiV1/quality/image")
-    return R"({"id": "q", "status": 200, "data": []})";
-  if (path == "/apiV1/damage/vehicle") return R"({"inspectionId": "insp_1"})";
-  if (path == "/apiv1/inspection/search")
-    return R"({"data": [], "paginationInfo": {"totalInspections": 0, "totalPages": 0,
-               "currentPage": 1, "range": "0-0"}})";
-  if (path == "/apiV1/eventmanager/configwebhook")
-    return R"({"webhookHeaderKey": "change-me", "webhookUrl": null,
-               "webhookUrlV2": "https://gateway.example.com/webhooks/v2"})";
-  if (path == "/apiV1/eventmanager/configevent")
-    return R"({"eventName": "createReport", "webhook": true})";
-  return "{}";
-}
-
-TEST(ReadmeExamplesTest, EveryGrpcurlCommandWorksAsPrinted) {
-  const char* grpcurl = std::getenv("GRPCURL");
-  ASSERT_NE(grpcurl, nullptr) << "GRPCURL must name the grpcurl binary (make test sets it)";
+// The ```sh block of README.md's "Call it" section, as written.
+std::string CallItBlock() {
   std::ifstream readme(std::string(SOURCE_DIR) + "/README.md");
-  ASSERT_TRUE(readme.good());
-  // The "Call it" section: one runnable example per service. (The streaming examples
-  // further down hold placeholders and never end, by design.)
-  std::vector<std::string> commands;
-  bool in_section = false;
+  std::string block;
+  bool in_section = false, in_block = false;
   for (std::string line; std::getline(readme, line);) {
     if (line.rfind("## ", 0) == 0) in_section = line == "## Call it";
-    if (in_section && line.rfind("grpcurl ", 0) == 0) commands.push_back(line);
-  }
-  ASSERT_GE(commands.size(), 5u);
-
-  FakeVendor vendor;
-  ASSERT_TRUE(vendor.Start());
-  vendor.SetHandler([](const RecordedRequest& request) {
-    ScriptedResponse response;
-    response.body = BodyFor(request);
-    return response;
-  });
-  server::GatewayServerOptions options;
-  options.grpc_addr = "127.0.0.1:0";
-  options.vendor.base_url = vendor.BaseUrl();
-  options.vendor.api_key = kApiKey;
-  options.webapp_url = kWebappUrl;
-  options.admin_port = 0;
-  options.reflection = true;  // the README's commands use it (make run: --sandbox turns it on)
-  TempDir temp;
-  options.event_log_url = "sqlite:" + temp.File("events.db");
-  auto gateway = server::GatewayServer::Start(std::move(options));
-  ASSERT_TRUE(gateway.ok()) << gateway.status();
-  const std::string target = absl::StrCat("127.0.0.1:", (*gateway)->grpc_port());
-
-  std::set<std::string> services;
-  for (const std::string& command : commands) {
-    std::vector<std::string> words = ShellWords(command);
-    words[0] = grpcurl;
-    for (auto& word : words) {
-      if (word == "localhost:50051") word = target;
-      if (word.rfind("inspection.v1.", 0) == 0) services.insert(word.substr(0, word.find('/')));
+    if (!in_section) continue;
+    if (!in_block && line == "```sh") {
+      in_block = true;
+    } else if (in_block && line == "```") {
+      break;
+    } else if (in_block) {
+      block += line + "\n";
     }
-    const size_t before = vendor.RequestCount();
-    Subprocess run(words);
-    EXPECT_EQ(run.Wait(std::chrono::seconds(30)), 0) << command << "\n" << run.output();
-    EXPECT_EQ(vendor.RequestCount(), before + 1) << "no vendor call for: " << command;
   }
-  EXPECT_EQ(services,
-            (std::set<std::string>{"inspection.v1.TokenService", "inspection.v1.ImageService",
-                                   "inspection.v1.DamageService", "inspection.v1.InspectionService",
-                                   "inspection.v1.EventConfigService"}));
+  return block;
+}
+
+TEST(ReadmeExamplesTest, TheCallItBlockRunsInOrderAgainstTheSandboxAsPrinted) {
+  const char* grpcurl = std::getenv("GRPCURL");
+  ASSERT_NE(grpcurl, nullptr) << "GRPCURL must name the grpcurl binary (make test sets it)";
+  const std::string block = CallItBlock();
+  ASSERT_FALSE(block.empty()) << "no ```sh block in README.md's \"Call it\" section";
+
+  // make run: `inspection-gateway --sandbox`, here on free ports.
+  TempDir temp;
+  Subprocess gateway(
+      {GATEWAY_BINARY, "--sandbox", "--grpc-addr=127.0.0.1:0", "--webhook-addr=127.0.0.1:0",
+       "--admin-addr=127.0.0.1:0", "--event-log=sqlite:" + temp.File("events.db")},
+      {"INSPECTION_API_KEY="});
+  const ServingPorts ports = WaitUntilServing(gateway, std::chrono::seconds(30));
+  ASSERT_GT(ports.grpc, 0) << gateway.output();
+  const std::string target = absl::StrCat("127.0.0.1:", ports.grpc);
+
+  // The block as a script: `grpcurl` from the test's tools, the address of this gateway.
+  std::string grpcurl_dir(grpcurl);
+  grpcurl_dir = grpcurl_dir.substr(0, grpcurl_dir.rfind('/'));
+  const std::string script_file = temp.File("call-it.sh");
+  {
+    std::ofstream script(script_file);
+    script << "set -euo pipefail\nexport PATH=\"" << grpcurl_dir << ":$PATH\"\nset -x\n"
+           << absl::StrReplaceAll(block, {{"localhost:50051", target}});
+  }
+  Subprocess run({"/bin/bash", script_file});
+  const int code = run.Wait(std::chrono::seconds(120));
+  const std::string output = run.output();
+  ASSERT_EQ(code, 0) << output;
+
+  // Every service had its example, each one answered, and the token read back by uid is
+  // the one just created.
+  std::set<std::string> services;
+  for (const char* service : {"TokenService", "ImageService", "DamageService", "InspectionService",
+                              "EventConfigService"}) {
+    if (block.find(absl::StrCat("inspection.v1.", service, "/")) != std::string::npos) {
+      services.insert(service);
+    }
+  }
+  EXPECT_EQ(services.size(), 5u) << block;
+  EXPECT_NE(output.find("\"tradein_status\""), std::string::npos) << output;
+  EXPECT_NE(output.find("\"inspection_id\""), std::string::npos) << output;
+  EXPECT_NE(output.find("\"webhook_url_v2\""), std::string::npos) << output;
+
+  // The examples leave the sandbox's webhooks pointing at this gateway (so the stream
+  // examples that follow in the README receive events).
+  const std::string webhook = absl::StrCat("127.0.0.1:", ports.webhook);
+  EXPECT_NE(output.find(webhook), std::string::npos)
+      << "GetWebhookConfig does not show the gateway's own webhook address " << webhook << "\n"
+      << output;
+  EXPECT_EQ(gateway.Stop(SIGTERM, std::chrono::seconds(20)), 0) << gateway.output();
 }
 
 // "The README documents every knob with its default": each key of the configuration (as
