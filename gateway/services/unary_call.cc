@@ -186,9 +186,12 @@ namespace {
 
 // A refused call is outside input: its line is rate-limited (ServiceDeps::rejected_lines).
 void LogRefused(const grpc::CallbackServerContext& context, const ServiceDeps& deps,
-                std::string_view grpc_method, const errors::ApiError& error) {
+                std::string_view grpc_method, const errors::ApiError& error,
+                const tracing::TraceContext* trace) {
   uint64_t suppressed = 0;
   if (deps.rejected_lines == nullptr || !deps.rejected_lines->Admit(&suppressed)) return;
+  const std::string trace_id =
+      trace != nullptr ? trace->TraceIdHex() : TraceFor(context).TraceIdHex();
   const auto rule = error.metadata.find("deny_rule");
   logging::Warn("call refused", {{"method", std::string(grpc_method)},
                                  {"reason", error.reason},
@@ -196,16 +199,18 @@ void LogRefused(const grpc::CallbackServerContext& context, const ServiceDeps& d
                                  {"peer", context.peer()},
                                  {"caller", CallerIdentity(context)},
                                  {"deny_rule", rule == error.metadata.end() ? "" : rule->second},
+                                 {"trace_id", trace_id},
                                  {"suppressed", suppressed}});
 }
 
 }  // namespace
 
 std::optional<errors::ApiError> AdmitCall(const grpc::CallbackServerContext& context,
-                                          const ServiceDeps& deps, std::string_view grpc_method) {
+                                          const ServiceDeps& deps, std::string_view grpc_method,
+                                          const tracing::TraceContext* trace) {
   std::optional<errors::ApiError> refused = Authorize(context, deps, grpc_method);
   if (!refused.has_value()) refused = Throttle(context, deps);
-  if (refused.has_value()) LogRefused(context, deps, grpc_method, *refused);
+  if (refused.has_value()) LogRefused(context, deps, grpc_method, *refused, trace);
   return refused;
 }
 
@@ -214,7 +219,7 @@ std::optional<errors::ApiError> AdmitStream(const grpc::CallbackServerContext& c
                                             std::shared_ptr<void>* slot) {
   if (auto denied = AdmitCall(context, deps, grpc_method); denied.has_value()) return denied;
   std::optional<errors::ApiError> refused = OpenStreamSlot(context, deps, slot);
-  if (refused.has_value()) LogRefused(context, deps, grpc_method, *refused);
+  if (refused.has_value()) LogRefused(context, deps, grpc_method, *refused, nullptr);
   return refused;
 }
 

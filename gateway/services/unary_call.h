@@ -149,8 +149,10 @@ std::string CallerKey(const grpc::CallbackServerContext& context);
 // or any vendor call): the authorization policy (PERMISSION_DENIED, reason
 // PERMISSION_DENIED_BY_POLICY, counted through ServiceDeps::on_denied), then the caller's
 // rate (RESOURCE_EXHAUSTED, reason CALLER_RATE_LIMITED, with RetryInfo). nullopt: go on.
+// `trace`: the call's trace, for the refusal's log line (null: read from the metadata).
 std::optional<errors::ApiError> AdmitCall(const grpc::CallbackServerContext& context,
-                                          const ServiceDeps& deps, std::string_view grpc_method);
+                                          const ServiceDeps& deps, std::string_view grpc_method,
+                                          const tracing::TraceContext* trace = nullptr);
 
 // AdmitCall for a stream, which also takes a stream slot: `slot` is set (hold it until the
 // stream is done), or RESOURCE_EXHAUSTED with RetryInfo when the replica holds
@@ -324,7 +326,8 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
   const ResponseMetadata request_id = {{"x-request-id", record.request_id},
                                        {"x-trace-id", record.trace.TraceIdHex()}};
 
-  if (auto denied = AdmitCall(*context, deps, record.route->grpc_method); denied.has_value()) {
+  if (auto denied = AdmitCall(*context, deps, record.route->grpc_method, &record.trace);
+      denied.has_value()) {
     record.code = static_cast<grpc::StatusCode>(denied->code);
     record.reason = denied->reason;
     NotifyFinished(deps, record, start);

@@ -308,6 +308,7 @@ TEST_F(TlsTest, RefusedCallsAreLoggedWithTheCallerButCannotFloodTheLog) {
   EXPECT_EQ(refused[0]["caller"], "spiffe://test/client-a");
   EXPECT_EQ(refused[0]["method"], "/inspection.v1.EventConfigService/GetWebhookConfig");
   EXPECT_NE(refused[0]["peer"].get<std::string>().find("127.0.0.1"), std::string::npos);
+  EXPECT_EQ(refused[0]["trace_id"].get<std::string>().size(), 32u);
   uint64_t accounted = refused.size();
   for (size_t i = 1; i < refused.size(); ++i) accounted += refused[i]["suppressed"].get<uint64_t>();
   EXPECT_LE(accounted, static_cast<uint64_t>(kFlood));
