@@ -1,5 +1,6 @@
 #include "gateway/tracing/otlp_exporter.h"
 
+#include <algorithm>
 #include <future>
 #include <utility>
 
@@ -136,16 +137,19 @@ void OtlpExporter::Run() {
         queue_.clear();
       }
     }
-    if (!batch.empty()) SendBatch(std::move(batch));
+    if (!batch.empty()) SendBatch(std::move(batch), last);
     if (last) return;
   }
 }
 
-void OtlpExporter::SendBatch(std::vector<Span> batch) {
+void OtlpExporter::SendBatch(std::vector<Span> batch, bool last) {
+  // The last batch goes out during shutdown: it may not hold the drain up for long.
+  const std::chrono::milliseconds timeout =
+      last ? std::min(options_.export_timeout, kLastBatchTimeout) : options_.export_timeout;
   http::HttpRequest request;
   request.method = "POST";
   request.url = options_.endpoint;
-  request.timeout = options_.export_timeout;
+  request.timeout = timeout;
   request.headers.emplace_back("Content-Type", "application/json");
   request.body = EncodeOtlpJson(batch, options_);
   auto answered = std::make_shared<std::promise<bool>>();
@@ -156,9 +160,9 @@ void OtlpExporter::SendBatch(std::vector<Span> batch) {
   });
   // The transport enforces the timeout; the extra second only guards against a transport
   // that never calls back (it always does, also when shut down).
-  const bool ok = accepted.wait_for(options_.export_timeout + std::chrono::seconds(1)) ==
-                      std::future_status::ready &&
-                  accepted.get();
+  const bool ok =
+      accepted.wait_for(timeout + std::chrono::seconds(1)) == std::future_status::ready &&
+      accepted.get();
   absl::MutexLock lock(&mu_);
   if (ok) {
     stats_.exported += batch.size();

@@ -50,6 +50,7 @@ std::string EncodeOtlpJson(const std::vector<Span>& spans, const OtlpExporterOpt
 
 class OtlpExporter final : public SpanSink {
  public:
+  static constexpr std::chrono::milliseconds kLastBatchTimeout{1000};
   struct Stats {
     uint64_t exported = 0;               // spans the collector accepted (2xx)
     uint64_t dropped_queue_full = 0;     // spans dropped because the queue was full
@@ -65,14 +66,16 @@ class OtlpExporter final : public SpanSink {
 
   void Record(Span span) override;
   Stats stats() const;
-  // Sends what is queued (one last batch, within export_timeout) and stops the thread.
+  // Sends what is queued (one last batch, within export_timeout but at most
+  // kLastBatchTimeout, so a silent collector cannot hold up a shutdown) and stops the thread.
   // Idempotent; later Record() calls drop and count their spans.
   void Stop();
 
  private:
   OtlpExporter(OtlpExporterOptions options, http::HttpTransport* transport);
   void Run();
-  void SendBatch(std::vector<Span> batch);
+  // `last`: the batch Stop() sends, within at most kLastBatchTimeout.
+  void SendBatch(std::vector<Span> batch, bool last);
 
   const OtlpExporterOptions options_;
   http::HttpTransport* const transport_;

@@ -210,5 +210,23 @@ TEST(OtlpExporterTest, StopSendsWhatIsQueuedAndLaterSpansAreCounted) {
   (*exporter)->Stop();  // idempotent
 }
 
+TEST(OtlpExporterTest, ASilentCollectorCannotHoldUpShutdown) {
+  FakeCollector collector;
+  collector.Hold();
+  OtlpExporterOptions options = Options();
+  options.export_interval = 1h;  // only Stop() sends
+  options.export_timeout = 60s;  // the last batch waits at most kLastBatchTimeout anyway
+  auto exporter = OtlpExporter::Create(options, &collector);
+  ASSERT_TRUE(exporter.ok());
+  (*exporter)->Record(MakeSpan(1));
+  const auto start = std::chrono::steady_clock::now();
+  (*exporter)->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  ASSERT_EQ(collector.requests().size(), 1u);
+  EXPECT_EQ(collector.requests()[0].timeout, OtlpExporter::kLastBatchTimeout);
+  EXPECT_EQ((*exporter)->stats().dropped_export_failed, 1u);
+  collector.ReleaseAll();
+}
+
 }  // namespace
 }  // namespace inspection::tracing
