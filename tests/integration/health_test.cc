@@ -52,6 +52,17 @@ class BreakableLog final : public eventlog::EventLog {
   std::unique_ptr<eventlog::EventLog> log_;
 };
 
+// An in-process gateway on a free port in front of `vendor`, without the admin port.
+server::GatewayServerOptions Options(const FakeVendor& vendor) {
+  server::GatewayServerOptions options;
+  options.grpc_addr = "127.0.0.1:0";
+  options.vendor.base_url = vendor.BaseUrl();
+  options.vendor.api_key = kApiKey;
+  options.webapp_url = kWebappUrl;
+  options.admin_port = -1;
+  return options;
+}
+
 // The health status of `service`, or -1 when the call fails.
 int HealthOf(grpc::GenericStub& stub, const std::string& service) {
   HealthCheckRequest request;
@@ -82,12 +93,7 @@ TEST(HealthTest, EventServiceFollowsTheEventLog) {
   auto log = std::make_shared<BreakableLog>(std::move(*sqlite));
   FakeVendor vendor;
   ASSERT_TRUE(vendor.Start());
-  server::GatewayServerOptions options;
-  options.grpc_addr = "127.0.0.1:0";
-  options.vendor.base_url = vendor.BaseUrl();
-  options.vendor.api_key = kApiKey;
-  options.webapp_url = kWebappUrl;
-  options.admin_port = -1;
+  server::GatewayServerOptions options = Options(vendor);
   options.event_log = log;
   options.health_check_interval = std::chrono::milliseconds(20);
   auto gateway = server::GatewayServer::Start(std::move(options));
@@ -175,12 +181,7 @@ TEST(HealthTest, EveryServiceIsNotServingOnceTheGatewayDrains) {
   held.kind = ScriptedResponse::Kind::kHold;  // an RPC in flight: the drain waits for it
   held.body = R"({"uid": "u1", "tradeinStatus": 1})";
   vendor.RespondWith(held);
-  server::GatewayServerOptions options;
-  options.grpc_addr = "127.0.0.1:0";
-  options.vendor.base_url = vendor.BaseUrl();
-  options.vendor.api_key = kApiKey;
-  options.webapp_url = kWebappUrl;
-  options.admin_port = -1;
+  server::GatewayServerOptions options = Options(vendor);
   options.event_log_url = "sqlite:" + temp.File("events.db");
   auto gateway = server::GatewayServer::Start(std::move(options));
   ASSERT_TRUE(gateway.ok()) << gateway.status();

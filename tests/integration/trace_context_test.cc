@@ -13,6 +13,7 @@
 #include "gateway/tracing/trace_context.h"
 #include "nlohmann/json.hpp"
 #include "tests/integration/gateway_fixture.h"
+#include "tests/support/captured_log.h"
 #include "tests/support/wait.h"
 
 namespace inspection::testing {
@@ -60,7 +61,6 @@ class TraceContextTest : public GatewayTest {
  protected:
   void SetUp() override {
     ASSERT_TRUE(vendor_.Start());
-    logger_.SetLevel(logging::Level::kDebug);
     StartGateway(vendor_.BaseUrl(), [this](server::GatewayServerOptions& options) {
       options.span_sink = &sink_;
       options.observer = &log_observer_;
@@ -69,15 +69,7 @@ class TraceContextTest : public GatewayTest {
     });
   }
 
-  std::vector<nlohmann::json> LogLines(const std::string& msg) {
-    absl::MutexLock lock(&lines_mu_);
-    std::vector<nlohmann::json> out;
-    for (const std::string& line : lines_) {
-      nlohmann::json parsed = nlohmann::json::parse(line, nullptr, false);
-      if (!parsed.is_discarded() && parsed.value("msg", "") == msg) out.push_back(parsed);
-    }
-    return out;
-  }
+  std::vector<nlohmann::json> LogLines(const std::string& msg) { return captured_.With(msg); }
 
   grpc::Status GetStatus(grpc::ClientContext* context, std::string* trace_header) {
     v1::GetTokenStatusRequest request;
@@ -91,12 +83,8 @@ class TraceContextTest : public GatewayTest {
     return status;
   }
 
-  absl::Mutex lines_mu_;
-  std::vector<std::string> lines_;
-  logging::Logger logger_{[this](absl::string_view line) {
-    absl::MutexLock lock(&lines_mu_);
-    lines_.emplace_back(line);
-  }};
+  logging::Logger logger_;
+  CapturedLog captured_{logging::Level::kDebug, logger_};
   server::RpcLogObserver log_observer_{logger_};
   RecordingSink sink_;
 };

@@ -1,8 +1,8 @@
 #ifndef TESTS_SUPPORT_CAPTURED_LOG_H_
 #define TESTS_SUPPORT_CAPTURED_LOG_H_
 
-// Captures the process logger's lines (logging::DefaultLogger) while it lives, and finds
-// them by `msg`. One at a time per process.
+// Captures a logger's lines (by default the process logger, logging::DefaultLogger) while
+// it lives, and finds them by `msg`. One at a time per logger.
 
 #include <string>
 #include <vector>
@@ -15,16 +15,18 @@ namespace inspection::testing {
 
 class CapturedLog {
  public:
-  explicit CapturedLog(logging::Level level = logging::Level::kInfo) {
-    logging::DefaultLogger().SetLevel(level);
-    logging::DefaultLogger().SetSink([this](absl::string_view line) {
+  explicit CapturedLog(logging::Level level = logging::Level::kInfo,
+                       logging::Logger& logger = logging::DefaultLogger())
+      : logger_(logger) {
+    logger_.SetLevel(level);
+    logger_.SetSink([this](absl::string_view line) {
       absl::MutexLock lock(&mu_);
       lines_.emplace_back(line);
     });
   }
   ~CapturedLog() {
-    logging::DefaultLogger().SetSink(logging::Logger::StderrSink());
-    logging::DefaultLogger().SetLevel(logging::Level::kInfo);
+    logger_.SetSink(logging::Logger::StderrSink());
+    logger_.SetLevel(logging::Level::kInfo);
   }
   CapturedLog(const CapturedLog&) = delete;
   CapturedLog& operator=(const CapturedLog&) = delete;
@@ -48,6 +50,7 @@ class CapturedLog {
   }
 
  private:
+  logging::Logger& logger_;
   absl::Mutex mu_;
   std::vector<std::string> lines_;
 };
