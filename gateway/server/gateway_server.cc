@@ -828,8 +828,8 @@ void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
     if (curl != nullptr) curl->Shutdown();
   }
   done.wait();
-  // The last spans go out (one batch, within tracing.export_timeout_ms) while the transport
-  // still runs.
+  // The last spans go out (one batch, waiting at most OtlpExporter::kLastBatchTimeout)
+  // while the transport still runs.
   if (exporter_ != nullptr) exporter_->Stop();
   // Vendor calls no RPC waits for (a reconciler poll, a token watch poll) may still be in
   // flight: fail them now, while the pipeline their callbacks go through still exists.
