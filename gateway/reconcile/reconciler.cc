@@ -66,45 +66,43 @@ absl::Status Reconciler::TokenCreated(const std::string& account, const std::str
 
 void Reconciler::Observe(const eventlog::NewEvent& event) {
   if (!ResolvesAnInspection(event)) return;
-  if (absl::Status s =
-          ledger_->Resolve(eventlog::WorkKind::kInspection, event.account, event.inspection_id);
-      !s.ok()) {
-    // The item is polled once more, which finds the report: nothing is lost.
-    logging::Warn("work ledger: resolve failed", {{"error", std::string(s.message())}});
-    absl::MutexLock lock(&mu_);
-    ++stats_.ledger_errors;
+  CountLedgerFailure(
+      ledger_->Resolve(eventlog::WorkKind::kInspection, event.account, event.inspection_id),
+      event.inspection_id);
+}
+
+void Reconciler::Enqueue(Queued queued) {
+  absl::MutexLock lock(&inbox_->mu);
+  if (inbox_->queued.size() >= options_.max_queued) {
+    ++inbox_->dropped;  // the ledger is stuck: see Inbox::dropped
+    return;
   }
+  inbox_->queued.push_back(std::move(queued));
+  inbox_->wake = true;
 }
 
 void Reconciler::QueueSubmitted(const std::string& account, const std::string& inspection_id) {
-  absl::MutexLock lock(&inbox_->mu);
-  if (inbox_->queued.size() >= options_.max_queued) {
-    ++inbox_->dropped;  // the ledger is stuck: see Inbox::dropped
-    return;
-  }
-  inbox_->queued.push_back(Queued{Queued::kSubmitted, account, inspection_id});
-  inbox_->wake = true;
+  Enqueue(Queued{Queued::kSubmitted, account, inspection_id});
 }
 
 void Reconciler::QueueTokenCreated(const std::string& account, const std::string& uid) {
-  absl::MutexLock lock(&inbox_->mu);
-  if (inbox_->queued.size() >= options_.max_queued) {
-    ++inbox_->dropped;  // the ledger is stuck: see Inbox::dropped
-    return;
-  }
-  inbox_->queued.push_back(Queued{Queued::kTokenCreated, account, uid});
-  inbox_->wake = true;
+  Enqueue(Queued{Queued::kTokenCreated, account, uid});
 }
 
 void Reconciler::QueueObserved(const eventlog::NewEvent& event) {
-  if (!ResolvesAnInspection(event)) return;
-  absl::MutexLock lock(&inbox_->mu);
-  if (inbox_->queued.size() >= options_.max_queued) {
-    ++inbox_->dropped;  // the ledger is stuck: see Inbox::dropped
-    return;
+  if (ResolvesAnInspection(event)) {
+    Enqueue(Queued{Queued::kObserved, event.account, event.inspection_id});
   }
-  inbox_->queued.push_back(Queued{Queued::kObserved, event.account, event.inspection_id});
-  inbox_->wake = true;
+}
+
+void Reconciler::CountLedgerFailure(const absl::Status& status, const std::string& id) {
+  if (status.ok()) return;
+  // A record that failed: this submission's report depends on its webhook alone. A resolve
+  // that failed: the item is polled once more, which finds the report.
+  logging::Warn("work ledger: write failed",
+                {{"error", std::string(status.message())}, {"id", id}});
+  absl::MutexLock lock(&mu_);
+  ++stats_.ledger_errors;
 }
 
 void Reconciler::ApplyQueued() {
@@ -134,14 +132,7 @@ void Reconciler::ApplyQueued() {
         s = ledger_->Resolve(eventlog::WorkKind::kInspection, q.account, q.id);
         break;
     }
-    if (!s.ok()) {
-      // A record that failed: this submission's report depends on its webhook alone. A
-      // resolve that failed: the item is polled once more, which finds the report.
-      logging::Warn("work ledger: write failed",
-                    {{"error", std::string(s.message())}, {"id", q.id}});
-      absl::MutexLock lock(&mu_);
-      ++stats_.ledger_errors;
-    }
+    CountLedgerFailure(s, q.id);
   }
 }
 

@@ -152,7 +152,12 @@ class Reconciler {
     std::string account;
     std::string id;
   };
+  // Queues `queued` unless options.max_queued wait already (then counts it dropped).
+  void Enqueue(Queued queued);
   void ApplyQueued() ABSL_LOCKS_EXCLUDED(mu_);
+  // Logs and counts (stats_.ledger_errors) a ledger write for `id` that failed; OK: nothing.
+  void CountLedgerFailure(const absl::Status& status, const std::string& id)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void HandleAnswers() ABSL_LOCKS_EXCLUDED(mu_);
   void OnReport(const eventlog::WorkItem& item, absl::StatusOr<std::string> body);
   void OnToken(const eventlog::WorkItem& item, absl::StatusOr<TokenState> state);

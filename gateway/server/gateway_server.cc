@@ -34,6 +34,7 @@
 #include "gateway/services/inspection_service.h"
 #include "gateway/services/token_service.h"
 #include "gateway/token_watch/token_watch.h"
+#include "gateway/tracing/trace_context.h"
 #include "google/protobuf/wrappers.pb.h"
 #include "grpc/health/v1/health.pb.h"
 
@@ -272,9 +273,7 @@ std::string ReplicaName() {
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
   return absl::StrCat(host[0] != '\0' ? host : "gateway", "-", getpid(), "-",
-                      hashing::Sha256Hex(absl::StrCat(absl::ToUnixNanos(absl::Now()), "/",
-                                                      reinterpret_cast<uintptr_t>(host)))
-                          .substr(0, 8));
+                      tracing::Hex(tracing::NewSpanId()).substr(0, 8));
 }
 
 }  // namespace

@@ -165,21 +165,11 @@ void WebhookDispatcher::Impl::Run() {
     }
 
     const int attempt = ++delivery.attempts;
-    if (delivery.drop) {
-      lock.unlock();
-      std::string at = now_iso();
-      lock.lock();
-      if (state->stopping) break;
-      it = state->deliveries.find(id);
-      if (it == state->deliveries.end()) continue;
-      state->AppendRecord(DeliveryRecord{id, attempt, it->second.event.event_name,
-                                         it->second.event.url, "injected_drop", 0, std::move(at),
-                                         /*final=*/true});
-      state->Finish(id);
-      continue;
-    }
-    if (delivery.injected_failures_left > 0) {
-      --delivery.injected_failures_left;
+    // An injected fault (drop: the first attempt is final and never sent; fail_first: this
+    // attempt fails) is recorded without a request.
+    const bool drop = delivery.drop;
+    if (drop || delivery.injected_failures_left > 0) {
+      if (!drop) --delivery.injected_failures_left;
       // now_iso may take the sandbox clock's lock; call it outside ours.
       lock.unlock();
       std::string at = now_iso();
@@ -187,7 +177,14 @@ void WebhookDispatcher::Impl::Run() {
       if (state->stopping) break;
       it = state->deliveries.find(id);
       if (it == state->deliveries.end()) continue;
-      state->RecordAttempt(it->second, attempt, "injected_failure", 0, std::move(at), false);
+      if (drop) {
+        state->AppendRecord(DeliveryRecord{id, attempt, it->second.event.event_name,
+                                           it->second.event.url, "injected_drop", 0, std::move(at),
+                                           /*final=*/true});
+        state->Finish(id);
+      } else {
+        state->RecordAttempt(it->second, attempt, "injected_failure", 0, std::move(at), false);
+      }
       continue;
     }
 
