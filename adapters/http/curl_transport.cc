@@ -2,6 +2,7 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,7 +30,7 @@ constexpr char kShutDown[] = "transport shut down";
 // CURLOPT_PROTOCOLS_STR and the other options used here are all in 7.68.0.
 constexpr unsigned int kMinCurlVersion = 0x074400;
 
-// Upper bound of one epoll wait. libcurl's timer shortens it and the wake fd interrupts it,
+// Upper bound of one epoll wait. The timerfd (libcurl's timer) and the wake fd end it sooner,
 // so the value only matters if both fail to; it is not a polling interval.
 constexpr int kMaxPollMs = 10000;
 
@@ -41,21 +42,6 @@ CURLcode GlobalInitOnce() {
   static CURLcode result = CURLE_OK;
   std::call_once(once, [] { result = curl_global_init(CURL_GLOBAL_DEFAULT); });
   return result;
-}
-
-// RFC 9110 token characters: a method must be one, and so must a header name.
-bool IsToken(absl::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s) {
-    if (absl::ascii_isalnum(static_cast<unsigned char>(c))) continue;
-    if (absl::string_view("!#$%&'*+-.^_`|~").find(c) == absl::string_view::npos) return false;
-  }
-  return true;
-}
-
-// A header value must not smuggle in another header line.
-bool IsSafeHeaderValue(absl::string_view s) {
-  return s.find_first_of("\r\n") == absl::string_view::npos && s.find('\0') == s.npos;
 }
 
 }  // namespace
@@ -192,12 +178,9 @@ absl::StatusOr<std::unique_ptr<CurlTransport>> CurlTransport::Create(CurlTranspo
                                                       info == nullptr ? "unknown" : info->version));
   }
   if (!options.ca_file.empty()) {
-    FILE* ca = std::fopen(options.ca_file.c_str(), "r");
-    if (ca == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot read the CA file ", options.ca_file, ": ", std::strerror(errno)));
+    if (absl::Status readable = CheckReadableCaFile(options.ca_file); !readable.ok()) {
+      return readable;
     }
-    std::fclose(ca);
   }
   CURLM* multi = curl_multi_init();
   if (multi == nullptr) return absl::InternalError("curl_multi_init failed");
@@ -209,17 +192,20 @@ absl::StatusOr<std::unique_ptr<CurlTransport>> CurlTransport::Create(CurlTranspo
   // From here the transport owns `multi`; its destructor cleans it up on every path.
   std::unique_ptr<CurlTransport> transport(new CurlTransport(std::move(options), multi));
   // The event loop's own epoll set: libcurl says which sockets to watch (SOCKETFUNCTION) and
-  // when it next needs a call (TIMERFUNCTION); the eventfd wakes the loop.
+  // when it next needs a call (TIMERFUNCTION, kept in the timerfd); the eventfd wakes the loop.
   transport->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   transport->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (transport->epoll_fd_ < 0 || transport->wake_fd_ < 0) {
-    return absl::InternalError(absl::StrCat("epoll/eventfd: ", std::strerror(errno)));
+  transport->timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  if (transport->epoll_fd_ < 0 || transport->wake_fd_ < 0 || transport->timer_fd_ < 0) {
+    return absl::InternalError(absl::StrCat("epoll/eventfd/timerfd: ", std::strerror(errno)));
   }
-  epoll_event wake{};
-  wake.events = EPOLLIN;
-  wake.data.fd = transport->wake_fd_;
-  if (epoll_ctl(transport->epoll_fd_, EPOLL_CTL_ADD, transport->wake_fd_, &wake) != 0) {
-    return absl::InternalError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
+  for (int fd : {transport->wake_fd_, transport->timer_fd_}) {
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.fd = fd;
+    if (epoll_ctl(transport->epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) {
+      return absl::InternalError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
+    }
   }
   curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &CurlTransport::OnSocket);
   curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, transport.get());
@@ -260,6 +246,7 @@ CurlTransport::~CurlTransport() {
   if (share_ != nullptr) curl_share_cleanup(share_);
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (wake_fd_ >= 0) close(wake_fd_);
+  if (timer_fd_ >= 0) close(timer_fd_);
 }
 
 int CurlTransport::OnSocket(CURL*, curl_socket_t socket, int what, void* self, void*) {
@@ -293,8 +280,23 @@ void CurlTransport::WakeLoop() const {
   [[maybe_unused]] ssize_t written = write(wake_fd_, &one, sizeof one);
 }
 
-void CurlTransport::WakeLoopIfTimerMovedLocked() {
-  if (timer_deadline_ < loop_wakes_at_) WakeLoop();
+void CurlTransport::ArmTimerLocked() {
+  if (timer_deadline_ == armed_deadline_) return;
+  itimerspec spec{};  // all zero: disarmed
+  if (timer_deadline_ != Clock::time_point::max()) {
+    // steady_clock is CLOCK_MONOTONIC. A deadline already past fires at once; zero would
+    // disarm instead, hence at least 1 ns.
+    const auto ns = std::max<int64_t>(
+        1, std::chrono::duration_cast<std::chrono::nanoseconds>(timer_deadline_.time_since_epoch())
+               .count());
+    spec.it_value.tv_sec = static_cast<time_t>(ns / 1000000000);
+    spec.it_value.tv_nsec = static_cast<long>(ns % 1000000000);
+  }
+  if (timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &spec, nullptr) == 0) {
+    armed_deadline_ = timer_deadline_;
+  } else {
+    WakeLoop();  // cannot happen with valid values; the loop's wait then recomputes it
+  }
 }
 
 absl::Mutex& CurlTransport::ShareMutex(int data) const {
@@ -395,7 +397,7 @@ void CurlTransport::Send(HttpRequest request, HttpCallback done) {
       // Whatever that finished (a refused connection, an expired timer of another
       // exchange) completes on the loop thread.
       if (CollectFinishedLocked()) WakeLoop();
-      WakeLoopIfTimerMovedLocked();
+      ArmTimerLocked();
       return;
     }
   }
@@ -405,7 +407,7 @@ void CurlTransport::Send(HttpRequest request, HttpCallback done) {
 
 void CurlTransport::Prepare(Exchange& exchange) const {
   const HttpRequest& request = exchange.request;
-  if (!IsToken(request.method)) {
+  if (!IsHttpToken(request.method)) {
     exchange.prepare_error = "invalid HTTP method";
     return;
   }
@@ -421,7 +423,7 @@ void CurlTransport::Prepare(Exchange& exchange) const {
   bool has_expect = false;
   for (const auto& [name, value] : request.headers) {
     // The detail names neither the header nor its value: values may be secrets.
-    if (!IsToken(name) || !IsSafeHeaderValue(value)) {
+    if (!IsHttpToken(name) || !IsSafeHeaderValue(value)) {
       exchange.prepare_error = "invalid header name or value";
       return;
     }
@@ -539,28 +541,22 @@ void CurlTransport::Run() {
       curl_multi_timeout(multi_, &curl_ms);
       timer_deadline_ = curl_ms < 0 ? Clock::time_point::max()
                                     : Clock::now() + std::chrono::milliseconds(curl_ms);
-      if (!finished_.empty() || !refused_.empty()) {
-        timeout_ms = 0;
-      } else if (timer_deadline_ != Clock::time_point::max()) {
-        const auto left =
-            std::chrono::ceil<std::chrono::milliseconds>(timer_deadline_ - Clock::now());
-        timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, kMaxPollMs));
-      }
-      // A Send() that moves libcurl's timer before this wakes the loop (WakeLoopIfTimerMoved).
-      loop_wakes_at_ = Clock::now() + std::chrono::milliseconds(timeout_ms);
+      // The timerfd wakes the wait when libcurl's timer is due; a Send() that moves the
+      // timer re-arms it (ArmTimerLocked) without waking this thread.
+      ArmTimerLocked();
+      if (!finished_.empty() || !refused_.empty()) timeout_ms = 0;
     }
     const int ready = epoll_wait(epoll_fd_, events, kMaxEvents, timeout_ms);
     std::vector<std::pair<std::unique_ptr<Exchange>, CURLcode>> finished;
     std::vector<std::unique_ptr<Exchange>> refused;
     {
       absl::MutexLock lock(&mu_);
-      loop_wakes_at_ = Clock::time_point::min();  // awake: reads the timer before waiting
       int running = 0;
       for (int i = 0; i < ready; ++i) {
         const int fd = events[i].data.fd;
-        if (fd == wake_fd_) {
+        if (fd == wake_fd_ || fd == timer_fd_) {
           uint64_t count = 0;
-          [[maybe_unused]] ssize_t read_bytes = read(wake_fd_, &count, sizeof count);
+          [[maybe_unused]] ssize_t read_bytes = read(fd, &count, sizeof count);
           continue;
         }
         int flags = 0;

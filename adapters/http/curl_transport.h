@@ -105,7 +105,7 @@ class CurlTransport final : public HttpTransport {
   // returns, every callback of an exchange sent before the call has run. Idempotent and
   // thread-safe. Called from inside a callback it only requests the stop, which happens when
   // that callback returns.
-  void Shutdown();
+  void Shutdown() override;
 
   // Exchanges accepted by Send() whose callback has not started yet. Thread-safe.
   size_t InFlight() const { return in_flight_.load(std::memory_order_acquire); }
@@ -137,8 +137,10 @@ class CurlTransport final : public HttpTransport {
   // CURLMOPT_TIMERFUNCTION: when libcurl next wants CURL_SOCKET_TIMEOUT (-1: never).
   static int OnTimer(CURLM* multi, long timeout_ms, void* self);
   void WakeLoop() const;
-  // Wakes the loop if libcurl's timer now falls before the loop's planned wake-up.
-  void WakeLoopIfTimerMovedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets the loop's timerfd to libcurl's timer (timer_deadline_) when that moved. The loop
+  // waits on the timerfd in its epoll set, so a Send() that moves libcurl's timer re-arms it
+  // with one syscall instead of waking the loop thread to recompute its wait.
+  void ArmTimerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // CURLSHOPT_LOCKFUNC / UNLOCKFUNC: one mutex per kind of shared data.
   absl::Mutex& ShareMutex(int data) const;
   static void LockShare(CURL* easy, curl_lock_data data, curl_lock_access access, void* self);
@@ -169,13 +171,14 @@ class CurlTransport final : public HttpTransport {
   std::vector<std::pair<std::unique_ptr<Exchange>, CURLcode>> finished_ ABSL_GUARDED_BY(mu_);
   // Could not be started (prepare_error says why); failed on the loop thread.
   std::vector<std::unique_ptr<Exchange>> refused_ ABSL_GUARDED_BY(mu_);
-  // libcurl's next timeout (TIMERFUNCTION), and when the loop's wait ends (min: awake).
+  // libcurl's next timeout (TIMERFUNCTION; max: none), and what timer_fd_ is set to.
   std::chrono::steady_clock::time_point timer_deadline_ ABSL_GUARDED_BY(mu_) =
       std::chrono::steady_clock::time_point::max();
-  std::chrono::steady_clock::time_point loop_wakes_at_ ABSL_GUARDED_BY(mu_) =
-      std::chrono::steady_clock::time_point::min();
+  std::chrono::steady_clock::time_point armed_deadline_ ABSL_GUARDED_BY(mu_) =
+      std::chrono::steady_clock::time_point::max();
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
+  int timer_fd_ = -1;  // CLOCK_MONOTONIC timerfd, in the epoll set
 
   std::atomic<size_t> in_flight_{0};
   mutable std::atomic<size_t> handles_created_{0};

@@ -3,10 +3,12 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
 
 namespace inspection::http {
 
@@ -63,6 +65,14 @@ struct HttpResult {
 
 const char* TransportErrorName(TransportError error);
 
+// RFC 9110 token characters: a method must be one, and so must a header name.
+bool IsHttpToken(std::string_view s);
+// A header value must not smuggle in another header line (no CR, LF or NUL).
+bool IsSafeHeaderValue(std::string_view s);
+// OK when `ca_file` (a transport's trusted CAs) can be opened for reading; otherwise
+// INVALID_ARGUMENT naming the file and the reason.
+absl::Status CheckReadableCaFile(const std::string& ca_file);
+
 using HttpCallback = absl::AnyInvocable<void(HttpResult) &&>;
 
 // Asynchronous HTTP client. Thread-safe: Send() may be called from any thread.
@@ -73,6 +83,10 @@ class HttpTransport {
  public:
   virtual ~HttpTransport() = default;
   virtual void Send(HttpRequest request, HttpCallback done) = 0;
+  // Fails every unfinished exchange ("transport shut down") and stops the transport's
+  // thread; afterwards Send() fails at once. The default does nothing (transports without a
+  // thread of their own, such as test fakes).
+  virtual void Shutdown() {}
 };
 
 }  // namespace inspection::http

@@ -514,6 +514,15 @@ const std::vector<KeySpec>& Keys() {
           "PATH",
           "PEM file of the certificate authorities trusted for an https:// vendor (a private "
           "CA, a TLS-inspecting proxy); empty: the system's bundle."),
+      EnumKey<server::VendorHttpClient>(
+          "upstream.http_client", [](auto& c) -> auto& { return c.upstream.http_client; },
+          {{"auto", server::VendorHttpClient::kAuto},
+           {"beast", server::VendorHttpClient::kBeast},
+           {"curl", server::VendorHttpClient::kCurl}},
+          "HTTP client of vendor calls. beast: HTTP/1.1 keep-alive pool (Boost.Beast), the "
+          "lowest overhead per call, no proxy, no HTTP/2. curl: libcurl, HTTP/2 over TLS "
+          "where the vendor offers it, proxy variables (https_proxy...). auto: beast when "
+          "every vendor URL is http:// and no http_proxy/all_proxy is set, else curl."),
       EnumKey<vendor::KeySpelling>(
           "background_removal.position_ratio_key",
           [](auto& c) -> auto& { return c.background_removal.position_ratio_key; },

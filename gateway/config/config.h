@@ -61,6 +61,9 @@ struct UpstreamSection {
   int max_connections = ComponentDefaults().max_connections;
   // upstream.ca_file (default ""): PEM CAs trusted for an https:// vendor; "": the system's.
   std::string ca_file = ComponentDefaults().upstream_ca_file;
+  // upstream.http_client (default "auto"): the HTTP client of vendor calls, beast or curl
+  // (server::VendorHttpClient); auto picks beast for http:// vendors without a proxy.
+  server::VendorHttpClient http_client = ComponentDefaults().http_client;
 };
 
 struct BackgroundRemovalSection {

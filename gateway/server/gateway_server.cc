@@ -20,8 +20,10 @@
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_credentials_options.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "adapters/hashing/sha256.h"
+#include "adapters/http/beast_transport.h"
 #include "adapters/http/curl_transport.h"
 #include "adapters/vendor/inspection_mapper.h"
 #include "adapters/vendor/token_mapper.h"
@@ -297,6 +299,34 @@ absl::StatusOr<std::unique_ptr<eventlog::EventLog>> OpenEventLog(
   return absl::InvalidArgumentError("event_log must be sqlite:<path> or redis://host:port");
 }
 
+HttpClientChoice ChooseHttpClient(const GatewayServerOptions& options,
+                                  const char* (*getenv)(const char*)) {
+  if (getenv == nullptr) getenv = [](const char* name) -> const char* { return std::getenv(name); };
+  switch (options.http_client) {
+    case VendorHttpClient::kBeast:
+      return {VendorHttpClient::kBeast, "upstream.http_client is beast"};
+    case VendorHttpClient::kCurl:
+      return {VendorHttpClient::kCurl, "upstream.http_client is curl"};
+    case VendorHttpClient::kAuto:
+      break;
+  }
+  std::vector<std::string> urls = {options.vendor.base_url};
+  for (const VendorAccountOptions& account : options.accounts) urls.push_back(account.base_url);
+  for (const std::string& url : urls) {
+    if (!absl::StartsWithIgnoreCase(url, "http://")) {
+      return {VendorHttpClient::kCurl,
+              "auto: an https:// vendor URL (HTTP/2 where the vendor offers it)"};
+    }
+  }
+  for (const char* name : {"http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"}) {
+    const char* value = getenv(name);
+    if (value != nullptr && value[0] != '\0') {
+      return {VendorHttpClient::kCurl, absl::StrCat("auto: ", name, " is set (a proxy)")};
+    }
+  }
+  return {VendorHttpClient::kBeast, "auto: every vendor URL is http:// and no proxy is set"};
+}
+
 GatewayServer::GatewayServer(GatewayServerOptions options) : options_(std::move(options)) {}
 
 absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServerOptions options) {
@@ -305,11 +335,24 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
 
   server->transport_ = opts.transport;
   if (server->transport_ == nullptr) {
-    http::CurlTransportOptions curl;
-    curl.connect_timeout = opts.connect_timeout;
-    curl.max_total_connections = opts.max_connections;
-    curl.ca_file = opts.upstream_ca_file;
-    auto transport = http::CurlTransport::Create(curl);
+    const HttpClientChoice choice = ChooseHttpClient(opts);
+    logging::Info("vendor HTTP client",
+                  {{"client", choice.client == VendorHttpClient::kBeast ? "beast" : "curl"},
+                   {"reason", choice.reason}});
+    absl::StatusOr<std::unique_ptr<http::HttpTransport>> transport;
+    if (choice.client == VendorHttpClient::kBeast) {
+      http::BeastTransportOptions beast;
+      beast.connect_timeout = opts.connect_timeout;
+      beast.max_total_connections = static_cast<size_t>(opts.max_connections);
+      beast.ca_file = opts.upstream_ca_file;
+      transport = http::BeastTransport::Create(beast);
+    } else {
+      http::CurlTransportOptions curl;
+      curl.connect_timeout = opts.connect_timeout;
+      curl.max_total_connections = opts.max_connections;
+      curl.ca_file = opts.upstream_ca_file;
+      transport = http::CurlTransport::Create(curl);
+    }
     if (!transport.ok()) return transport.status();
     server->transport_ = std::shared_ptr<http::HttpTransport>(std::move(*transport));
   }
@@ -822,9 +865,8 @@ void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
   const auto left = grace + std::chrono::milliseconds(100) -
                     std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::steady_clock::now() - started);
-  auto* curl = dynamic_cast<http::CurlTransport*>(transport_.get());
   if (done.wait_for(std::max(left, std::chrono::milliseconds(0))) != std::future_status::ready) {
-    if (curl != nullptr) curl->Shutdown();
+    transport_->Shutdown();
   }
   done.wait();
   // The last spans go out (one batch, waiting at most OtlpExporter::kLastBatchTimeout)
@@ -832,7 +874,7 @@ void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
   if (exporter_ != nullptr) exporter_->Stop();
   // Vendor calls no RPC waits for (a reconciler poll, a token watch poll) may still be in
   // flight: fail them now, while the pipeline their callbacks go through still exists.
-  if (curl != nullptr) curl->Shutdown();
+  transport_->Shutdown();
 }
 
 GatewayServer::~GatewayServer() {

@@ -43,6 +43,30 @@ struct VendorAccountOptions {
   std::string api_key;   // sent as X-API-Key to base_url only
 };
 
+// Which HTTP client carries the vendor calls (config upstream.http_client).
+enum class VendorHttpClient {
+  // beast when every vendor base URL is http:// and no proxy variable (http_proxy,
+  // all_proxy, either case) is set; curl otherwise.
+  kAuto,
+  // BeastTransport: HTTP/1.1 over a pool of kept-alive connections (TLS for https://), the
+  // lowest overhead per call. No proxy, no HTTP/2.
+  kBeast,
+  // CurlTransport (libcurl): HTTP/2 over TLS where the vendor offers it (many calls on one
+  // connection), libcurl's proxy variables.
+  kCurl,
+};
+
+struct GatewayServerOptions;
+
+// The client `options.http_client` stands for (kAuto resolved against the vendor URLs and
+// the environment, read through `getenv`), with the reason in words for the start-up log.
+struct HttpClientChoice {
+  VendorHttpClient client = VendorHttpClient::kCurl;
+  std::string reason;
+};
+HttpClientChoice ChooseHttpClient(const GatewayServerOptions& options,
+                                  const char* (*getenv)(const char*) = nullptr);
+
 // Everything the gateway process is built from; main() fills it from GatewayConfig,
 // tests fill it directly.
 // What one gRPC caller may make the server hold (config grpc.*).
@@ -114,11 +138,12 @@ struct GatewayServerOptions {
   validation::ValidationLimits limits;
   std::string webapp_url;
   // Transport settings used when no transport is injected.
+  VendorHttpClient http_client = VendorHttpClient::kAuto;
   std::chrono::milliseconds connect_timeout{2000};
   int max_connections = 1024;
   // PEM CAs trusted for an https:// vendor; empty: the system's bundle.
   std::string upstream_ca_file;
-  // Injected transport (tests); when null the server builds a CurlTransport.
+  // Injected transport (tests); when null the server builds the one http_client names.
   std::shared_ptr<http::HttpTransport> transport;
   // Told about every finished RPC; null for none. Must outlive the server.
   services::RpcObserver* observer = nullptr;

@@ -11,6 +11,7 @@
 #include <gmock/gmock.h>
 #include <grpcpp/generic/generic_stub.h>
 
+#include "absl/strings/str_split.h"
 #include "gateway/version/version.h"
 #include "tests/integration/gateway_fixture.h"
 #include "tests/support/subprocess.h"
@@ -23,7 +24,8 @@ namespace {
 // A gateway process on free ports in front of a fake vendor.
 class GatewayProcess {
  public:
-  explicit GatewayProcess(const std::string& upstream_url, std::vector<std::string> extra = {}) {
+  explicit GatewayProcess(const std::string& upstream_url, std::vector<std::string> extra = {},
+                          std::vector<std::string> env = {}) {
     std::vector<std::string> argv = {GATEWAY_BINARY,
                                      "--upstream-url=" + upstream_url,
                                      std::string("--webapp-url=") + kWebappUrl,
@@ -32,8 +34,8 @@ class GatewayProcess {
                                      "--admin-addr=127.0.0.1:0",
                                      "--event-log=sqlite:" + temp_.File("events.db")};
     for (auto& arg : extra) argv.push_back(arg);
-    process_ = std::make_unique<Subprocess>(
-        argv, std::vector<std::string>{std::string("INSPECTION_API_KEY=") + kApiKey});
+    env.push_back(std::string("INSPECTION_API_KEY=") + kApiKey);
+    process_ = std::make_unique<Subprocess>(argv, std::move(env));
     std::string line = process_->WaitForLine(
         [](const std::string& l) { return l.find("inspection-gateway serving") != l.npos; },
         std::chrono::seconds(30));
@@ -122,6 +124,59 @@ TEST(GatewayProcessTest, VersionPrintsTheBuildAndExits) {
   EXPECT_THAT(output, ::testing::HasSubstr("gRPC " + version::GrpcVersion()));
   EXPECT_THAT(output, ::testing::HasSubstr("protobuf " + version::ProtobufVersion()));
   EXPECT_THAT(std::string(version::Version()), ::testing::MatchesRegex("[0-9]+\\.[0-9]+\\.[0-9]+"));
+}
+
+// The start-up line names the vendor HTTP client and why; calls go through either client.
+TEST(GatewayProcessTest, TheVendorHttpClientIsChosenLoggedAndCarriesCalls) {
+  for (const char* name : {"http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && value[0] != '\0') GTEST_SKIP() << name << " is set for the tests";
+  }
+  FakeVendor vendor;
+  ASSERT_TRUE(vendor.Start());
+  ScriptedResponse reply;
+  reply.body = R"({"id": "q", "status": 200, "data": []})";
+  vendor.RespondWith(reply);
+  struct Case {
+    std::vector<std::string> flags;
+    std::vector<std::string> env;
+    std::string client;
+    std::string reason;
+  };
+  const std::vector<Case> cases = {
+      {{}, {}, "beast", "auto: every vendor URL is http:// and no proxy is set"},
+      {{"--upstream-http-client=curl"}, {}, "curl", "upstream.http_client is curl"},
+      {{"--upstream-http-client=beast"}, {}, "beast", "upstream.http_client is beast"},
+      // A proxy the calls must go through: auto leaves it to libcurl, which honours it.
+      {{}, {"all_proxy=http://127.0.0.1:9"}, "curl", "auto: all_proxy is set (a proxy)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.client + " / " + c.reason);
+    GatewayProcess gateway(vendor.BaseUrl(), c.flags, c.env);
+    ASSERT_GT(gateway.port(), 0) << gateway.process().output();
+    nlohmann::json logged;
+    for (absl::string_view line : absl::StrSplit(gateway.process().output(), '\n')) {
+      if (line.find("\"vendor HTTP client\"") != absl::string_view::npos) {
+        logged = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
+      }
+    }
+    ASSERT_TRUE(logged.is_object()) << gateway.process().output();
+    EXPECT_EQ(logged.value("client", ""), c.client);
+    EXPECT_EQ(logged.value("reason", ""), c.reason);
+    if (!c.env.empty()) continue;  // the proxy at 127.0.0.1:9 does not exist
+
+    auto stub = v1::ImageService::NewStub(
+        grpc::CreateChannel(gateway.target(), grpc::InsecureChannelCredentials()));
+    const size_t before = vendor.RequestCount();
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::AssessQualityRequest request;
+    request.set_url("https://img.example.test/1.jpg");
+    v1::AssessQualityResponse response;
+    const grpc::Status status = stub->AssessQuality(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
+    EXPECT_EQ(vendor.RequestCount(), before + 1);
+  }
 }
 
 TEST(GatewayProcessTest, HealthServingAndSigtermStopsCleanly) {

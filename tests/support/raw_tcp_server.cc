@@ -91,7 +91,7 @@ void RawTcpServer::Loop() {
   }
 }
 
-void RawTcpServer::ServeConnection(int fd) {
+bool RawTcpServer::ReadRequest(int fd) {
   // Read the head, then the announced body: closing a socket with unread input sends an RST,
   // which could overtake the reply on the client side.
   std::string data;
@@ -118,22 +118,40 @@ void RawTcpServer::ServeConnection(int fd) {
     if (n <= 0) break;
     data.append(buffer, static_cast<size_t>(n));
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    heads_.push_back(data.substr(0, head_end == std::string::npos ? data.size() : head_end - 2));
+  if (data.empty()) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  heads_.push_back(data.substr(0, head_end == std::string::npos ? data.size() : head_end - 2));
+  return true;
+}
+
+void RawTcpServer::SendReply(int fd) {
+  size_t sent = 0;
+  while (sent < reply_.size()) {
+    const ssize_t n = ::send(fd, reply_.data() + sent, reply_.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    sent += static_cast<size_t>(n);
   }
-  if (mode_ == Mode::kReset) {
-    // Zero linger time turns close() into an abort: RST instead of FIN.
-    const linger abort_on_close{1, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
-  } else {
-    size_t sent = 0;
-    while (sent < reply_.size()) {
-      const ssize_t n = ::send(fd, reply_.data() + sent, reply_.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) break;
-      sent += static_cast<size_t>(n);
+}
+
+void RawTcpServer::ServeConnection(int fd) {
+  ReadRequest(fd);
+  switch (mode_) {
+    case Mode::kReset: {
+      // Zero linger time turns close() into an abort: RST instead of FIN.
+      const linger abort_on_close{1, 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close));
+      break;
     }
-    ::shutdown(fd, SHUT_WR);
+    case Mode::kReply:
+      SendReply(fd);
+      ::shutdown(fd, SHUT_WR);
+      break;
+    case Mode::kReplyThenDropSecond:
+      // The connection stays open as if kept alive; the request that comes next on it is
+      // read and the connection closed without an answer.
+      SendReply(fd);
+      ReadRequest(fd);
+      break;
   }
   ::close(fd);
 }

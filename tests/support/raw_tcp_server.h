@@ -17,12 +17,15 @@ namespace inspection::testing {
 //
 // Each connection is served in turn on one thread: read the request head (up to the blank
 // line) and a Content-Length body if announced, then either write `reply` and close (kReply),
-// or abort the connection with a TCP RST (kReset). One exchange per connection.
+// or abort the connection with a TCP RST (kReset). One exchange per connection, except in
+// kReplyThenDropSecond: `reply` is written and the connection left open (a kept-alive
+// connection, as the client sees it); the next request on it is read, recorded and answered
+// by closing the connection, the way a server that timed the connection out would.
 //
 // Thread-safety: all methods may be called from any thread.
 class RawTcpServer {
  public:
-  enum class Mode { kReply, kReset };
+  enum class Mode { kReply, kReset, kReplyThenDropSecond };
 
   explicit RawTcpServer(Mode mode, std::string reply = "");
   // Stop().
@@ -44,6 +47,10 @@ class RawTcpServer {
  private:
   void Loop();
   void ServeConnection(int fd);
+  // Reads one request (head and Content-Length body) and records its head; false if nothing
+  // came.
+  bool ReadRequest(int fd);
+  void SendReply(int fd);
 
   const Mode mode_;
   const std::string reply_;

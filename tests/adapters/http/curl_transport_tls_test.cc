@@ -1,8 +1,6 @@
 // CurlTransport's reuse of what is expensive: easy handles (a pool), and for an https://
 // vendor the trust anchor (upstream.ca_file) and TLS sessions. The server is cpp-httplib's
 // SSLServer with a throwaway CA made at test time (tests/support/test_pki).
-#include <httplib.h>
-
 #include <chrono>
 #include <future>
 #include <memory>
@@ -16,6 +14,7 @@
 #include "tests/support/fake_vendor.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_pki.h"
+#include "tests/support/tls_ping_server.h"
 
 namespace inspection::http {
 namespace {
@@ -24,6 +23,7 @@ using ::inspection::testing::FakeVendor;
 using ::inspection::testing::ScriptedResponse;
 using ::inspection::testing::TempDir;
 using ::inspection::testing::TestPki;
+using ::inspection::testing::TlsPingServer;
 using ::testing::HasSubstr;
 
 constexpr std::chrono::milliseconds kTimeout{10000};
@@ -44,39 +44,12 @@ HttpResult Exchange(CurlTransport& transport, const std::string& url) {
   return future.get();
 }
 
-// An HTTPS server on 127.0.0.1 with a certificate of a throwaway CA.
-class TlsServer {
- public:
-  explicit TlsServer(const TestPki& pki)
-      : server_(pki.Path("server.pem").c_str(), pki.Path("server.key").c_str()) {
-    server_.Get("/ping", [](const httplib::Request&, httplib::Response& response) {
-      response.set_content(R"({"pong":true})", "application/json");
-    });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    // bind_to_any_port already listens: connections wait in the backlog until accepted.
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-  }
-  ~TlsServer() {
-    server_.stop();
-    thread_.join();
-  }
-  bool ok() { return port_ > 0 && server_.is_valid(); }
-  std::string Url(const std::string& path) const {
-    return "https://127.0.0.1:" + std::to_string(port_) + path;
-  }
-
- private:
-  httplib::SSLServer server_;
-  int port_ = -1;
-  std::thread thread_;
-};
-
 TEST(CurlTransportTlsTest, AnHttpsVendorIsTrustedThroughTheConfiguredCaFileOnly) {
   TempDir dir;
   TestPki pki(dir.path());
   ASSERT_TRUE(pki.ok()) << pki.error();
   ASSERT_TRUE(pki.Issue("server", "vendor.test", "IP:127.0.0.1,DNS:localhost")) << pki.error();
-  TlsServer server(pki);
+  TlsPingServer server(pki);
   ASSERT_TRUE(server.ok());
 
   CurlTransportOptions trusting;

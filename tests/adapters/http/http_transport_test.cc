@@ -1,3 +1,6 @@
+// The contract of HttpTransport (adapters/http/http_transport.h), run against both
+// implementations: CurlTransport (libcurl) and BeastTransport (Boost.Beast on Asio).
+#include "adapters/http/beast_transport.h"
 #include "adapters/http/curl_transport.h"
 
 #include <dirent.h>
@@ -106,7 +109,37 @@ ScriptedResponse Reply(int status, std::string body) {
   return response;
 }
 
-class CurlTransportTest : public ::testing::Test {
+// The options both transports have, with the same meaning.
+struct TransportLimits {
+  size_t max_response_bytes = 0;    // 0: the transport's default
+  size_t max_host_connections = 0;  // 0: unlimited
+};
+
+std::unique_ptr<HttpTransport> MakeTransport(const std::string& kind, TransportLimits limits) {
+  if (kind == "beast") {
+    BeastTransportOptions options;
+    if (limits.max_response_bytes != 0) options.max_response_bytes = limits.max_response_bytes;
+    options.max_host_connections = limits.max_host_connections;
+    auto created = BeastTransport::Create(std::move(options));
+    EXPECT_TRUE(created.ok()) << created.status();
+    return created.ok() ? std::move(*created) : nullptr;
+  }
+  CurlTransportOptions options;
+  if (limits.max_response_bytes != 0) options.max_response_bytes = limits.max_response_bytes;
+  options.max_host_connections = static_cast<long>(limits.max_host_connections);
+  auto created = CurlTransport::Create(std::move(options));
+  EXPECT_TRUE(created.ok()) << created.status();
+  return created.ok() ? std::move(*created) : nullptr;
+}
+
+size_t InFlight(const HttpTransport& transport) {
+  if (const auto* beast = dynamic_cast<const BeastTransport*>(&transport)) {
+    return beast->InFlight();
+  }
+  return dynamic_cast<const CurlTransport&>(transport).InFlight();
+}
+
+class HttpTransportTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     ASSERT_TRUE(vendor_.Start());
@@ -114,14 +147,12 @@ class CurlTransportTest : public ::testing::Test {
     ASSERT_NE(transport_, nullptr);
   }
 
-  static std::unique_ptr<CurlTransport> MakeTransport(CurlTransportOptions options) {
-    auto created = CurlTransport::Create(std::move(options));
-    EXPECT_TRUE(created.ok()) << created.status();
-    return created.ok() ? std::move(*created) : nullptr;
+  std::unique_ptr<HttpTransport> MakeTransport(TransportLimits limits) const {
+    return http::MakeTransport(GetParam(), limits);
   }
 
   // Sends one request and waits for its result.
-  HttpResult Exchange(HttpRequest request, CurlTransport* transport = nullptr) {
+  HttpResult Exchange(HttpRequest request, HttpTransport* transport = nullptr) {
     Results results;
     (transport != nullptr ? transport : transport_.get())
         ->Send(std::move(request), results.Callback());
@@ -138,10 +169,15 @@ class CurlTransportTest : public ::testing::Test {
 
   // Declared first: the transport (and its connections) goes away before the fake.
   FakeVendor vendor_;
-  std::unique_ptr<CurlTransport> transport_;
+  std::unique_ptr<HttpTransport> transport_;
 };
 
-TEST_F(CurlTransportTest, GetSendsExactlyTheMethodPathQueryAndHeaders) {
+INSTANTIATE_TEST_SUITE_P(Transports, HttpTransportTest, ::testing::Values("curl", "beast"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+TEST_P(HttpTransportTest, GetSendsExactlyTheMethodPathQueryAndHeaders) {
   vendor_.RespondWith(Reply(200, R"({"ok":true})"));
   HttpRequest request = Request("GET", Url("/apiV1/tokenmanager/test?deviceId=Zx81kQ-pwa&q=a%20b"));
   request.headers = {{"x-api-key", kApiKey}, {"X-Request-Id", "req-1"}};
@@ -162,7 +198,7 @@ TEST_F(CurlTransportTest, GetSendsExactlyTheMethodPathQueryAndHeaders) {
                                    Pair("x-api-key", kApiKey), Pair("x-request-id", "req-1")));
 }
 
-TEST_F(CurlTransportTest, PostSendsTheBodyWithItsContentType) {
+TEST_P(HttpTransportTest, PostSendsTheBodyWithItsContentType) {
   vendor_.RespondWith(Reply(200, "{}"));
   HttpRequest request = Request("POST", Url("/apiV1/tokenmanager/token"));
   request.headers = {{"Content-Type", "application/json"}};
@@ -183,7 +219,7 @@ TEST_F(CurlTransportTest, PostSendsTheBodyWithItsContentType) {
   EXPECT_EQ(*sent.Header("content-length"), std::to_string(request.body.size()));
 }
 
-TEST_F(CurlTransportTest, PutSendsTheBody) {
+TEST_P(HttpTransportTest, PutSendsTheBody) {
   vendor_.RespondWith(Reply(200, "{}"));
   HttpRequest request = Request("PUT", Url("/apiV1/eventmanager/configwebhook"));
   request.headers = {{"Content-Type", "application/json"}};
@@ -201,7 +237,7 @@ TEST_F(CurlTransportTest, PutSendsTheBody) {
   EXPECT_EQ(*sent.Header("content-type"), "application/json");
 }
 
-TEST_F(CurlTransportTest, DeleteWithoutBodySendsNoBody) {
+TEST_P(HttpTransportTest, DeleteWithoutBodySendsNoBody) {
   vendor_.RespondWith(Reply(204, ""));
   HttpResult result = Exchange(Request("DELETE", Url("/apiV1/inspections/insp_1")));
 
@@ -214,7 +250,7 @@ TEST_F(CurlTransportTest, DeleteWithoutBodySendsNoBody) {
   EXPECT_EQ(sent.Header("content-type"), nullptr);
 }
 
-TEST_F(CurlTransportTest, BodyWithoutContentTypeIsNotLabelledAsAForm) {
+TEST_P(HttpTransportTest, BodyWithoutContentTypeIsNotLabelledAsAForm) {
   vendor_.RespondWith(Reply(200, "{}"));
   HttpRequest request = Request("POST", Url("/raw"));
   request.body = "a=b";
@@ -227,7 +263,7 @@ TEST_F(CurlTransportTest, BodyWithoutContentTypeIsNotLabelledAsAForm) {
   EXPECT_EQ(vendor_.Requests().front().Header("content-type"), nullptr);
 }
 
-TEST_F(CurlTransportTest, LargeBodyIsSentWithoutExpectContinue) {
+TEST_P(HttpTransportTest, LargeBodyIsSentWithoutExpectContinue) {
   // libcurl would add "Expect: 100-continue" above 1 MiB and stall waiting for it.
   vendor_.RespondWith(Reply(200, "{}"));
   HttpRequest request = Request("POST", Url("/big"));
@@ -244,7 +280,7 @@ TEST_F(CurlTransportTest, LargeBodyIsSentWithoutExpectContinue) {
   EXPECT_EQ(sent.body, request.body);
 }
 
-TEST_F(CurlTransportTest, ReturnsStatusHeadersAndBody) {
+TEST_P(HttpTransportTest, ReturnsStatusHeadersAndBody) {
   ScriptedResponse reply = Reply(201, R"({"token":{"uid":"u1"}})");
   reply.headers = {{"X-Request-Id", "abc-123"}, {"Retry-After", "7"}};
   vendor_.RespondWith(reply);
@@ -267,7 +303,7 @@ TEST_F(CurlTransportTest, ReturnsStatusHeadersAndBody) {
   EXPECT_GT(result.elapsed.count(), 0);
 }
 
-TEST_F(CurlTransportTest, ErrorStatusesAreCompleteResponses) {
+TEST_P(HttpTransportTest, ErrorStatusesAreCompleteResponses) {
   for (int status : {400, 404, 429, 500, 503}) {
     const std::string body = R"({"error":")" + std::to_string(status) + R"("})";
     vendor_.RespondWith(Reply(status, body));
@@ -279,7 +315,7 @@ TEST_F(CurlTransportTest, ErrorStatusesAreCompleteResponses) {
   }
 }
 
-TEST_F(CurlTransportTest, RedirectsAreReturnedNotFollowed) {
+TEST_P(HttpTransportTest, RedirectsAreReturnedNotFollowed) {
   ScriptedResponse reply = Reply(302, "");
   reply.headers = {{"Location", Url("/elsewhere")}};
   vendor_.RespondWith(reply);
@@ -291,7 +327,7 @@ TEST_F(CurlTransportTest, RedirectsAreReturnedNotFollowed) {
   EXPECT_EQ(vendor_.RequestCount(), 1u);
 }
 
-TEST_F(CurlTransportTest, ConnectionRefusedIsAConnectErrorBeforeSending) {
+TEST_P(HttpTransportTest, ConnectionRefusedIsAConnectErrorBeforeSending) {
   const int port = UnusedClosedPort();
   ASSERT_GT(port, 0);
   HttpRequest request = Request("POST", "http://127.0.0.1:" + std::to_string(port) + "/x");
@@ -306,7 +342,7 @@ TEST_F(CurlTransportTest, ConnectionRefusedIsAConnectErrorBeforeSending) {
   EXPECT_THAT(result.error_detail, Not(HasSubstr(kApiKey)));
 }
 
-TEST_F(CurlTransportTest, HeldRequestTimesOutAfterBeingSent) {
+TEST_P(HttpTransportTest, HeldRequestTimesOutAfterBeingSent) {
   ScriptedResponse hold = Reply(200, "{}");
   hold.kind = ScriptedResponse::Kind::kHold;
   vendor_.RespondWith(hold);
@@ -322,7 +358,7 @@ TEST_F(CurlTransportTest, HeldRequestTimesOutAfterBeingSent) {
   EXPECT_EQ(vendor_.HeldCount(), 1);
 }
 
-TEST_F(CurlTransportTest, TruncatedBodyIsAReceiveError) {
+TEST_P(HttpTransportTest, TruncatedBodyIsAReceiveError) {
   ScriptedResponse reply = Reply(200, R"({"token":{"uid":"u1"},"webApiVersion":"v2"})");
   reply.kind = ScriptedResponse::Kind::kTruncated;
   vendor_.RespondWith(reply);
@@ -333,7 +369,7 @@ TEST_F(CurlTransportTest, TruncatedBodyIsAReceiveError) {
   EXPECT_TRUE(result.request_sent);
 }
 
-TEST_F(CurlTransportTest, ResetAfterTheRequestIsAReceiveError) {
+TEST_P(HttpTransportTest, ResetAfterTheRequestIsAReceiveError) {
   ScriptedResponse reply = Reply(200, "{}");
   reply.kind = ScriptedResponse::Kind::kReset;
   vendor_.RespondWith(reply);
@@ -346,7 +382,7 @@ TEST_F(CurlTransportTest, ResetAfterTheRequestIsAReceiveError) {
   EXPECT_EQ(vendor_.RequestCount(), 1u);
 }
 
-TEST_F(CurlTransportTest, ResetOnARawConnectionIsAReceiveError) {
+TEST_P(HttpTransportTest, ResetOnARawConnectionIsAReceiveError) {
   RawTcpServer server(RawTcpServer::Mode::kReset);
   ASSERT_TRUE(server.Start());
 
@@ -357,10 +393,10 @@ TEST_F(CurlTransportTest, ResetOnARawConnectionIsAReceiveError) {
   EXPECT_EQ(server.RequestHeads().size(), 1u);
 }
 
-TEST_F(CurlTransportTest, ResponseAboveTheLimitIsAReceiveError) {
-  CurlTransportOptions options;
-  options.max_response_bytes = 1024;
-  std::unique_ptr<CurlTransport> small = MakeTransport(options);
+TEST_P(HttpTransportTest, ResponseAboveTheLimitIsAReceiveError) {
+  TransportLimits limits;
+  limits.max_response_bytes = 1024;
+  std::unique_ptr<HttpTransport> small = MakeTransport(limits);
   ASSERT_NE(small, nullptr);
   vendor_.RespondWith(Reply(200, std::string(4096, 'x')));
 
@@ -371,14 +407,14 @@ TEST_F(CurlTransportTest, ResponseAboveTheLimitIsAReceiveError) {
   EXPECT_TRUE(result.request_sent);
 }
 
-TEST_F(CurlTransportTest, ResponseWithoutLengthAboveTheLimitIsAReceiveError) {
+TEST_P(HttpTransportTest, ResponseWithoutLengthAboveTheLimitIsAReceiveError) {
   // No Content-Length: the limit must be enforced while the body streams in.
   RawTcpServer server(RawTcpServer::Mode::kReply,
                       "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + std::string(8192, 'x'));
   ASSERT_TRUE(server.Start());
-  CurlTransportOptions options;
-  options.max_response_bytes = 1024;
-  std::unique_ptr<CurlTransport> small = MakeTransport(options);
+  TransportLimits limits;
+  limits.max_response_bytes = 1024;
+  std::unique_ptr<HttpTransport> small = MakeTransport(limits);
   ASSERT_NE(small, nullptr);
 
   HttpResult result = Exchange(Request("GET", server.BaseUrl() + "/big"), small.get());
@@ -387,7 +423,7 @@ TEST_F(CurlTransportTest, ResponseWithoutLengthAboveTheLimitIsAReceiveError) {
   EXPECT_THAT(result.error_detail, HasSubstr("response too large"));
 }
 
-TEST_F(CurlTransportTest, InterimResponseHeadersAreDroppedAndValuesTrimmed) {
+TEST_P(HttpTransportTest, InterimResponseHeadersAreDroppedAndValuesTrimmed) {
   RawTcpServer server(RawTcpServer::Mode::kReply,
                       "HTTP/1.1 100 Continue\r\nX-Interim: yes\r\n\r\n"
                       "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Padded:   spaced value \t\r\n"
@@ -405,7 +441,7 @@ TEST_F(CurlTransportTest, InterimResponseHeadersAreDroppedAndValuesTrimmed) {
                                    Pair("x-mixed-case", "v"), Pair("connection", "close")));
 }
 
-TEST_F(CurlTransportTest, GarbledReplyIsAReceiveError) {
+TEST_P(HttpTransportTest, GarbledReplyIsAReceiveError) {
   RawTcpServer server(RawTcpServer::Mode::kReply, "SMTP ready, not HTTP\r\n\r\n");
   ASSERT_TRUE(server.Start());
 
@@ -415,7 +451,7 @@ TEST_F(CurlTransportTest, GarbledReplyIsAReceiveError) {
   EXPECT_TRUE(result.request_sent);
 }
 
-TEST_F(CurlTransportTest, HeaderInjectionIsRefusedWithoutEchoingTheValue) {
+TEST_P(HttpTransportTest, HeaderInjectionIsRefusedWithoutEchoingTheValue) {
   HttpRequest request = Request("GET", Url("/x"));
   request.headers = {{"x-api-key", std::string(kApiKey) + "\r\nX-Evil: 1"}};
 
@@ -427,14 +463,14 @@ TEST_F(CurlTransportTest, HeaderInjectionIsRefusedWithoutEchoingTheValue) {
   EXPECT_EQ(vendor_.RequestCount(), 0u);
 }
 
-TEST_F(CurlTransportTest, NonHttpSchemesAreRefused) {
+TEST_P(HttpTransportTest, NonHttpSchemesAreRefused) {
   HttpResult result = Exchange(Request("GET", "file:///etc/passwd"));
   EXPECT_EQ(result.error, TransportError::kOther);
   EXPECT_FALSE(result.request_sent);
   EXPECT_EQ(result.response.body, "");
 }
 
-TEST_F(CurlTransportTest, CallbacksRunOnTheTransportThread) {
+TEST_P(HttpTransportTest, CallbacksRunOnTheTransportThread) {
   vendor_.RespondWith(Reply(200, "{}"));
   Results results;
   for (int i = 0; i < 5; ++i) transport_->Send(Request("GET", Url("/x")), results.Callback());
@@ -444,10 +480,10 @@ TEST_F(CurlTransportTest, CallbacksRunOnTheTransportThread) {
     EXPECT_EQ(id, threads.front());
     EXPECT_NE(id, std::this_thread::get_id());
   }
-  EXPECT_EQ(transport_->InFlight(), 0u);
+  EXPECT_EQ(InFlight(*transport_), 0u);
 }
 
-TEST(CurlTransportConcurrencyTest, ThreeHundredHeldRequestsShareOneTransportThread) {
+TEST_P(HttpTransportTest, ThreeHundredHeldRequestsShareOneTransportThread) {
   constexpr int kRequests = 300;
   FakeVendorOptions fake_options;
   fake_options.threads = kRequests + 20;
@@ -458,9 +494,8 @@ TEST(CurlTransportConcurrencyTest, ThreeHundredHeldRequestsShareOneTransportThre
   vendor.RespondWith(hold);
   const int baseline = ThreadCount();
 
-  auto created = CurlTransport::Create({});
-  ASSERT_TRUE(created.ok()) << created.status();
-  std::unique_ptr<CurlTransport> transport = std::move(*created);
+  std::unique_ptr<HttpTransport> transport = MakeTransport({});
+  ASSERT_NE(transport, nullptr);
   Results results;
   for (int i = 0; i < kRequests; ++i) {
     HttpRequest request = Request("GET", vendor.BaseUrl() + "/held?i=" + std::to_string(i));
@@ -471,7 +506,7 @@ TEST(CurlTransportConcurrencyTest, ThreeHundredHeldRequestsShareOneTransportThre
   ASSERT_TRUE(vendor.WaitForHeld(kRequests, kDeadline)) << "held: " << vendor.HeldCount();
   const int during = ThreadCount();
   EXPECT_LE(during, baseline + 1) << "baseline " << baseline;
-  EXPECT_EQ(transport->InFlight(), static_cast<size_t>(kRequests));
+  EXPECT_EQ(InFlight(*transport), static_cast<size_t>(kRequests));
   EXPECT_EQ(results.size(), 0u);
   std::printf("[ threads  ] baseline (fake vendor up) %d, with %d requests in flight %d\n",
               baseline, kRequests, during);
@@ -482,10 +517,10 @@ TEST(CurlTransportConcurrencyTest, ThreeHundredHeldRequestsShareOneTransportThre
     EXPECT_EQ(result.error, TransportError::kNone) << result.error_detail;
     EXPECT_EQ(result.response.status, 200);
   }
-  EXPECT_EQ(transport->InFlight(), 0u);
+  EXPECT_EQ(InFlight(*transport), 0u);
 }
 
-TEST_F(CurlTransportTest, DestroyingTheTransportFailsPendingRequests) {
+TEST_P(HttpTransportTest, DestroyingTheTransportFailsPendingRequests) {
   constexpr int kRequests = 8;
   ScriptedResponse hold = Reply(200, "{}");
   hold.kind = ScriptedResponse::Kind::kHold;
@@ -508,7 +543,7 @@ TEST_F(CurlTransportTest, DestroyingTheTransportFailsPendingRequests) {
   }
 }
 
-TEST_F(CurlTransportTest, SendAfterShutdownFailsAtOnce) {
+TEST_P(HttpTransportTest, SendAfterShutdownFailsAtOnce) {
   transport_->Shutdown();
   transport_->Shutdown();  // idempotent
   Results results;
@@ -518,7 +553,7 @@ TEST_F(CurlTransportTest, SendAfterShutdownFailsAtOnce) {
   EXPECT_EQ(failed.front().error, TransportError::kOther);
   EXPECT_EQ(failed.front().error_detail, "transport shut down");
   EXPECT_FALSE(failed.front().request_sent);
-  EXPECT_EQ(transport_->InFlight(), 0u);
+  EXPECT_EQ(InFlight(*transport_), 0u);
   EXPECT_EQ(vendor_.RequestCount(), 0u);
 }
 
@@ -553,15 +588,15 @@ TEST(FakeVendorTest, StopDoesNotWaitForHeldRequestsOrIdleConnections) {
 
 // Send() starts transfers on the calling threads (under the transport's mutex); many
 // threads at once still get every answer, each on the loop thread, and no extra thread.
-TEST_F(CurlTransportTest, SendersOnManyThreadsAllGetTheirAnswerOnTheLoopThread) {
+TEST_P(HttpTransportTest, SendersOnManyThreadsAllGetTheirAnswerOnTheLoopThread) {
   vendor_.RespondWith(Reply(200, R"({"ok":true})"));
   constexpr int kThreads = 8;
   constexpr int kEach = 40;
   // The fake vendor serves 16 connections at a time (a thread each): at most 8 here, so the
-  // other requests wait inside libcurl for a free connection, a path of their own.
-  CurlTransportOptions options;
-  options.max_host_connections = 8;
-  transport_ = MakeTransport(options);
+  // other requests wait inside the transport for a free connection, a path of their own.
+  TransportLimits limits;
+  limits.max_host_connections = 8;
+  transport_ = MakeTransport(limits);
   ASSERT_NE(transport_, nullptr);
   Results results;
   std::vector<std::thread> senders;
@@ -584,14 +619,14 @@ TEST_F(CurlTransportTest, SendersOnManyThreadsAllGetTheirAnswerOnTheLoopThread) 
   const std::vector<std::thread::id> threads = results.Threads();
   for (const std::thread::id& id : threads) EXPECT_EQ(id, threads.front());
   EXPECT_EQ(vendor_.RequestCount(), static_cast<size_t>(kThreads * kEach));
-  EXPECT_EQ(transport_->InFlight(), 0u);
+  EXPECT_EQ(InFlight(*transport_), 0u);
 }
 
-// The loop sleeps until libcurl's next timer. A request with a shorter timeout, written by
-// Send() on another thread over a kept-alive connection (no connect, so no socket event for
-// the loop), must still end at its own timeout, not the longer one the loop went to sleep
-// with: Send() wakes the loop when it moves the timer earlier.
-TEST_F(CurlTransportTest, AShorterTimeoutSentWhileTheLoopWaitsEndsOnTime) {
+// The loop sleeps until its next timer. A request with a shorter timeout, written by Send()
+// on another thread over a kept-alive connection (no connect, so no socket event for the
+// loop), must still end at its own timeout, not the longer one the loop went to sleep with:
+// Send() moves the loop's timer (a timerfd in its epoll set) earlier.
+TEST_P(HttpTransportTest, AShorterTimeoutSentWhileTheLoopWaitsEndsOnTime) {
   vendor_.SetHandler([](const RecordedRequest& request) {
     ScriptedResponse response = Reply(200, "{}");
     if (request.path != "/warm") response.kind = ScriptedResponse::Kind::kHold;
@@ -624,7 +659,7 @@ TEST_F(CurlTransportTest, AShorterTimeoutSentWhileTheLoopWaitsEndsOnTime) {
 
 // A callback may send the next request (it runs on the loop thread, outside the
 // transport's locks).
-TEST_F(CurlTransportTest, ACallbackMaySendTheNextRequest) {
+TEST_P(HttpTransportTest, ACallbackMaySendTheNextRequest) {
   vendor_.RespondWith(Reply(200, "{}"));
   Results results;
   transport_->Send(Request("GET", Url("/first")), [&](HttpResult first) {
