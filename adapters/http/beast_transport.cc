@@ -258,6 +258,7 @@ class BeastClient {
     // new-session callback rather than the context's internal cache.
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
     SSL_CTX_sess_set_new_cb(ctx, &BeastClient::OnNewSession);
+    ScheduleSweep();
     loop_ = std::thread([this] { io_.run(); });
     loop_id_ = loop_.get_id();
   }
@@ -268,6 +269,12 @@ class BeastClient {
   size_t InFlight() const { return in_flight_.load(std::memory_order_acquire); }
   size_t ConnectionsOpened() const { return connections_opened_.load(std::memory_order_acquire); }
   size_t SessionsResumed() const { return sessions_resumed_.load(std::memory_order_acquire); }
+  size_t IdleConnections() {
+    absl::MutexLock lock(&mu_);
+    size_t idle = 0;
+    for (const auto& [origin, pool] : pools_) idle += pool.idle.size();
+    return idle;
+  }
 
  private:
   using ExchangePtr = std::shared_ptr<Exchange>;
@@ -319,13 +326,20 @@ class BeastClient {
   bool ReserveSlotLocked(HostPool& pool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts waiting exchanges for which a connection or a slot has come free.
   void Dispatch();
+  // Every max_idle / 2: idle connections past max_idle, or that the server closed, are
+  // closed, so that quiet periods hold no stale sockets (only up to max_idle).
+  void ScheduleSweep();
+  // Whether an idle connection can carry another request: nothing readable on it (the
+  // server's close, or bytes it had no reason to send) and idle for at most max_idle.
+  bool Usable(Connection& conn, Clock::time_point now) const;
   void FailAll();
 
   const BeastTransportOptions options_;
   asio::ssl::context tls_context_;
   asio::io_context io_{1};
   asio::executor_work_guard<asio::io_context::executor_type> work_{io_.get_executor()};
-  tcp::resolver resolver_{io_};  // used on the loop thread only
+  tcp::resolver resolver_{io_};          // used on the loop thread only
+  asio::steady_timer sweep_timer_{io_};  // loop thread only: closes stale idle connections
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -731,16 +745,42 @@ std::unique_ptr<Connection> BeastClient::TakeIdleLocked(HostPool& pool) {
   while (!pool.idle.empty()) {
     std::unique_ptr<Connection> conn = std::move(pool.idle.back());
     pool.idle.pop_back();
-    // Anything readable on an idle connection (the server's close, or bytes it had no
-    // reason to send) makes it unusable; so does an age past max_idle.
-    pollfd fd{conn->socket.native_handle(), POLLIN, 0};
-    const bool quiet = poll(&fd, 1, 0) == 0;
-    if (quiet && now - conn->idle_since <= options_.max_idle) return conn;
+    if (Usable(*conn, now)) return conn;
     ErrorCode ignored;
     conn->socket.close(ignored);
     CloseLocked(*conn);
   }
   return nullptr;
+}
+
+bool BeastClient::Usable(Connection& conn, Clock::time_point now) const {
+  if (now - conn.idle_since > options_.max_idle) return false;
+  pollfd fd{conn.socket.native_handle(), POLLIN, 0};
+  return poll(&fd, 1, 0) == 0;
+}
+
+void BeastClient::ScheduleSweep() {
+  sweep_timer_.expires_after(options_.max_idle / 2 + std::chrono::milliseconds(1));
+  sweep_timer_.async_wait([this](const ErrorCode& ec) {
+    if (ec) return;  // cancelled: shutting down
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      const Clock::time_point now = Clock::now();
+      for (auto& [origin, pool] : pools_) {
+        auto stale = std::stable_partition(pool.idle.begin(), pool.idle.end(),
+                                           [&](const auto& conn) { return !Usable(*conn, now); });
+        for (auto it = pool.idle.begin(); it != stale; ++it) {
+          ErrorCode ignored;
+          (*it)->socket.close(ignored);
+          CloseLocked(**it);
+        }
+        pool.idle.erase(pool.idle.begin(), stale);
+      }
+    }
+    Dispatch();  // slots freed
+    ScheduleSweep();
+  });
 }
 
 bool BeastClient::ReserveSlotLocked(HostPool& pool) {
@@ -850,6 +890,7 @@ void BeastClient::FailAll() {
   }
   ErrorCode ignored;
   resolver_.cancel();
+  sweep_timer_.cancel();
   for (const ExchangePtr& ex : pending) {
     Step result;
     {
@@ -924,5 +965,6 @@ void BeastTransport::Shutdown() { client_->Shutdown(); }
 size_t BeastTransport::InFlight() const { return client_->InFlight(); }
 size_t BeastTransport::ConnectionsOpened() const { return client_->ConnectionsOpened(); }
 size_t BeastTransport::TlsSessionsResumed() const { return client_->SessionsResumed(); }
+size_t BeastTransport::IdleConnections() const { return client_->IdleConnections(); }
 
 }  // namespace inspection::http

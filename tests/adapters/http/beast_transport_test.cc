@@ -22,6 +22,7 @@
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_pki.h"
 #include "tests/support/tls_ping_server.h"
+#include "tests/support/wait.h"
 
 namespace inspection::http {
 namespace {
@@ -32,6 +33,7 @@ using ::inspection::testing::ScriptedResponse;
 using ::inspection::testing::TempDir;
 using ::inspection::testing::TestPki;
 using ::inspection::testing::TlsPingServer;
+using ::inspection::testing::WaitUntil;
 using ::testing::HasSubstr;
 
 constexpr std::chrono::milliseconds kDeadline{30000};
@@ -171,6 +173,25 @@ TEST(BeastTransportTest, AConnectionTheServerClosedWhileIdleCostsNoFailedRequest
   }
   EXPECT_EQ(server.RequestHeads().size(), 3u);
   EXPECT_EQ(transport->ConnectionsOpened(), 3u);
+}
+
+// A quiet transport does not keep sockets past max_idle: the sweep closes them, and the
+// next request opens a new connection.
+TEST(BeastTransportTest, IdleConnectionsArePrunedAfterMaxIdle) {
+  FakeVendor vendor;
+  ASSERT_TRUE(vendor.Start());
+  vendor.RespondWith(Reply(200, "{}"));
+  BeastTransportOptions options;
+  options.max_idle = std::chrono::milliseconds(200);
+  auto transport = Make(options);
+  ASSERT_NE(transport, nullptr);
+
+  ASSERT_EQ(Exchange(*transport, Get(vendor.BaseUrl() + "/a")).error, TransportError::kNone);
+  EXPECT_EQ(transport->IdleConnections(), 1u);
+  EXPECT_TRUE(WaitUntil([&] { return transport->IdleConnections() == 0; }, kDeadline));
+
+  ASSERT_EQ(Exchange(*transport, Get(vendor.BaseUrl() + "/b")).error, TransportError::kNone);
+  EXPECT_EQ(transport->ConnectionsOpened(), 2u);
 }
 
 TEST(BeastTransportTest, RequestsBeyondTheConnectionLimitWaitForAFreeConnection) {
