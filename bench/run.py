@@ -287,14 +287,27 @@ def wrk(url, *, threads, connections, duration, headers=(), script=None, script_
 
 # --- scenarios --------------------------------------------------------------------------
 
-def hop_latency(build, tmp, args):
-    """One connection, one call at a time: gateway -> sandbox vs REST straight to the
-    sandbox, both driven by h2load. The cache is off so every call reaches the sandbox."""
-    stack = Stack(build, tmp, gateway_flags=["--cache-enabled=false"])
+def measure_hop(build, tmp, args, client):
+    """One gateway with upstream.http_client=`client`: direct REST, through the gateway and
+    the bare gRPC health check, one call at a time, as h2load sees them, plus the gateway's
+    own split of each call (its metrics) and its CPU per call."""
+    tmp = pathlib.Path(tmp) / client  # each gateway (and TLS terminator) its own files
+    tmp.mkdir(exist_ok=True)
+    stack = Stack(build, tmp, gateway_flags=["--cache-enabled=false",
+                                             f"--upstream-http-client={client}"])
     n = args.seconds * 1000
+    directs = []
+
+    def measure_direct():
+        directs.append(h2load(f"{stack.sandbox_url}/apiV1/eventmanager/configwebhook", tmp,
+                              clients=1, streams=1, requests=n, grpc=False,
+                              headers=[f"x-api-key: {API_KEY}"]))
+
     try:
-        direct = h2load(f"{stack.sandbox_url}/apiV1/eventmanager/configwebhook", tmp, clients=1,
-                        streams=1, requests=n, grpc=False, headers=[f"x-api-key: {API_KEY}"])
+        # Direct REST three times around the other two: its p50 moves between runs (48-98 us
+        # on the 2-core machine, with where the scheduler puts h2load and the sandbox), so
+        # the figure uses the median of the three.
+        measure_direct()
         ok_before = stack.grpc_ok("GetWebhookConfig")
         cpu_before = cpu_seconds(stack.pid)
         via = h2load(f"http://{stack.grpc}/inspection.v1.EventConfigService/GetWebhookConfig",
@@ -306,30 +319,54 @@ def hop_latency(build, tmp, args):
                                 'grpc_method="GetWebhookConfig"')
         upstream = stack.metric("inspection_upstream_request_duration_seconds_sum",
                                 'route="get_webhook_config"')
-        inside_us = (handling - upstream) / max(ok, 1) * 1e6
-        attempt_us = upstream / max(ok, 1) * 1e6
+        measure_direct()
         # For reading the figure: the bare gRPC round trip of the same server.
         bare = h2load(f"http://{stack.grpc}/grpc.health.v1.Health/Check", tmp, clients=1,
                       streams=1, requests=n)
+        measure_direct()
     finally:
         stack.stop()
-    print(f"  direct REST: p50 {direct['p'][50]} us, p99 {direct['p'][99]} us; through the "
-          f"gateway: p50 {via['p'][50]} us, p99 {via['p'][99]} us; {ok:.0f}/{n} gRPC OK; "
-          f"bare gRPC health check: p50 {bare['p'][50]} us, p99 {bare['p'][99]} us; "
-          f"per call (means, the gateway's metrics): vendor attempt {attempt_us:.0f} us "
-          f"(libcurl, sandbox included), the rest of the gateway {inside_us:.0f} us")
-    added50 = via["p"][50] - direct["p"][50]
-    added99 = via["p"][99] - direct["p"][99]
-    # What the gateway adds beyond the two legs it cannot avoid: a gRPC round trip (the bare
-    # health check of the same server) and the vendor's REST round trip.
-    overhead50 = via["p"][50] - bare["p"][50] - direct["p"][50]
-    record("hop_latency", "added latency p50", added50, "us", "<= 100 us",
-           added50 <= 100 and ok == n)
-    record("hop_latency", "added latency p99", added99, "us", "<= 300 us", added99 <= 300)
+    direct = sorted(directs, key=lambda d: d["p"][50])[1]
+    hop = {"n": n, "ok": ok, "direct": direct, "via": via, "bare": bare,
+           "cpu_us": cpu_us / max(ok, 1), "attempt_us": upstream / max(ok, 1) * 1e6,
+           "inside_us": (handling - upstream) / max(ok, 1) * 1e6,
+           # What the gateway adds beyond the two legs it cannot avoid: a gRPC round trip
+           # (the bare health check of the same server) and the vendor's REST round trip.
+           "overhead50": via["p"][50] - bare["p"][50] - direct["p"][50]}
+    print(f"  upstream.http_client={client}: direct REST p50 {direct['p'][50]} us (median of "
+          f"{', '.join(str(d['p'][50]) for d in directs)}), p99 {direct['p'][99]} us; through the gateway p50 {via['p'][50]} us, p99 "
+          f"{via['p'][99]} us; {ok:.0f}/{n} gRPC OK; bare gRPC health check p50 "
+          f"{bare['p'][50]} us, p99 {bare['p'][99]} us; per call (means, the gateway's "
+          f"metrics): vendor attempt {hop['attempt_us']:.0f} us (sandbox included), the rest "
+          f"of the gateway {hop['inside_us']:.0f} us", flush=True)
+    return hop
+
+
+def hop_latency(build, tmp, args):
+    """One connection, one call at a time: gateway -> sandbox vs REST straight to the
+    sandbox, both driven by h2load. The cache is off so every call reaches the sandbox. Run
+    with the HTTP client auto picks for the sandbox (beast), then with curl for comparison."""
+    hop = measure_hop(build, tmp, args, "beast")
+    curl = measure_hop(build, tmp, args, "curl")
+    added50 = hop["via"]["p"][50] - hop["direct"]["p"][50]
+    added99 = hop["via"]["p"][99] - hop["direct"]["p"][99]
+    complete = hop["ok"] == hop["n"]
+    # DESIGN.md §9 dropped "added p50 <= 100 us": it sat below this machine's floor.
+    record("hop_latency", "added latency p50", added50, "us", "reported", complete)
+    record("hop_latency", "added latency p99", added99, "us", "<= 300 us",
+           added99 <= 300 and complete)
     record("hop_latency", "gateway overhead p50 (through - bare gRPC - direct REST)",
-           overhead50, "us", "<= 25 us", overhead50 <= 25 and ok == n)
-    record("hop_latency", "gateway CPU per uncached call", cpu_us / max(ok, 1), "us",
-           "reported", True)
+           hop["overhead50"], "us", "<= 25 us", hop["overhead50"] <= 25 and complete)
+    record("hop_latency", "gateway CPU per uncached call", hop["cpu_us"], "us", "reported",
+           complete)
+    record("hop_latency", "vendor attempt (mean)", hop["attempt_us"], "us", "reported", complete)
+    complete_curl = curl["ok"] == curl["n"]
+    record("hop_latency", "gateway overhead p50 with curl", curl["overhead50"], "us",
+           "reported", complete_curl)
+    record("hop_latency", "gateway CPU per uncached call with curl", curl["cpu_us"], "us",
+           "reported", complete_curl)
+    record("hop_latency", "vendor attempt (mean) with curl", curl["attempt_us"], "us",
+           "reported", complete_curl)
 
 
 def cached_throughput(build, tmp, args):
@@ -669,11 +706,15 @@ def catchup_isolation(build, tmp, args):
            "<= 64 MiB", growth_mib <= 64)
 
 
-def tls_hop(build, tmp, args):
-    """The vendor over HTTPS (HAProxy terminating TLS in front of the sandbox, ALPN h2):
-    10,000 uncached calls, 4 connections x 8 streams, and the handshakes they cost; then
-    one call at a time for the added latency with TLS."""
-    stack = Stack(build, tmp, gateway_flags=["--cache-enabled=false"], front=tls_front)
+def measure_tls(build, tmp, args, client):
+    """10,000 uncached calls to the HTTPS vendor (4 connections x 8 streams) with
+    upstream.http_client=`client`, then one call at a time through the gateway vs HTTPS (h2)
+    straight to the terminator."""
+    tmp = pathlib.Path(tmp) / client  # each gateway (and TLS terminator) its own files
+    tmp.mkdir(exist_ok=True)
+    stack = Stack(build, tmp, gateway_flags=["--cache-enabled=false",
+                                             f"--upstream-http-client={client}"],
+                  front=tls_front)
     calls = 10000
     try:
         before = stack.front.stats()
@@ -683,7 +724,6 @@ def tls_hop(build, tmp, args):
         ok = stack.grpc_ok("GetWebhookConfig") - ok_before
         after = stack.front.stats()
         n = args.seconds * 500
-        # One call at a time: HTTPS (h2) straight to the terminator, then through the gateway.
         direct = h2load(f"{stack.upstream_url}/apiV1/eventmanager/configwebhook", tmp,
                         clients=1, streams=1, requests=n, grpc=False,
                         headers=[f"x-api-key: {API_KEY}"], h2=True)
@@ -694,20 +734,32 @@ def tls_hop(build, tmp, args):
         stack.stop()
     connections = after["connections"] - before["connections"]
     handshakes = after["handshakes"] - before["handshakes"]
-    per_10k = handshakes * 10000 / max(ok, 1)
-    print(f"  {ok:.0f}/{calls} calls OK at {load['rps']:.0f}/s over HTTPS: the gateway opened "
-          f"{connections} connection(s) to the vendor and made {handshakes} TLS handshake(s); "
-          f"then one at a time, {end['handshakes'] - after['handshakes']} more handshake(s) "
-          f"for {n} calls (h2load's own direct connection included); direct HTTPS p50 "
-          f"{direct['p'][50]} us, p99 {direct['p'][99]} us; through the gateway p50 "
-          f"{via['p'][50]} us, p99 {via['p'][99]} us")
-    record("tls_hop", "TLS handshakes per 10,000 calls", per_10k, "",
-           "<= connections opened (<= 32)",
-           ok == calls and handshakes <= connections and connections <= 32)
-    record("tls_hop", "added latency p50 with TLS", via["p"][50] - direct["p"][50], "us",
-           "reported", True)
-    record("tls_hop", "added latency p99 with TLS", via["p"][99] - direct["p"][99], "us",
-           "reported", True)
+    print(f"  upstream.http_client={client}: {ok:.0f}/{calls} calls OK at {load['rps']:.0f}/s "
+          f"over HTTPS: the gateway opened {connections} connection(s) to the vendor and made "
+          f"{handshakes} TLS handshake(s); then one at a time, "
+          f"{end['handshakes'] - after['handshakes']} more handshake(s) for {n} calls "
+          f"(h2load's own direct connection included); direct HTTPS p50 {direct['p'][50]} us, "
+          f"p99 {direct['p'][99]} us; through the gateway p50 {via['p'][50]} us, p99 "
+          f"{via['p'][99]} us", flush=True)
+    return {"ok": ok, "calls": calls, "connections": connections, "handshakes": handshakes,
+            "per_10k": handshakes * 10000 / max(ok, 1),
+            "added50": via["p"][50] - direct["p"][50], "added99": via["p"][99] - direct["p"][99]}
+
+
+def tls_hop(build, tmp, args):
+    """The vendor over HTTPS (HAProxy terminating TLS in front of the sandbox, ALPN h2 and
+    http/1.1): with curl, the client auto picks for an https:// vendor (HTTP/2, one
+    connection), and with beast (HTTP/1.1, a pool of connections)."""
+    for client, suffix in (("curl", ""), ("beast", " (beast)")):
+        tls = measure_tls(build, tmp, args, client)
+        record("tls_hop", "TLS handshakes per 10,000 calls" + suffix, tls["per_10k"], "",
+               "<= connections opened (<= 32)",
+               tls["ok"] == tls["calls"] and tls["handshakes"] <= tls["connections"] and
+               tls["connections"] <= 32)
+        record("tls_hop", "added latency p50 with TLS" + suffix, tls["added50"], "us",
+               "reported", True)
+        record("tls_hop", "added latency p99 with TLS" + suffix, tls["added99"], "us",
+               "reported", True)
 
 
 SCENARIOS = {"hop_latency": hop_latency, "cached_throughput": cached_throughput,
