@@ -4,6 +4,11 @@
 // (trust, session resumption, the handshake's time budget).
 #include "adapters/http/beast_transport.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <future>
@@ -253,6 +258,47 @@ TEST(BeastTransportTest, ARequestStillWaitingForAConnectionTimesOutUnsent) {
   vendor.ReleaseHeld();
   ASSERT_TRUE(held.WaitFor(1));
   EXPECT_EQ(held.Take().front().error, TransportError::kNone);
+}
+
+// A peer that completes the TCP handshake (the kernel's backlog) and never reads: an 8 MiB
+// request fills the socket buffers, the rest waits on the loop, and the request's timeout
+// ends it. Another vendor's calls on the same transport go through meanwhile.
+TEST(BeastTransportTest, ANonReadingPeerCostsItsTimeoutAndBlocksNobodyElse) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(listener, 8), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const std::string silent_url = "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  FakeVendor vendor;
+  ASSERT_TRUE(vendor.Start());
+  vendor.RespondWith(Reply(200, R"({"ok":true})"));
+  auto transport = Make();
+  ASSERT_NE(transport, nullptr);
+
+  Results stuck;
+  HttpRequest upload = Get(silent_url + "/upload", std::chrono::milliseconds(500));
+  upload.method = "POST";
+  upload.body.assign(size_t{8} << 20, 'x');
+  const auto sent = std::chrono::steady_clock::now();
+  transport->Send(std::move(upload), stuck.Callback());
+  // Sent while the upload is stuck: answered at once, not after it.
+  for (int i = 0; i < 5; ++i) {
+    const HttpResult ok = Exchange(*transport, Get(vendor.BaseUrl() + "/meanwhile"));
+    EXPECT_EQ(ok.error, TransportError::kNone) << ok.error_detail;
+    EXPECT_LT(ok.elapsed, std::chrono::milliseconds(400));
+  }
+  ASSERT_TRUE(stuck.WaitFor(1));
+  const HttpResult timed_out = stuck.Take().front();
+  EXPECT_EQ(timed_out.error, TransportError::kTimeout) << timed_out.error_detail;
+  EXPECT_TRUE(timed_out.request_sent);
+  EXPECT_GE(std::chrono::steady_clock::now() - sent, std::chrono::milliseconds(500));
+  EXPECT_EQ(transport->InFlight(), 0u);
+  ::close(listener);
 }
 
 TEST(BeastTransportTest, AResponseHeadAboveItsLimitIsAReceiveError) {
