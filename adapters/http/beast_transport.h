@@ -48,12 +48,16 @@ struct BeastTransportOptions {
 //
 // Connections are kept alive and pooled per scheme://host:port. Send() may be called from
 // any thread; when an idle connection is at hand it writes the request on the calling thread
-// (plain TCP, a request that fits the socket buffer) and starts the read there, so the loop
-// thread wakes only for the answer. New connections (DNS, TCP connect, TLS handshake) and
-// everything after the request is written run on the loop thread. TLS: peer verification
-// (chain and host name, SNI), TLS 1.2 or later, ALPN "http/1.1", and the session of the last
-// handshake to a host resumed by the next connection to it. Redirects are never followed;
-// 1xx interim answers are skipped; only http:// and https:// URLs work; no proxy.
+// (plain TCP: as much as the socket takes, the rest from the loop; TLS: the write is started
+// there) and starts the read there; over plain TCP the loop thread wakes only for the
+// answer. New
+// connections (DNS, TCP connect, TLS handshake) and everything after the request is written
+// run on the loop thread; Asio's resolver adds one thread of its own, started at the first
+// host name to resolve (getaddrinfo blocks). TLS: peer verification (chain and host name,
+// SNI), TLS 1.2 or later, ALPN "http/1.1", and the session of the last handshake to a host
+// resumed by the next connection to it. Idle connections past max_idle, or closed by the
+// server, are closed by a sweep every max_idle / 2. Redirects are never followed; 1xx
+// interim answers are skipped; only http:// and https:// URLs work; no proxy.
 //
 // Error mapping (HttpResult::error), as CurlTransport's:
 //   complete response, any status            -> kNone (status in response.status)
