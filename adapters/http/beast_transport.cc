@@ -49,6 +49,8 @@ using Clock = std::chrono::steady_clock;
 using ErrorCode = boost::system::error_code;
 
 constexpr char kShutDown[] = "transport shut down";
+// Read-buffer capacity an idle connection may keep (see ReleaseConnection).
+constexpr size_t kIdleBufferBytes = 16 * 1024;
 
 HttpResult Failure(TransportError error, std::string detail, bool request_sent = false) {
   HttpResult result;
@@ -724,6 +726,9 @@ void BeastClient::ReleaseConnection(std::unique_ptr<Connection> conn, bool keep)
     conn->reused = true;
     conn->idle_since = Clock::now();
     conn->connect_timer.cancel();
+    // The read buffer is empty between exchanges; an idle connection keeps at most a small
+    // one (a large answer may have grown it), so a full pool stays cheap.
+    if (conn->buffer.capacity() > kIdleBufferBytes) conn->buffer.shrink_to_fit();
     pools_[conn->origin].idle.push_back(std::move(conn));
     return;
   }
