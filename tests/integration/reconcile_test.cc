@@ -150,7 +150,11 @@ TEST_F(ReconcileTest, ALostCreateReportStillEndsStreamDamageResultsWithTheReport
   }
   EXPECT_TRUE(dropped);
   EXPECT_EQ(SandboxCalls("get_damages_report"), 1);
-  EXPECT_EQ(gateway->reconciler()->stats().recovered, 1);
+  // The reconciler counts the recovery once the work ledger has it resolved, just after the
+  // append that the stream delivered: wait for it rather than race it.
+  EXPECT_TRUE(WaitUntil([&] { return gateway->reconciler()->stats().recovered == 1; },
+                        std::chrono::seconds(10)))
+      << "recovered: " << gateway->reconciler()->stats().recovered;
 
   // The metrics say results are being recovered by polling (webhooks are being lost).
   httplib::Client admin("127.0.0.1", gateway->admin_port());
