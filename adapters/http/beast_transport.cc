@@ -4,9 +4,6 @@
 #include <poll.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <deque>
 #include <optional>
 #include <system_error>

@@ -10,10 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <future>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -23,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/fake_vendor.h"
+#include "tests/support/http_results.h"
 #include "tests/support/raw_tcp_server.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_pki.h"
@@ -33,8 +31,10 @@ namespace inspection::http {
 namespace {
 
 using ::inspection::testing::FakeVendor;
+using ::inspection::testing::HttpResults;
 using ::inspection::testing::RawTcpServer;
 using ::inspection::testing::ScriptedResponse;
+using ::inspection::testing::SendAndWait;
 using ::inspection::testing::TempDir;
 using ::inspection::testing::TestPki;
 using ::inspection::testing::TlsPingServer;
@@ -64,43 +64,9 @@ std::unique_ptr<BeastTransport> Make(BeastTransportOptions options = {}) {
   return created.ok() ? std::move(*created) : nullptr;
 }
 
-// Sends one request and waits for its result.
 HttpResult Exchange(HttpTransport& transport, HttpRequest request) {
-  std::promise<HttpResult> promise;
-  std::future<HttpResult> future = promise.get_future();
-  transport.Send(std::move(request),
-                 [&promise](HttpResult result) { promise.set_value(std::move(result)); });
-  if (future.wait_for(kDeadline) != std::future_status::ready) {
-    ADD_FAILURE() << "no result within the deadline";
-    return {};
-  }
-  return future.get();
+  return SendAndWait(transport, std::move(request));
 }
-
-// Collects results from the loop thread.
-class Results {
- public:
-  HttpCallback Callback() {
-    return [this](HttpResult result) {
-      std::lock_guard<std::mutex> lock(mu_);
-      results_.push_back(std::move(result));
-      cv_.notify_all();
-    };
-  }
-  bool WaitFor(size_t n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, kDeadline, [&] { return results_.size() >= n; });
-  }
-  std::vector<HttpResult> Take() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return std::move(results_);
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<HttpResult> results_;
-};
 
 TEST(BeastTransportTest, SequentialRequestsShareOneKeptAliveConnection) {
   FakeVendor vendor;
@@ -210,7 +176,7 @@ TEST(BeastTransportTest, RequestsBeyondTheConnectionLimitWaitForAFreeConnection)
   auto transport = Make(options);
   ASSERT_NE(transport, nullptr);
 
-  Results results;
+  HttpResults results;
   constexpr int kRequests = 6;
   for (int i = 0; i < kRequests; ++i) {
     transport->Send(Get(vendor.BaseUrl() + "/q?i=" + std::to_string(i), kDeadline),
@@ -243,7 +209,7 @@ TEST(BeastTransportTest, ARequestStillWaitingForAConnectionTimesOutUnsent) {
   options.max_host_connections = 1;
   auto transport = Make(options);
   ASSERT_NE(transport, nullptr);
-  Results held;
+  HttpResults held;
   transport->Send(Get(vendor.BaseUrl() + "/held", kDeadline), held.Callback());
   ASSERT_TRUE(vendor.WaitForHeld(1, kDeadline));
 
@@ -280,7 +246,7 @@ TEST(BeastTransportTest, ANonReadingPeerCostsItsTimeoutAndBlocksNobodyElse) {
   auto transport = Make();
   ASSERT_NE(transport, nullptr);
 
-  Results stuck;
+  HttpResults stuck;
   HttpRequest upload = Get(silent_url + "/upload", std::chrono::milliseconds(500));
   upload.method = "POST";
   upload.body.assign(size_t{8} << 20, 'x');

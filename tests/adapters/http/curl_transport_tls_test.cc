@@ -2,7 +2,6 @@
 // vendor the trust anchor (upstream.ca_file) and TLS sessions. The server is cpp-httplib's
 // SSLServer with a throwaway CA made at test time (tests/support/test_pki).
 #include <chrono>
-#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -12,6 +11,7 @@
 
 #include "adapters/http/curl_transport.h"
 #include "tests/support/fake_vendor.h"
+#include "tests/support/http_results.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_pki.h"
 #include "tests/support/tls_ping_server.h"
@@ -21,6 +21,7 @@ namespace {
 
 using ::inspection::testing::FakeVendor;
 using ::inspection::testing::ScriptedResponse;
+using ::inspection::testing::SendAndWait;
 using ::inspection::testing::TempDir;
 using ::inspection::testing::TestPki;
 using ::inspection::testing::TlsPingServer;
@@ -29,19 +30,11 @@ using ::testing::HasSubstr;
 constexpr std::chrono::milliseconds kTimeout{10000};
 
 HttpResult Exchange(CurlTransport& transport, const std::string& url) {
-  std::promise<HttpResult> promise;
-  std::future<HttpResult> future = promise.get_future();
   HttpRequest request;
   request.method = "GET";
   request.url = url;
   request.timeout = kTimeout;
-  transport.Send(std::move(request),
-                 [&promise](HttpResult result) { promise.set_value(std::move(result)); });
-  if (future.wait_for(kTimeout + std::chrono::seconds(5)) != std::future_status::ready) {
-    ADD_FAILURE() << "no result within the deadline";
-    return {};
-  }
-  return future.get();
+  return SendAndWait(transport, std::move(request));
 }
 
 TEST(CurlTransportTlsTest, AnHttpsVendorIsTrustedThroughTheConfiguredCaFileOnly) {
@@ -101,9 +94,7 @@ TEST(CurlTransportTlsTest, AReusedHandleCarriesNothingOverFromItsLastExchange) {
   post.body = R"({"a":1})";
   post.headers.emplace_back("x-first", "1");
   post.timeout = kTimeout;
-  std::promise<HttpResult> posted;
-  (*transport)->Send(std::move(post), [&](HttpResult r) { posted.set_value(std::move(r)); });
-  ASSERT_EQ(posted.get_future().get().error, TransportError::kNone);
+  ASSERT_EQ(SendAndWait(**transport, std::move(post)).error, TransportError::kNone);
 
   const HttpResult got = Exchange(**transport, vendor.BaseUrl() + "/second");
   ASSERT_EQ(got.error, TransportError::kNone) << got.error_detail;

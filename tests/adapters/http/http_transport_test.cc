@@ -3,10 +3,16 @@
 #include "adapters/http/beast_transport.h"
 #include "adapters/http/curl_transport.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -20,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "tests/support/fake_vendor.h"
+#include "tests/support/http_results.h"
 #include "tests/support/raw_tcp_server.h"
 #include "tests/support/wait.h"
 
@@ -28,9 +35,11 @@ namespace {
 
 using ::inspection::testing::FakeVendor;
 using ::inspection::testing::FakeVendorOptions;
+using ::inspection::testing::HttpResults;
 using ::inspection::testing::RawTcpServer;
 using ::inspection::testing::RecordedRequest;
 using ::inspection::testing::ScriptedResponse;
+using ::inspection::testing::SendAndWait;
 using ::inspection::testing::UnusedClosedPort;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -41,46 +50,6 @@ using ::testing::UnorderedElementsAre;
 // Long enough for a loaded 2-core CI machine; waits return as soon as their condition holds.
 constexpr std::chrono::milliseconds kDeadline{30000};
 constexpr char kApiKey[] = "secret-api-key-5b1e";
-
-// Collects the results of any number of exchanges; callbacks may come from any thread.
-class Results {
- public:
-  HttpCallback Callback() {
-    return [this](HttpResult result) {
-      absl::MutexLock lock(&mu_);
-      results_.push_back(std::move(result));
-      threads_.push_back(std::this_thread::get_id());
-    };
-  }
-
-  bool WaitFor(size_t n, std::chrono::milliseconds deadline = kDeadline) {
-    absl::MutexLock lock(&mu_);
-    auto ready = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return results_.size() >= n; };
-    return mu_.AwaitWithTimeout(absl::Condition(&ready), absl::FromChrono(deadline));
-  }
-
-  std::vector<HttpResult> Take() {
-    absl::MutexLock lock(&mu_);
-    std::vector<HttpResult> taken;
-    taken.swap(results_);
-    return taken;
-  }
-
-  size_t size() const {
-    absl::MutexLock lock(&mu_);
-    return results_.size();
-  }
-
-  std::vector<std::thread::id> Threads() const {
-    absl::MutexLock lock(&mu_);
-    return threads_;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  std::vector<HttpResult> results_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread::id> threads_ ABSL_GUARDED_BY(mu_);
-};
 
 // Threads of this process right now.
 int ThreadCount() {
@@ -153,14 +122,7 @@ class HttpTransportTest : public ::testing::TestWithParam<std::string> {
 
   // Sends one request and waits for its result.
   HttpResult Exchange(HttpRequest request, HttpTransport* transport = nullptr) {
-    Results results;
-    (transport != nullptr ? transport : transport_.get())
-        ->Send(std::move(request), results.Callback());
-    if (!results.WaitFor(1)) {
-      ADD_FAILURE() << "no result within the deadline";
-      return {};
-    }
-    return std::move(results.Take().front());
+    return SendAndWait(transport != nullptr ? *transport : *transport_, std::move(request));
   }
 
   std::string Url(const std::string& path_and_query) const {
@@ -423,6 +385,77 @@ TEST_P(HttpTransportTest, ResponseWithoutLengthAboveTheLimitIsAReceiveError) {
   EXPECT_THAT(result.error_detail, HasSubstr("response too large"));
 }
 
+// VmRSS of this process, in KiB (0 if unreadable).
+long RssKib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return 0;
+}
+
+// A vendor that streams an endless body (no Content-Length, 64 KiB writes until the client
+// goes away): the exchange ends at max_response_bytes, the transport holds about that much
+// memory, not what the vendor sent, and a call to a healthy vendor made meanwhile is
+// answered.
+TEST_P(HttpTransportTest, AnEndlessBodyIsCutAtTheLimitAndCostsNoMoreMemory) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  TransportLimits limits;
+  limits.max_response_bytes = size_t{4} << 20;
+  std::unique_ptr<HttpTransport> bounded = MakeTransport(limits);
+  ASSERT_NE(bounded, nullptr);
+  std::atomic<size_t> streamed{0};
+  std::thread vendor([&] {
+    const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    char head[4096];
+    [[maybe_unused]] ssize_t read_bytes = ::recv(fd, head, sizeof head, 0);
+    const std::string start = "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n";
+    [[maybe_unused]] ssize_t sent = ::send(fd, start.data(), start.size(), MSG_NOSIGNAL);
+    const std::string chunk(64 * 1024, 'x');
+    // Stops when the client closes (EPIPE/ECONNRESET), or at 1 GiB if it never does.
+    while (streamed.load() < (size_t{1} << 30)) {
+      const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+      if (n <= 0) break;
+      streamed += static_cast<size_t>(n);
+    }
+    ::close(fd);
+  });
+  vendor_.RespondWith(Reply(200, R"({"ok":true})"));
+  const long rss_before = RssKib();
+
+  HttpResults endless;
+  bounded->Send(
+      Request("GET", "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port)) + "/endless"),
+      endless.Callback());
+  const HttpResult healthy = Exchange(Request("GET", Url("/meanwhile")), bounded.get());
+  const bool ended = endless.WaitFor(1);
+  const long rss_after = RssKib();
+  bounded.reset();  // closes its connections: the streaming thread's send fails if still going
+  vendor.join();
+  ::close(listener);
+  ASSERT_TRUE(ended);
+
+  EXPECT_EQ(healthy.error, TransportError::kNone) << healthy.error_detail;
+  const HttpResult cut = endless.Take().front();
+  EXPECT_EQ(cut.error, TransportError::kReceive) << cut.error_detail;
+  EXPECT_THAT(cut.error_detail, HasSubstr("response too large"));
+  EXPECT_LT(streamed.load(), size_t{1} << 30) << "the transport kept reading";
+  // The 4 MiB limit, buffers and slack; not the megabytes the vendor pushed.
+  EXPECT_LT(rss_after - rss_before, 32 * 1024) << "KiB; the vendor sent " << streamed.load();
+  std::printf("[ memory   ] endless body: %zu bytes sent by the vendor, RSS +%ld KiB\n",
+              streamed.load(), rss_after - rss_before);
+}
+
 TEST_P(HttpTransportTest, InterimResponseHeadersAreDroppedAndValuesTrimmed) {
   RawTcpServer server(RawTcpServer::Mode::kReply,
                       "HTTP/1.1 100 Continue\r\nX-Interim: yes\r\n\r\n"
@@ -472,7 +505,7 @@ TEST_P(HttpTransportTest, NonHttpSchemesAreRefused) {
 
 TEST_P(HttpTransportTest, CallbacksRunOnTheTransportThread) {
   vendor_.RespondWith(Reply(200, "{}"));
-  Results results;
+  HttpResults results;
   for (int i = 0; i < 5; ++i) transport_->Send(Request("GET", Url("/x")), results.Callback());
   ASSERT_TRUE(results.WaitFor(5));
   const std::vector<std::thread::id> threads = results.Threads();
@@ -496,7 +529,7 @@ TEST_P(HttpTransportTest, ThreeHundredHeldRequestsShareOneTransportThread) {
 
   std::unique_ptr<HttpTransport> transport = MakeTransport({});
   ASSERT_NE(transport, nullptr);
-  Results results;
+  HttpResults results;
   for (int i = 0; i < kRequests; ++i) {
     HttpRequest request = Request("GET", vendor.BaseUrl() + "/held?i=" + std::to_string(i));
     request.timeout = kDeadline;
@@ -525,7 +558,7 @@ TEST_P(HttpTransportTest, DestroyingTheTransportFailsPendingRequests) {
   ScriptedResponse hold = Reply(200, "{}");
   hold.kind = ScriptedResponse::Kind::kHold;
   vendor_.RespondWith(hold);
-  Results results;
+  HttpResults results;
   for (int i = 0; i < kRequests; ++i) {
     transport_->Send(Request("GET", Url("/held")), results.Callback());
   }
@@ -546,7 +579,7 @@ TEST_P(HttpTransportTest, DestroyingTheTransportFailsPendingRequests) {
 TEST_P(HttpTransportTest, SendAfterShutdownFailsAtOnce) {
   transport_->Shutdown();
   transport_->Shutdown();  // idempotent
-  Results results;
+  HttpResults results;
   transport_->Send(Request("GET", Url("/x")), results.Callback());
   ASSERT_EQ(results.size(), 1u);
   std::vector<HttpResult> failed = results.Take();
@@ -565,7 +598,7 @@ TEST(FakeVendorTest, StopDoesNotWaitForHeldRequestsOrIdleConnections) {
   ASSERT_TRUE(idle.ok() && busy.ok());
   // One transport leaves an idle keep-alive connection behind; the other has a request held.
   vendor.RespondWith(Reply(200, "{}"));
-  Results results;
+  HttpResults results;
   (*idle)->Send(Request("GET", vendor.BaseUrl() + "/idle"), results.Callback());
   ASSERT_TRUE(results.WaitFor(1));
   ScriptedResponse hold = Reply(200, "{}");
@@ -598,7 +631,7 @@ TEST_P(HttpTransportTest, SendersOnManyThreadsAllGetTheirAnswerOnTheLoopThread) 
   limits.max_host_connections = 8;
   transport_ = MakeTransport(limits);
   ASSERT_NE(transport_, nullptr);
-  Results results;
+  HttpResults results;
   std::vector<std::thread> senders;
   for (int t = 0; t < kThreads; ++t) {
     senders.emplace_back([&, t] {
@@ -632,7 +665,7 @@ TEST_P(HttpTransportTest, AShorterTimeoutSentWhileTheLoopWaitsEndsOnTime) {
     if (request.path != "/warm") response.kind = ScriptedResponse::Kind::kHold;
     return response;
   });
-  Results results;
+  HttpResults results;
   HttpRequest slow = Request("GET", Url("/slow"));
   slow.timeout = std::chrono::milliseconds(8000);
   transport_->Send(std::move(slow), results.Callback());
@@ -661,7 +694,7 @@ TEST_P(HttpTransportTest, AShorterTimeoutSentWhileTheLoopWaitsEndsOnTime) {
 // transport's locks).
 TEST_P(HttpTransportTest, ACallbackMaySendTheNextRequest) {
   vendor_.RespondWith(Reply(200, "{}"));
-  Results results;
+  HttpResults results;
   transport_->Send(Request("GET", Url("/first")), [&](HttpResult first) {
     EXPECT_EQ(first.error, TransportError::kNone);
     transport_->Send(Request("GET", Url("/second")), results.Callback());
