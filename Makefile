@@ -46,7 +46,7 @@ test: build format-check lint-proto
 # machine. BENCH_ARGS="--only hop_latency --seconds 20" narrows it.
 bench: build
 	@scripts/install-bench-tools.sh
-	@cmake --build $(BUILD_DIR) --target bench_fanout_client
+	@cmake --build $(BUILD_DIR) --target bench_fanout_client bench_hop_floor
 	@.tools/venv/bin/python bench/run.py --build-dir $(BUILD_DIR) $(BENCH_ARGS)
 
 # Client code for Go, Python, Java and TypeScript and a descriptor set, into clients/

@@ -254,7 +254,44 @@ def h2load(url, tmp, *, clients, streams, requests=None, duration=None, grpc=Tru
 
     rps = float(re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", out.stdout).group(1))
     return {"p": {p: pct(p) for p in (50, 90, 99)} if latencies else {}, "count": len(latencies),
-            "rps": rps, "statuses": statuses, "text": out.stdout}
+            "rps": rps, "statuses": statuses, "text": out.stdout, "latencies": latencies}
+
+
+def percentiles(latencies):
+    """p50/p90/p99 (us) of the latencies of several h2load runs."""
+    merged = sorted(latencies)
+    return {p: merged[min(len(merged) - 1, int(len(merged) * p / 100))] for p in (50, 90, 99)}
+
+
+def interleaved_hop(direct_url, via_url, bare_url, tmp, *, n, rounds, around_via=None):
+    """The three legs of the hop figures, one call at a time: REST straight to the vendor
+    (`direct_url`, HTTP/1.1 with the API key), a gRPC call through the relay under test
+    (`via_url`) and the bare gRPC health check of the same server (`bare_url`), `n` calls
+    each, in `rounds` rounds of direct, via, bare. This machine drifts by tens of us within
+    a minute (where the scheduler puts h2load, the sandbox and the server), so the legs of
+    one figure are measured within a second of each other, and the overhead is the median of
+    the rounds' via p50 - bare p50 - direct p50. `around_via(run)` wraps each via run (CPU
+    accounting). Percentiles of each leg are over all its rounds."""
+    per_round = max(1, n // rounds)
+    legs = {"direct": [], "via": [], "bare": []}
+    overheads = []
+    via_ok = 0
+    for _ in range(rounds):
+        direct = h2load(direct_url, tmp, clients=1, streams=1, requests=per_round, grpc=False,
+                        headers=[f"x-api-key: {API_KEY}"])
+        run_via = lambda: h2load(via_url, tmp, clients=1, streams=1, requests=per_round)
+        via = around_via(run_via) if around_via else run_via()
+        bare = h2load(bare_url, tmp, clients=1, streams=1, requests=per_round)
+        for name, run in (("direct", direct), ("via", via), ("bare", bare)):
+            legs[name] += run["latencies"]
+        via_ok += via["count"]
+        overheads.append(via["p"][50] - bare["p"][50] - direct["p"][50])
+    result = {name: {"p": percentiles(values), "count": len(values)}
+              for name, values in legs.items()}
+    result["overheads"] = overheads
+    result["overhead50"] = sorted(overheads)[len(overheads) // 2]
+    result["n"] = per_round * rounds
+    return result
 
 
 def wrk(url, *, threads, connections, duration, headers=(), script=None, script_args=()):
@@ -289,56 +326,49 @@ def wrk(url, *, threads, connections, duration, headers=(), script=None, script_
 
 def measure_hop(build, tmp, args, client):
     """One gateway with upstream.http_client=`client`: direct REST, through the gateway and
-    the bare gRPC health check, one call at a time, as h2load sees them, plus the gateway's
-    own split of each call (its metrics) and its CPU per call."""
+    the bare gRPC health check, one call at a time, as h2load sees them (interleaved_hop),
+    plus the gateway's own split of each call (its metrics) and its CPU per call."""
     tmp = pathlib.Path(tmp) / client  # each gateway (and TLS terminator) its own files
     tmp.mkdir(exist_ok=True)
     stack = Stack(build, tmp, gateway_flags=["--cache-enabled=false",
                                              f"--upstream-http-client={client}"])
-    n = args.seconds * 1000
-    directs = []
+    cpu = [0.0]
 
-    def measure_direct():
-        directs.append(h2load(f"{stack.sandbox_url}/apiV1/eventmanager/configwebhook", tmp,
-                              clients=1, streams=1, requests=n, grpc=False,
-                              headers=[f"x-api-key: {API_KEY}"]))
+    def around_via(run):
+        before = cpu_seconds(stack.pid)
+        result = run()
+        cpu[0] += cpu_seconds(stack.pid) - before
+        return result
 
     try:
-        # Direct REST three times around the other two: its p50 moves between runs (48-98 us
-        # on the 2-core machine, with where the scheduler puts h2load and the sandbox), so
-        # the figure uses the median of the three.
-        measure_direct()
         ok_before = stack.grpc_ok("GetWebhookConfig")
-        cpu_before = cpu_seconds(stack.pid)
-        via = h2load(f"http://{stack.grpc}/inspection.v1.EventConfigService/GetWebhookConfig",
-                     tmp, clients=1, streams=1, requests=n)
-        cpu_us = (cpu_seconds(stack.pid) - cpu_before) * 1e6
+        legs = interleaved_hop(
+            f"{stack.sandbox_url}/apiV1/eventmanager/configwebhook",
+            f"http://{stack.grpc}/inspection.v1.EventConfigService/GetWebhookConfig",
+            f"http://{stack.grpc}/grpc.health.v1.Health/Check", tmp,
+            n=args.seconds * 1000, rounds=args.hop_rounds, around_via=around_via)
         ok = stack.grpc_ok("GetWebhookConfig") - ok_before
         # The gateway's own view: handling time minus the vendor attempt, per call.
         handling = stack.metric("grpc_server_handling_seconds_sum",
                                 'grpc_method="GetWebhookConfig"')
         upstream = stack.metric("inspection_upstream_request_duration_seconds_sum",
                                 'route="get_webhook_config"')
-        measure_direct()
-        # For reading the figure: the bare gRPC round trip of the same server.
-        bare = h2load(f"http://{stack.grpc}/grpc.health.v1.Health/Check", tmp, clients=1,
-                      streams=1, requests=n)
-        measure_direct()
     finally:
         stack.stop()
-    direct = sorted(directs, key=lambda d: d["p"][50])[1]
-    hop = {"n": n, "ok": ok, "direct": direct, "via": via, "bare": bare,
-           "cpu_us": cpu_us / max(ok, 1), "attempt_us": upstream / max(ok, 1) * 1e6,
+    direct, via, bare = legs["direct"], legs["via"], legs["bare"]
+    hop = {"n": legs["n"], "ok": ok, "direct": direct, "via": via, "bare": bare,
+           "cpu_us": cpu[0] * 1e6 / max(ok, 1), "attempt_us": upstream / max(ok, 1) * 1e6,
            "inside_us": (handling - upstream) / max(ok, 1) * 1e6,
            # What the gateway adds beyond the two legs it cannot avoid: a gRPC round trip
            # (the bare health check of the same server) and the vendor's REST round trip.
-           "overhead50": via["p"][50] - bare["p"][50] - direct["p"][50]}
-    print(f"  upstream.http_client={client}: direct REST p50 {direct['p'][50]} us (median of "
-          f"{', '.join(str(d['p'][50]) for d in directs)}), p99 {direct['p'][99]} us; through the gateway p50 {via['p'][50]} us, p99 "
-          f"{via['p'][99]} us; {ok:.0f}/{n} gRPC OK; bare gRPC health check p50 "
-          f"{bare['p'][50]} us, p99 {bare['p'][99]} us; per call (means, the gateway's "
-          f"metrics): vendor attempt {hop['attempt_us']:.0f} us (sandbox included), the rest "
-          f"of the gateway {hop['inside_us']:.0f} us", flush=True)
+           "overhead50": legs["overhead50"], "overheads": legs["overheads"]}
+    print(f"  upstream.http_client={client}: direct REST p50 {direct['p'][50]} us, p99 "
+          f"{direct['p'][99]} us; through the gateway p50 {via['p'][50]} us, p99 "
+          f"{via['p'][99]} us; {ok:.0f}/{hop['n']} gRPC OK; bare gRPC health check p50 "
+          f"{bare['p'][50]} us, p99 {bare['p'][99]} us; overhead p50 per round "
+          f"{sorted(legs['overheads'])} us; per call (means, the gateway's metrics): vendor "
+          f"attempt {hop['attempt_us']:.0f} us (sandbox included), the rest of the gateway "
+          f"{hop['inside_us']:.0f} us", flush=True)
     return hop
 
 
@@ -367,6 +397,49 @@ def hop_latency(build, tmp, args):
            "reported", complete_curl)
     record("hop_latency", "vendor attempt (mean) with curl", curl["attempt_us"], "us",
            "reported", complete_curl)
+
+
+def hop_floor(build, tmp, args):
+    """The same three measurements as hop_latency against bench_hop_floor (bench/hop_floor.cc):
+    the least a gRPC -> REST relay can do on this stack (gRPC's callback API, one kept-alive
+    vendor connection, no pipeline). --mode=loop has the gateway's threading over a bare
+    socket (the answer is read on one Asio loop thread, which finishes the call);
+    --mode=transport is the same through the gateway's BeastTransport; --mode=inline reads
+    the answer on the gRPC thread itself, no hand-off. Their overhead, by hop_latency's
+    formula, is the floor that hop_latency's gateway overhead is to be read against."""
+    binary = build / "bench_hop_floor"
+    if not os.access(binary, os.X_OK):
+        raise RuntimeError(f"{binary} missing: cmake --build {build} --target bench_hop_floor")
+    tmp = pathlib.Path(tmp)
+    keys = tmp / "floor-api-keys"
+    keys.write_text(API_KEY + "\n")
+    sandbox = Process([str(build / "inspection-sandbox"), "--listen=127.0.0.1:0",
+                       f"--api-keys-file={keys}"])
+    try:
+        sandbox_url = sandbox.wait_json_line("inspection-sandbox serving")["base_url"]
+        vendor = sandbox_url.split("://", 1)[1].rstrip("/")
+        for mode in ("loop", "transport", "inline"):
+            relay = Process([str(binary), f"--vendor={vendor}", f"--api-key-file={keys}",
+                             f"--mode={mode}"])
+            try:
+                target = f"http://127.0.0.1:{relay.wait_json_line('bench_hop_floor')['port']}"
+                legs = interleaved_hop(
+                    f"{sandbox_url}/apiV1/eventmanager/configwebhook",
+                    f"{target}/inspection.v1.EventConfigService/GetWebhookConfig",
+                    f"{target}/grpc.health.v1.Health/Check", tmp, n=args.seconds * 1000,
+                    rounds=args.hop_rounds)
+            finally:
+                relay.stop()
+            stopped = relay.wait_json_line('"stopped"', timeout=5)
+            print(f"  --mode={mode}: direct REST p50 {legs['direct']['p'][50]} us; through the "
+                  f"relay p50 {legs['via']['p'][50]} us, p99 {legs['via']['p'][99]} us; bare "
+                  f"gRPC health check p50 {legs['bare']['p'][50]} us; overhead p50 per round "
+                  f"{sorted(legs['overheads'])} us", flush=True)
+            complete = stopped["ok"] == legs["n"] and stopped["failed"] == 0
+            record("hop_floor", f"relay overhead p50, {mode} (through - bare gRPC - direct REST)",
+                   legs["overhead50"], "us", "reported", complete)
+    finally:
+        sandbox.stop()
 
 
 def cached_throughput(build, tmp, args):
@@ -762,7 +835,7 @@ def tls_hop(build, tmp, args):
                "reported", True)
 
 
-SCENARIOS = {"hop_latency": hop_latency, "cached_throughput": cached_throughput,
+SCENARIOS = {"hop_latency": hop_latency, "hop_floor": hop_floor, "cached_throughput": cached_throughput,
              "inflight_2000": inflight_2000, "webhook_throughput": webhook_throughput,
              "webhook_slowloris": webhook_slowloris, "streams": streams,
              "catchup_isolation": catchup_isolation, "tls_hop": tls_hop}
@@ -772,7 +845,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--build-dir", default=str(ROOT / "build"))
     parser.add_argument("--only", nargs="*", choices=sorted(SCENARIOS))
-    parser.add_argument("--seconds", type=int, default=10, help="length of timed runs")
+    parser.add_argument("--seconds", type=int, default=10, help="length of timed runs; the "
+                        "one-call-at-a-time scenarios make 1,000 calls per second of it")
+    parser.add_argument("--hop-rounds", type=int, default=10,
+                        help="rounds the hop figures' three legs are interleaved in")
     parser.add_argument("--streams", type=int, default=10000)
     parser.add_argument("--fanout-posts", type=int, default=20,
                         help="webhooks fanned out per figure (the median of their p99s)")
