@@ -726,7 +726,7 @@ TEST_F(ConfigTest, RedisPasswordsWithRawSlashesAndAtSignsAreRedactedWhole) {
   logger.Warn("redis said", {{"a", "Zk3/9q+A="}, {"b", "p@ss:w/rd"}});
   EXPECT_THAT(captured, AllOf(Not(HasSubstr("Zk3/9q+A=")), Not(HasSubstr("p@ss:w/rd"))));
   // What the redactor hides is what the client takes as the password.
-  for (const std::string url : {config->event_log, config->idempotency_store}) {
+  for (const std::string& url : {config->event_log, config->idempotency_store}) {
     absl::StatusOr<redis::RedisUrl> parsed = redis::ParseRedisUrl(url);
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     EXPECT_EQ(std::string(redis::RedisUrlPassword(url)), parsed->password);
