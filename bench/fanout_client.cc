@@ -32,9 +32,12 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "bench/bench_flags.h"
 #include "inspection/v1/event.grpc.pb.h"
 
 namespace {
+
+using ::inspection::bench::Flag;
 
 using Clock = std::chrono::steady_clock;
 
@@ -83,15 +86,6 @@ bool HasFlag(int argc, char** argv, const std::string& name) {
     if (argv[i] == "--" + name) return true;
   }
   return false;
-}
-
-std::string Flag(int argc, char** argv, const std::string& name) {
-  const std::string prefix = "--" + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.rfind(prefix, 0) == 0) return arg.substr(prefix.size());
-  }
-  return "";
 }
 
 }  // namespace

@@ -39,22 +39,16 @@
 #include "absl/synchronization/mutex.h"
 
 #include "adapters/http/beast_transport.h"
+#include "bench/bench_flags.h"
 #include "inspection/v1/event_config.grpc.pb.h"
 
 namespace {
 
+using ::inspection::bench::Flag;
+
 namespace asio = boost::asio;
 
 using asio::ip::tcp;
-
-std::string Flag(int argc, char** argv, const std::string& name) {
-  const std::string prefix = "--" + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.rfind(prefix, 0) == 0) return arg.substr(prefix.size());
-  }
-  return "";
-}
 
 // Bytes of the answer's body still to read after the head in `buffer`, or -1 when the head is
 // not complete yet. Only Content-Length bodies (the sandbox's).

@@ -1,6 +1,5 @@
 #include "tests/support/raw_tcp_server.h"
 
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -38,26 +37,14 @@ RawTcpServer::RawTcpServer(Mode mode, std::string reply) : mode_(mode), reply_(s
 
 RawTcpServer::~RawTcpServer() {
   Stop();
-  if (listen_fd_ >= 0) ::close(listen_fd_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
 bool RawTcpServer::Start() {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  listener_.emplace(/*backlog=*/128);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (listen_fd_ < 0 || wake_fd_ < 0) return false;
-  const int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      ::listen(listen_fd_, 128) != 0 ||
-      ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    return false;
-  }
-  port_ = ntohs(address.sin_port);
+  if (!listener_->ok() || wake_fd_ < 0) return false;
+  port_ = listener_->port();
   // The socket listens already: connects succeed from here on, before the thread runs.
   thread_ = std::thread([this] { Loop(); });
   return true;
@@ -81,11 +68,11 @@ std::vector<std::string> RawTcpServer::RequestHeads() const {
 
 void RawTcpServer::Loop() {
   while (!stopping_.load()) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    pollfd fds[2] = {{listener_->fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0) continue;  // EINTR
     if (fds[1].revents != 0) break;
     if (fds[0].revents == 0) continue;
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    const int fd = ::accept4(listener_->fd(), nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     ServeConnection(fd);
   }

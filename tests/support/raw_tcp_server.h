@@ -4,9 +4,12 @@
 #include <atomic>
 #include <cstddef>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "tests/support/loopback_listener.h"
 
 namespace inspection::testing {
 
@@ -54,8 +57,8 @@ class RawTcpServer {
 
   const Mode mode_;
   const std::string reply_;
-  int listen_fd_ = -1;
-  int wake_fd_ = -1;  // eventfd: Stop() wakes the loop through it
+  std::optional<LoopbackListener> listener_;  // set by Start()
+  int wake_fd_ = -1;                          // eventfd: Stop() wakes the loop through it
   int port_ = -1;
   std::atomic<bool> stopping_{false};
   std::thread thread_;

@@ -4,11 +4,6 @@
 // (trust, session resumption, the handshake's time budget).
 #include "adapters/http/beast_transport.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <memory>
 #include <string>
@@ -21,6 +16,7 @@
 
 #include "tests/support/fake_vendor.h"
 #include "tests/support/http_results.h"
+#include "tests/support/loopback_listener.h"
 #include "tests/support/raw_tcp_server.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_pki.h"
@@ -32,6 +28,7 @@ namespace {
 
 using ::inspection::testing::FakeVendor;
 using ::inspection::testing::HttpResults;
+using ::inspection::testing::LoopbackListener;
 using ::inspection::testing::RawTcpServer;
 using ::inspection::testing::ScriptedResponse;
 using ::inspection::testing::SendAndWait;
@@ -230,16 +227,9 @@ TEST(BeastTransportTest, ARequestStillWaitingForAConnectionTimesOutUnsent) {
 // request fills the socket buffers, the rest waits on the loop, and the request's timeout
 // ends it. Another vendor's calls on the same transport go through meanwhile.
 TEST(BeastTransportTest, ANonReadingPeerCostsItsTimeoutAndBlocksNobodyElse) {
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(listener, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(::listen(listener, 8), 0);
-  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  const std::string silent_url = "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  LoopbackListener silent;  // never accepts, so never reads
+  ASSERT_TRUE(silent.ok());
+  const std::string silent_url = silent.BaseUrl();
   FakeVendor vendor;
   ASSERT_TRUE(vendor.Start());
   vendor.RespondWith(Reply(200, R"({"ok":true})"));
@@ -264,7 +254,6 @@ TEST(BeastTransportTest, ANonReadingPeerCostsItsTimeoutAndBlocksNobodyElse) {
   EXPECT_TRUE(timed_out.request_sent);
   EXPECT_GE(std::chrono::steady_clock::now() - sent, std::chrono::milliseconds(500));
   EXPECT_EQ(transport->InFlight(), 0u);
-  ::close(listener);
 }
 
 TEST(BeastTransportTest, AResponseHeadAboveItsLimitIsAReceiveError) {

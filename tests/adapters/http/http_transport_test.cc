@@ -3,9 +3,7 @@
 #include "adapters/http/beast_transport.h"
 #include "adapters/http/curl_transport.h"
 
-#include <arpa/inet.h>
 #include <dirent.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -27,6 +25,7 @@
 #include "absl/time/time.h"
 #include "tests/support/fake_vendor.h"
 #include "tests/support/http_results.h"
+#include "tests/support/loopback_listener.h"
 #include "tests/support/raw_tcp_server.h"
 #include "tests/support/wait.h"
 
@@ -36,6 +35,7 @@ namespace {
 using ::inspection::testing::FakeVendor;
 using ::inspection::testing::FakeVendorOptions;
 using ::inspection::testing::HttpResults;
+using ::inspection::testing::LoopbackListener;
 using ::inspection::testing::RawTcpServer;
 using ::inspection::testing::RecordedRequest;
 using ::inspection::testing::ScriptedResponse;
@@ -400,22 +400,15 @@ long RssKib() {
 // memory, not what the vendor sent, and a call to a healthy vendor made meanwhile is
 // answered.
 TEST_P(HttpTransportTest, AnEndlessBodyIsCutAtTheLimitAndCostsNoMoreMemory) {
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(listener, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(::listen(listener, 4), 0);
-  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  LoopbackListener listener;
+  ASSERT_TRUE(listener.ok());
   TransportLimits limits;
   limits.max_response_bytes = size_t{4} << 20;
   std::unique_ptr<HttpTransport> bounded = MakeTransport(limits);
   ASSERT_NE(bounded, nullptr);
   std::atomic<size_t> streamed{0};
   std::thread vendor([&] {
-    const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    const int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) return;
     char head[4096];
     [[maybe_unused]] ssize_t read_bytes = ::recv(fd, head, sizeof head, 0);
@@ -434,15 +427,12 @@ TEST_P(HttpTransportTest, AnEndlessBodyIsCutAtTheLimitAndCostsNoMoreMemory) {
   const long rss_before = RssKib();
 
   HttpResults endless;
-  bounded->Send(
-      Request("GET", "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port)) + "/endless"),
-      endless.Callback());
+  bounded->Send(Request("GET", listener.BaseUrl() + "/endless"), endless.Callback());
   const HttpResult healthy = Exchange(Request("GET", Url("/meanwhile")), bounded.get());
   const bool ended = endless.WaitFor(1);
   const long rss_after = RssKib();
   bounded.reset();  // closes its connections: the streaming thread's send fails if still going
   vendor.join();
-  ::close(listener);
   ASSERT_TRUE(ended);
 
   EXPECT_EQ(healthy.error, TransportError::kNone) << healthy.error_detail;

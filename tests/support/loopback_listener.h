@@ -1,0 +1,55 @@
+#ifndef TESTS_SUPPORT_LOOPBACK_LISTENER_H_
+#define TESTS_SUPPORT_LOOPBACK_LISTENER_H_
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+namespace inspection::testing {
+
+// A TCP socket listening on 127.0.0.1 at a port the OS picked (bind port 0), closed when the
+// object goes. For tests that play the peer's socket calls themselves: a peer that never
+// accepts or never reads (the kernel's backlog completes the handshake), one that streams an
+// endless body. ok() is false when any step failed; the port is then 0.
+class LoopbackListener {
+ public:
+  explicit LoopbackListener(int backlog = 8) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) return;
+    const int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+        ::listen(fd_, backlog) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+      return;
+    }
+    port_ = ntohs(address.sin_port);
+  }
+  ~LoopbackListener() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  LoopbackListener(const LoopbackListener&) = delete;
+  LoopbackListener& operator=(const LoopbackListener&) = delete;
+
+  bool ok() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  int port() const { return port_; }
+  // "http://127.0.0.1:<port>"
+  std::string BaseUrl() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+}  // namespace inspection::testing
+
+#endif  // TESTS_SUPPORT_LOOPBACK_LISTENER_H_
