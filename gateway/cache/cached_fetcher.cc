@@ -90,7 +90,9 @@ class CachedFetcher::Completion {
       CachedValue value = MakeCachedValue(std::move(result.value));
       std::vector<std::string> tags = flight_->tags;
       tags.insert(tags.end(), result.tags.begin(), result.tags.end());
-      cache.InsertFetched(flight_->ticket, flight_->key, value, result.ttl, tags, now);
+      out.decoded = result.decoded.value;
+      cache.InsertFetched(flight_->ticket, flight_->key, value, result.ttl, tags, now,
+                          std::move(result.decoded));
       out.value = std::move(value);
     } else {
       if (result.allow_stale && !flight_->bypass) {
@@ -99,6 +101,7 @@ class CachedFetcher::Completion {
         LookupResult fallback = cache.ServeStale(flight_->key, now);
         if (fallback.value != nullptr) {
           out.value = std::move(fallback.value);
+          out.decoded = std::move(fallback.decoded);
           if (fallback.freshness == Freshness::kStale) {
             out.source = Source::kStaleAfterError;
             out.stale_cause = result.status;
@@ -141,6 +144,7 @@ void CachedFetcher::GetOrFetch(const CacheKey& key, const GetOptions& options, F
       GetResult out;
       out.source = Source::kFreshHit;
       out.value = std::move(hit.value);
+      out.decoded = std::move(hit.decoded);
       std::move(done)(std::move(out));
       return;
     }
@@ -172,10 +176,12 @@ void CachedFetcher::GetOrFetch(const CacheKey& key, const GetOptions& options, F
     // Between our Lookup and registering the flight, a previous leader may have stored its
     // value and left flights_. Without this re-check we would call upstream a second time for a
     // response that is already cached.
-    if (CachedValue value = cache_->Peek(key, clock_())) {
+    std::shared_ptr<const void> decoded;
+    if (CachedValue value = cache_->Peek(key, clock_(), &decoded)) {
       GetResult out;
       out.source = Source::kFreshHit;
       out.value = std::move(value);
+      out.decoded = std::move(decoded);
       Publish(flight, out, std::move(done));
       return;
     }

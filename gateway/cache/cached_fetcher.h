@@ -64,6 +64,9 @@ struct FetchResult {
 
   absl::Status status;  // OK for a success
   std::string value;
+  // Successes only: what the fetcher decoded `value` into, stored with it and handed to every
+  // caller (GetResult::decoded) so that none decodes the bytes again. Optional.
+  Decoded decoded;
   absl::Duration ttl = absl::ZeroDuration();
   std::vector<std::string> tags;
   bool allow_stale = false;  // failures only: may a stale entry be served instead
@@ -83,6 +86,9 @@ struct GetResult {
   bool coalesced = false;
   absl::Status status;  // OK iff `value` is set
   CachedValue value;
+  // The Decoded::value stored with `value` (FetchResult::decoded, or the cache entry's); null
+  // when there is none: decode `value` then.
+  std::shared_ptr<const void> decoded;
   // For kStaleAfterError: the upstream failure that made the stale value acceptable, for the
   // response metadata and logs. OK otherwise.
   absl::Status stale_cause;

@@ -36,6 +36,15 @@ namespace inspection::cache {
 using CachedValue = std::shared_ptr<const std::string>;
 CachedValue MakeCachedValue(std::string bytes);
 
+// What the storing layer decoded a value into (the pipeline: the parsed JSON tree), kept next
+// to the bytes so that a hit need not decode them again. Immutable and shared like the bytes.
+// Opaque to the cache: it only keeps it, charges it and hands it back with the value.
+struct Decoded {
+  std::shared_ptr<const void> value;  // null: none
+  // The memory `value` holds, added to the entry's charge against max_bytes (see EntryCharge).
+  std::size_t charge = 0;
+};
+
 struct CacheOptions {
   // Upper bound on the sum of EntryCharge() over all entries.
   std::size_t max_bytes = std::size_t{64} << 20;
@@ -53,6 +62,8 @@ enum class Freshness {
 struct LookupResult {
   Freshness freshness = Freshness::kMiss;
   CachedValue value;  // see each method for when it is set
+  // The entry's Decoded::value, with `value` (null when `value` is, or when none was stored).
+  std::shared_ptr<const void> decoded;
 };
 
 struct CacheStats {
@@ -113,7 +124,7 @@ class ResponseCache {
 
   // What an entry for `key` with a value of `value_size` bytes and `tags` counts against
   // max_bytes: key.EncodedSize() + value_size + the bytes of its distinct tags (including the
-  // implicit RouteTag) + kEntryOverheadBytes.
+  // implicit RouteTag) + kEntryOverheadBytes, plus the Decoded::charge stored with it.
   static std::size_t EntryCharge(const CacheKey& key, std::size_t value_size,
                                  const std::vector<std::string>& tags);
 
@@ -137,17 +148,20 @@ class ResponseCache {
   // Marks a returned entry most recently used.
   LookupResult ServeStale(const CacheKey& key, absl::Time now);
 
-  // The fresh value, or null. Touches neither stats nor recency.
-  CachedValue Peek(const CacheKey& key, absl::Time now) const;
+  // The fresh value, or null; with its decoded form in `*decoded` when that is not null.
+  // Touches neither stats nor recency.
+  CachedValue Peek(const CacheKey& key, absl::Time now,
+                   std::shared_ptr<const void>* decoded = nullptr) const;
 
   // Stores `value` for `key`, fresh until now + ttl, servable stale until that plus
   // options().stale_if_error. Any existing entry for `key` is dropped first, even when the new
   // value is not stored (it is older than what the caller just learnt). Not stored, returning
   // false, when ttl <= 0 or EntryCharge() > max_bytes; otherwise evicts least recently used
   // entries until the new one fits. `tags` are matched by InvalidateTag; RouteTag(key.account,
-  // key.route) is always added. `value` must not be null.
+  // key.route) is always added. `value` must not be null. `decoded` is kept with it and
+  // returned by Lookup, ServeStale and Peek.
   bool Insert(const CacheKey& key, CachedValue value, absl::Duration ttl,
-              const std::vector<std::string>& tags, absl::Time now);
+              const std::vector<std::string>& tags, absl::Time now, Decoded decoded = {});
 
   // Starts tracking invalidations for one upstream call; see FetchTicket.
   FetchTicket BeginFetch();
@@ -162,7 +176,8 @@ class ResponseCache {
   // FetchTicket). An existing entry older than the ticket is dropped even when the result is
   // not stored; a newer one is never touched. Returns whether it stored.
   bool InsertFetched(const FetchTicket& ticket, const CacheKey& key, CachedValue value,
-                     absl::Duration ttl, const std::vector<std::string>& tags, absl::Time now);
+                     absl::Duration ttl, const std::vector<std::string>& tags, absl::Time now,
+                     Decoded decoded = {});
 
   // Drop one entry / every entry carrying `tag` / everything, and make in-flight fetches that
   // would store under them discard their results. Return the number of entries dropped.
@@ -176,7 +191,8 @@ class ResponseCache {
   struct Entry {
     std::string key;  // CacheKey::Encoded(); index_ keys view into it
     CachedValue value;
-    std::vector<std::string> tags;  // distinct, includes the route tag
+    std::shared_ptr<const void> decoded;  // Decoded::value; its charge is in `charge`
+    std::vector<std::string> tags;        // distinct, includes the route tag
     absl::Time expires_at;
     absl::Time stale_until;
     std::size_t charge = 0;
@@ -189,7 +205,7 @@ class ResponseCache {
 
   // Stores unless the existing entry's origin is newer than `origin`; drops an older one even
   // when the new value is rejected.
-  bool InsertLocked(const CacheKey& key, CachedValue value, absl::Duration ttl,
+  bool InsertLocked(const CacheKey& key, CachedValue value, Decoded decoded, absl::Duration ttl,
                     const std::vector<std::string>& tags, absl::Time now, std::uint64_t origin)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool InvalidatedSinceLocked(std::uint64_t epoch, const std::string& encoded_key,

@@ -928,7 +928,9 @@ const std::vector<KeySpec>& Keys() {
           "identical concurrent calls."),
       IntegerKey(
           "cache.max_bytes", [](auto& c) -> auto& { return c.cache.max_bytes; }, 1024,
-          int64_t{1} << 40, "BYTES", "Memory the cache may hold; least recently used go first."),
+          int64_t{1} << 40, "BYTES",
+          "Memory the cache may hold (each answer's text and its parsed JSON); least recently "
+          "used go first."),
       IntegerKey(
           "cache.stale_if_error_ms", [](auto& c) -> auto& { return c.cache.stale_if_error; }, 0,
           kDayMs, "MS",

@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <any>
 #include <atomic>
+#include <cstdlib>
 #include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "nlohmann/json.hpp"
 
 namespace inspection::pipeline {
 namespace {
@@ -37,16 +41,73 @@ std::string EncodeValue(const upstream::VendorResult& result) {
   return absl::StrCat(result.response.status, "\n", result.response.body);
 }
 
-upstream::VendorResult DecodeValue(const std::string& value) {
+// What glibc malloc takes for a request of `bytes`: an 8-byte header, rounded up to 16.
+size_t Allocation(size_t bytes) { return (bytes + 8 + 15) / 16 * 16; }
+
+size_t StringHeap(const std::string& text) {
+  return text.capacity() > 15 ? Allocation(text.capacity() + 1) : 0;  // else stored inline
+}
+
+// The memory a parsed body holds (the shared tree and its control block), estimated from
+// nlohmann::json's containers (std::map, std::vector, std::string) and glibc's allocation
+// sizes. It is what the cache charges for keeping the tree next to the bytes, so that
+// cache.max_bytes bounds both. Iterative: a body nested a million levels deep must not
+// overflow the stack.
+size_t JsonFootprint(const nlohmann::json& root) {
+  size_t bytes = Allocation(sizeof(nlohmann::json) + 16);  // make_shared's block
+  std::vector<const nlohmann::json*> pending = {&root};
+  while (!pending.empty()) {
+    const nlohmann::json& value = *pending.back();
+    pending.pop_back();
+    switch (value.type()) {
+      case nlohmann::json::value_t::object: {
+        const auto& object = value.get_ref<const nlohmann::json::object_t&>();
+        bytes += Allocation(sizeof(object));
+        for (const auto& [key, child] : object) {
+          // A red-black tree node: four words of links and colour, then the pair.
+          bytes += Allocation(32 + sizeof(nlohmann::json::object_t::value_type)) + StringHeap(key);
+          pending.push_back(&child);
+        }
+        break;
+      }
+      case nlohmann::json::value_t::array: {
+        const auto& array = value.get_ref<const nlohmann::json::array_t&>();
+        bytes += Allocation(sizeof(array));
+        if (array.capacity() > 0) bytes += Allocation(array.capacity() * sizeof(nlohmann::json));
+        for (const nlohmann::json& child : array) pending.push_back(&child);
+        break;
+      }
+      case nlohmann::json::value_t::string: {
+        const auto& text = value.get_ref<const nlohmann::json::string_t&>();
+        bytes += Allocation(sizeof(text)) + StringHeap(text);
+        break;
+      }
+      case nlohmann::json::value_t::binary: {
+        const auto& binary = value.get_ref<const nlohmann::json::binary_t&>();
+        bytes += Allocation(sizeof(binary)) + Allocation(binary.capacity());
+        break;
+      }
+      default:  // null, boolean, numbers: inside the value itself
+        break;
+    }
+  }
+  return bytes;
+}
+
+// A stored value back into a result. `decoded` is the parsed body the fetch stored with it
+// (null: there was no body, or it was stored without one, and the bytes are parsed here).
+upstream::VendorResult DecodeValue(const std::string& value,
+                                   const std::shared_ptr<const void>& decoded) {
   upstream::VendorResult result;
   const size_t newline = value.find('\n');
   result.response.status = std::strtol(value.substr(0, newline).c_str(), nullptr, 10);
   result.response.body = newline == std::string::npos ? "" : value.substr(newline + 1);
-  if (result.response.body.find_first_not_of(" \t\r\n") == std::string::npos) {
-    result.body = nullptr;
-  } else {
+  if (decoded != nullptr) {
+    result.body = std::static_pointer_cast<const nlohmann::json>(decoded);
+  } else if (result.response.body.find_first_not_of(" \t\r\n") != std::string::npos) {
     // Stored only after the vendor client parsed it, so this parses.
-    result.body = nlohmann::json::parse(result.response.body, nullptr, false);
+    result.body = std::make_shared<const nlohmann::json>(
+        nlohmann::json::parse(result.response.body, nullptr, false));
   }
   return result;
 }
@@ -162,7 +223,13 @@ void CachingCaller::Call(routes::RouteId route_id, const vendor::VendorRequest& 
         [complete = std::move(complete), ttl, attempts](upstream::VendorResult result) mutable {
           attempts->store(result.attempts, std::memory_order_relaxed);
           if (result.ok()) {
-            std::move(complete)(cache::FetchResult::Success(EncodeValue(result), ttl));
+            cache::FetchResult fetched = cache::FetchResult::Success(EncodeValue(result), ttl);
+            if (result.body != nullptr) {
+              // Every hit shares this tree: none parses the bytes again.
+              fetched.decoded.charge = JsonFootprint(*result.body);
+              fetched.decoded.value = std::move(result.body);
+            }
+            std::move(complete)(std::move(fetched));
           } else {
             const bool stale_ok = AllowsStale(result.error->code);
             absl::Status status(result.error->code, result.error->message);
@@ -184,7 +251,7 @@ void CachingCaller::Call(routes::RouteId route_id, const vendor::VendorRequest& 
       [this, waiter, route_metrics, bypass, attempts](cache::GetResult got) mutable {
         upstream::VendorResult result;
         if (got.ok()) {
-          result = DecodeValue(*got.value);
+          result = DecodeValue(*got.value, got.decoded);
         } else {
           result = FailureOf(got.status, got.error_detail);
         }

@@ -273,8 +273,8 @@ void CallEndpoint(const ServiceDeps& deps, const UnaryEndpoint<Request, Response
         out.stale_cause = result.stale_cause;
         if (!result.ok()) {
           out.error = errors::OutcomeOf(*record.route, *result.error);
-        } else if (absl::Status decoded =
-                       endpoint.decode(result.body, *request, &out.response, &record.decode_report);
+        } else if (absl::Status decoded = endpoint.decode(result.json_body(), *request,
+                                                          &out.response, &record.decode_report);
                    !decoded.ok()) {
           out.response.Clear();  // never a half-filled message
           out.error = errors::OutcomeOf(*record.route, errors::ApiError::FromBadVendorBody(

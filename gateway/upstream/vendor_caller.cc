@@ -20,4 +20,9 @@ std::string_view CacheStatusName(CacheStatus status) {
   return "none";
 }
 
+const nlohmann::json& VendorResult::json_body() const {
+  static const nlohmann::json* const kNull = new nlohmann::json(nullptr);
+  return body != nullptr ? *body : *kNull;
+}
+
 }  // namespace inspection::upstream

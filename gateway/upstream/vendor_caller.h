@@ -2,6 +2,8 @@
 #define GATEWAY_UPSTREAM_VENDOR_CALLER_H_
 
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -30,7 +32,9 @@ std::string_view CacheStatusName(CacheStatus status);  // "hit", "miss", ...
 // ready for the gRPC caller.
 struct VendorResult {
   std::optional<errors::ApiError> error;
-  nlohmann::json body;          // 2xx: parsed body (null for an empty body)
+  // 2xx: the parsed body, immutable and shared: the response cache keeps this tree and hands
+  // it to every hit instead of parsing the bytes again. Null for an empty body (or an error).
+  std::shared_ptr<const nlohmann::json> body;
   http::HttpResponse response;  // the raw answer, when one arrived (status 200 for a hit)
   CacheStatus cache = CacheStatus::kNotCached;
   // For kStale: the ErrorInfo reason of the vendor failure the stale answer stands in for.
@@ -39,6 +43,8 @@ struct VendorResult {
   // circuit). Set by the retry loop.
   int attempts = 0;
   bool ok() const { return !error.has_value(); }
+  // `*body`, or a JSON null when there is no body.
+  const nlohmann::json& json_body() const;
 };
 
 // Per-call settings that travel through the pipeline with the request.

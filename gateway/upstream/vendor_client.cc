@@ -174,22 +174,22 @@ VendorResult VendorClient::Interpret(const routes::Route& route, http::HttpResul
     return out;
   }
   if (out.response.body.find_first_not_of(" \t\r\n") == std::string::npos) {
-    out.body = nullptr;  // an empty 2xx body: the mapper decides whether that is fine
-    return out;
+    return out;  // an empty 2xx body (no `body`): the mapper decides whether that is fine
   }
-  out.body = nlohmann::json::parse(out.response.body, nullptr, /*allow_exceptions=*/false);
-  if (out.body.is_discarded()) {
+  nlohmann::json body =
+      nlohmann::json::parse(out.response.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
     out.error = errors::ApiError::FromBadVendorBody(
         route, out.response, errors::kReasonVendorMalformedResponse,
         "the body is not valid JSON (malformed or truncated)");
-    out.body = nullptr;
     return out;
   }
   if (route.seals_webhook_key) {
     // The raw text goes too: the cache and the metrics of the layers above see only this.
-    vendor::SealWebhookHeaderKey(&out.body);
-    out.response.body = out.body.dump();
+    vendor::SealWebhookHeaderKey(&body);
+    out.response.body = body.dump();
   }
+  out.body = std::make_shared<const nlohmann::json>(std::move(body));
   return out;
 }
 

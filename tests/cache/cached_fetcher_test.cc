@@ -177,6 +177,48 @@ TEST_F(CachedFetcherTest, MissFetchesStoresAndTheNextCallIsAFreshHit) {
   EXPECT_EQ(cache_.InvalidateTag("extra-tag"), 1u);
 }
 
+TEST_F(CachedFetcherTest, TheDecodedFormReachesTheLeaderFollowersHitsAndStaleCallers) {
+  Get(key_);
+  Get(key_);  // joins the first call
+  ASSERT_EQ(upstream_.calls(), 1);
+  auto tree = std::make_shared<const std::string>("parsed");
+  FetchResult fetched = FetchResult::Success("v", kTtl);
+  fetched.decoded = {tree, 100};
+  upstream_.Complete(0, std::move(fetched));
+  std::vector<GetResult> first = results_.Take();
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(first[0].decoded, tree);
+  EXPECT_EQ(first[1].decoded, tree);
+  EXPECT_TRUE(first[1].coalesced);
+
+  Get(key_);  // a fresh hit
+  std::vector<GetResult> hit = results_.Take();
+  ASSERT_EQ(hit.size(), 1u);
+  EXPECT_EQ(hit[0].source, Source::kFreshHit);
+  EXPECT_EQ(hit[0].decoded, tree);
+
+  // Past the TTL the vendor fails: the stale answer comes with its tree too.
+  clock_.Advance(kTtl);
+  Get(key_);
+  ASSERT_EQ(upstream_.calls(), 2);
+  upstream_.Complete(1, FetchResult::Failure(absl::UnavailableError("down")));
+  std::vector<GetResult> stale = results_.Take();
+  ASSERT_EQ(stale.size(), 1u);
+  EXPECT_TRUE(stale[0].stale());
+  EXPECT_EQ(stale[0].decoded, tree);
+
+  // A value stored without one comes back without one: the caller decodes the bytes.
+  const CacheKey other{"acct", "get_inspection", "id=2"};
+  Get(other);
+  upstream_.Complete(2, FetchResult::Success("w", kTtl));
+  Get(other);
+  std::vector<GetResult> plain = results_.Take();
+  ASSERT_EQ(plain.size(), 2u);
+  EXPECT_EQ(plain[0].decoded, nullptr);
+  EXPECT_EQ(plain[1].decoded, nullptr);
+  EXPECT_EQ(ValueOf(plain[1]), "w");
+}
+
 TEST_F(CachedFetcherTest, HundredConcurrentCallersMakeOneUpstreamCall) {
   constexpr int kThreads = 4;
   constexpr int kPerThread = 25;

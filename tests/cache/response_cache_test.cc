@@ -163,6 +163,42 @@ TEST(ResponseCacheTest, EntryLargerThanMaxBytesIsNotCachedAndEvictsNothing) {
   EXPECT_EQ(stats.bytes, 2 * charge);
 }
 
+TEST(ResponseCacheTest, DecodedFormIsKeptReturnedAndCharged) {
+  const std::size_t charge = ResponseCache::EntryCharge(Key("a"), 1, {});
+  ResponseCache cache(Options(3 * charge, absl::Seconds(5)));
+  auto tree = std::make_shared<const std::vector<int>>(std::vector<int>{1, 2, 3});
+  ASSERT_TRUE(cache.Insert(Key("a"), MakeCachedValue("1"), kTtl, {}, kT0, {tree, charge}));
+  EXPECT_EQ(cache.stats().bytes, 2 * charge);  // the bytes' charge plus the decoded form's
+
+  // Every way out of the cache hands back the very same object, not a copy.
+  const LookupResult fresh = cache.Lookup(Key("a"), kT0);
+  EXPECT_EQ(fresh.decoded, tree);
+  std::shared_ptr<const void> peeked;
+  EXPECT_NE(cache.Peek(Key("a"), kT0, &peeked), nullptr);
+  EXPECT_EQ(peeked, tree);
+  const LookupResult stale = cache.ServeStale(Key("a"), kT0 + kTtl);
+  EXPECT_EQ(stale.freshness, Freshness::kStale);
+  EXPECT_EQ(stale.decoded, tree);
+  EXPECT_EQ(cache.Lookup(Key("a"), kT0 + kTtl).decoded, nullptr);  // stale: no value, no tree
+
+  // Without a decoded form there is nothing to hand back, and nothing extra is charged.
+  ASSERT_TRUE(cache.Insert(Key("b"), MakeCachedValue("1"), kTtl, {}, kT0));
+  EXPECT_EQ(cache.Lookup(Key("b"), kT0).decoded, nullptr);
+  EXPECT_EQ(cache.stats().bytes, 3 * charge);
+
+  // The decoded form's charge counts against max_bytes: bytes that would fit are not stored
+  // when their tree does not.
+  EXPECT_FALSE(cache.Insert(Key("c"), MakeCachedValue("1"), kTtl, {}, kT0, {tree, 3 * charge}));
+  EXPECT_EQ(cache.Peek(Key("c"), kT0), nullptr);
+  EXPECT_EQ(cache.stats().rejected_inserts, 1u);
+  EXPECT_EQ(cache.stats().entries, 2u);
+
+  // Dropping the entry gives its charge back; the object lives on with whoever holds it.
+  EXPECT_EQ(cache.InvalidateKey(Key("a")), 1u);
+  EXPECT_EQ(cache.stats().bytes, charge);
+  EXPECT_EQ(fresh.decoded.use_count(), 4);  // tree, fresh, peeked, stale
+}
+
 TEST(ResponseCacheTest, RejectedInsertStillDropsTheOlderValue) {
   ResponseCache cache(Options(1 << 10));
   ASSERT_TRUE(cache.Insert(Key("a"), MakeCachedValue("old"), kTtl, {}, kT0));

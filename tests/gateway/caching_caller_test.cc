@@ -48,7 +48,7 @@ class HeldVendor final : public upstream::VendorCaller {
     upstream::VendorResult result;
     result.response.status = 200;
     result.response.body = body;
-    result.body = nlohmann::json::parse(body);
+    result.body = std::make_shared<const nlohmann::json>(nlohmann::json::parse(body));
     std::move(done)(std::move(result));
   }
 
@@ -113,7 +113,7 @@ TEST_F(CachingCallerDeadlineTest, AnImpatientLeaderDoesNotShortenTheSharedFetch)
   ASSERT_TRUE(patient->result.has_value());
   ASSERT_TRUE(patient->result->ok());
   EXPECT_EQ(patient->result->cache, upstream::CacheStatus::kCoalesced);
-  EXPECT_EQ(patient->result->body["score"], 0.9);
+  EXPECT_EQ(patient->result->json_body()["score"], 0.9);
 
   // The answer the impatient leader gave up on was cached for the next caller.
   auto next = Call(system_clock::now() + std::chrono::milliseconds(50));
@@ -145,6 +145,105 @@ TEST_F(CachingCallerDeadlineTest, ACallerWithoutADeadlineWaitsForTheFetch) {
   vendor_.Answer(0, R"({"score": 0.5})");
   ASSERT_TRUE(patient->result.has_value());
   EXPECT_TRUE(patient->result->ok());
+}
+
+// The parsed body of a cached answer is kept with its bytes and shared by every caller: a
+// hit does not parse the JSON again, and the tree's memory counts against cache.max_bytes.
+class CachingCallerSharedBodyTest : public ::testing::Test {
+ protected:
+  void Start(size_t max_bytes) {
+    CachingOptions options;
+    options.max_bytes = max_bytes;
+    caching_.emplace(&vendor_, std::move(options));
+  }
+
+  std::shared_ptr<Outcome> Call() {
+    auto outcome = std::make_shared<Outcome>();
+    caching_->Call(
+        routes::RouteId::kAssessQuality, QualityRequest(), system_clock::now() + kWait, {},
+        [outcome](upstream::VendorResult result) { outcome->result = std::move(result); });
+    return outcome;
+  }
+
+  static constexpr std::chrono::seconds kWait{10};
+  HeldVendor vendor_;
+  std::optional<CachingCaller> caching_;
+};
+
+TEST_F(CachingCallerSharedBodyTest, EveryHitSharesTheTreeTheVendorClientParsed) {
+  Start(size_t{1} << 20);
+  auto miss = Call();
+  auto coalesced = Call();
+  ASSERT_EQ(vendor_.calls(), 1u);
+  vendor_.Answer(0, R"({"score": 0.9, "labels": ["front", "bumper"]})");
+  ASSERT_TRUE(miss->result.has_value() && miss->result->ok());
+  ASSERT_TRUE(coalesced->result.has_value() && coalesced->result->ok());
+  const std::shared_ptr<const nlohmann::json> tree = miss->result->body;
+  ASSERT_NE(tree, nullptr);
+  EXPECT_EQ(coalesced->result->body, tree);
+
+  auto hit = Call();
+  ASSERT_TRUE(hit->result.has_value() && hit->result->ok());
+  EXPECT_EQ(hit->result->cache, upstream::CacheStatus::kHit);
+  EXPECT_EQ(hit->result->body, tree);  // the same object: nothing was parsed or copied
+  EXPECT_EQ(hit->result->json_body()["labels"][1], "bumper");
+  // The raw answer still travels with it (for errors and logs).
+  EXPECT_EQ(hit->result->response.status, 200);
+  EXPECT_EQ(hit->result->response.body, R"({"score": 0.9, "labels": ["front", "bumper"]})");
+  EXPECT_EQ(vendor_.calls(), 1u);
+}
+
+TEST_F(CachingCallerSharedBodyTest, TheTreeCountsAgainstMaxBytes) {
+  // 4,000 numbers: 8 KB of text, but over 64 KB as a tree (16 bytes per element).
+  std::string body = "[0";
+  for (int i = 1; i < 4000; ++i) body += ",0";
+  body += "]";
+
+  Start(size_t{1} << 20);
+  Call();
+  vendor_.Answer(0, body);
+  const cache::CacheStats roomy = caching_->cache_stats();
+  EXPECT_EQ(roomy.entries, 1u);
+  EXPECT_GE(roomy.bytes, body.size() + 4000 * sizeof(nlohmann::json));
+  EXPECT_LT(roomy.bytes, body.size() + 4000 * sizeof(nlohmann::json) + 4096);
+}
+
+TEST_F(CachingCallerSharedBodyTest, AnAnswerWhoseTreeDoesNotFitIsServedButNotStored) {
+  std::string body = "[0";
+  for (int i = 1; i < 4000; ++i) body += ",0";
+  body += "]";
+  // 32 KiB holds the text several times over but not the tree: the answer is served and not
+  // stored, so the next call goes to the vendor again.
+  Start(32 << 10);
+  auto first = Call();
+  vendor_.Answer(0, body);
+  ASSERT_TRUE(first->result.has_value() && first->result->ok());
+  EXPECT_EQ(first->result->json_body().size(), 4000u);
+  EXPECT_EQ(caching_->cache_stats().entries, 0u);
+  EXPECT_EQ(caching_->cache_stats().rejected_inserts, 1u);
+  auto second = Call();
+  EXPECT_EQ(vendor_.calls(), 2u);
+  EXPECT_FALSE(second->result.has_value());  // waiting for the vendor, not a hit
+  vendor_.Answer(1, body);
+  ASSERT_TRUE(second->result.has_value());
+  EXPECT_EQ(second->result->cache, upstream::CacheStatus::kMiss);
+}
+
+TEST_F(CachingCallerSharedBodyTest, ADeeplyNestedAnswerIsMeasuredWithoutRecursion) {
+  // 300,000 levels of nesting: measuring the tree recursively would overflow the stack.
+  constexpr int kDepth = 300000;
+  const std::string body = std::string(kDepth, '[') + std::string(kDepth, ']');
+  Start(size_t{64} << 20);
+  auto first = Call();
+  vendor_.Answer(0, body);
+  ASSERT_TRUE(first->result.has_value() && first->result->ok());
+  const cache::CacheStats stats = caching_->cache_stats();
+  EXPECT_EQ(stats.entries, 1u);
+  EXPECT_GE(stats.bytes, body.size() + kDepth * sizeof(nlohmann::json));
+  auto hit = Call();
+  ASSERT_TRUE(hit->result.has_value());
+  EXPECT_EQ(hit->result->cache, upstream::CacheStatus::kHit);
+  EXPECT_EQ(hit->result->body, first->result->body);
 }
 
 }  // namespace

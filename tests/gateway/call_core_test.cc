@@ -77,7 +77,7 @@ upstream::VendorResult Answer(int status, nlohmann::json body) {
   upstream::VendorResult result;
   result.response.status = status;
   result.response.body = body.dump();
-  result.body = std::move(body);
+  result.body = std::make_shared<const nlohmann::json>(std::move(body));
   return result;
 }
 

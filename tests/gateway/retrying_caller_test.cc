@@ -53,7 +53,7 @@ upstream::VendorResult Failure(VendorFailure::Kind kind, int http_status, bool s
 upstream::VendorResult Success() {
   upstream::VendorResult result;
   result.response.status = 200;
-  result.body = nlohmann::json::object();
+  result.body = std::make_shared<const nlohmann::json>(nlohmann::json::object());
   return result;
 }
 

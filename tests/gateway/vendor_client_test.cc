@@ -63,7 +63,7 @@ TEST_F(VendorClientTest, SendsHeadersBodyAndRouteTimeout) {
   request.body = nlohmann::json{{"url", "https://img.example.test/a.jpg"}};
   VendorResult result = Call(routes::RouteId::kAssessQuality, request);
   ASSERT_TRUE(result.ok());
-  EXPECT_EQ(result.body["status"], "send");
+  EXPECT_EQ(result.json_body()["status"], "send");
   ASSERT_EQ(transport_.requests.size(), 1u);
   const auto& sent = transport_.requests[0];
   EXPECT_EQ(sent.method, "POST");
@@ -132,7 +132,8 @@ TEST_F(VendorClientTest, EmptyTwoHundredIsNullAndGarbageIsMalformed) {
   transport_.next.response.body = "  \n";
   VendorResult empty = Call(routes::RouteId::kDetectDamage, {});
   ASSERT_TRUE(empty.ok());
-  EXPECT_TRUE(empty.body.is_null());
+  EXPECT_EQ(empty.body, nullptr);
+  EXPECT_TRUE(empty.json_body().is_null());
 
   transport_.next.response.status = 200;
   transport_.next.response.body = "<html>oops</html>";
