@@ -23,6 +23,7 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
   options.max_connections = config.upstream.max_connections;
   options.upstream_ca_file = config.upstream.ca_file;
   options.http_client = config.upstream.http_client;
+  options.vendor.max_json_depth = config.upstream.max_json_depth;
   options.mapper.position_ratio_key = config.background_removal.position_ratio_key;
   options.mapper.wheel_box_key = config.background_removal.wheel_box_key;
   options.mapper.test_webhook_params = config.test_webhook.params_in;

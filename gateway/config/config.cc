@@ -523,6 +523,11 @@ const std::vector<KeySpec>& Keys() {
           "lowest overhead per call, no proxy, no HTTP/2. curl: libcurl, HTTP/2 over TLS "
           "where the vendor offers it, proxy variables (https_proxy...). auto: beast when "
           "every vendor URL is http:// and no http_proxy/all_proxy is set, else curl."),
+      IntegerKey(
+          "upstream.max_json_depth", [](auto& c) -> auto& { return c.upstream.max_json_depth; }, 1,
+          10000, "N",
+          "Nesting of objects and arrays in a vendor answer; deeper: the call fails with "
+          "VENDOR_MALFORMED_RESPONSE (checked while parsing)."),
       EnumKey<vendor::KeySpelling>(
           "background_removal.position_ratio_key",
           [](auto& c) -> auto& { return c.background_removal.position_ratio_key; },

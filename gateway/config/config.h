@@ -64,6 +64,9 @@ struct UpstreamSection {
   // upstream.http_client (default "auto"): the HTTP client of vendor calls, beast or curl
   // (server::VendorHttpClient); auto picks beast for http:// vendors without a proxy.
   server::VendorHttpClient http_client = ComponentDefaults().http_client;
+  // upstream.max_json_depth (default 512, 1-10000): deepest nesting of objects and arrays
+  // accepted in a vendor answer; deeper: VENDOR_MALFORMED_RESPONSE.
+  int max_json_depth = ComponentDefaults().vendor.max_json_depth;
 };
 
 struct BackgroundRemovalSection {

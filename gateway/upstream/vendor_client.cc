@@ -1,5 +1,8 @@
 #include "gateway/upstream/vendor_client.h"
 
+#include <cstdint>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "adapters/vendor/event_config_mapper.h"
@@ -24,7 +27,9 @@ std::string PercentEncode(std::string_view text) {
 }
 
 VendorClient::VendorClient(VendorClientOptions options, http::HttpTransport* transport)
-    : options_(std::move(options)), transport_(transport) {}
+    : options_(std::move(options)),
+      json_limits_{options_.max_json_depth, std::numeric_limits<int64_t>::max()},
+      transport_(transport) {}
 
 std::string VendorClient::BuildUrl(const routes::Route& route,
                                    const vendor::VendorRequest& request) const {
@@ -176,13 +181,22 @@ VendorResult VendorClient::Interpret(const routes::Route& route, http::HttpResul
   if (out.response.body.find_first_not_of(" \t\r\n") == std::string::npos) {
     return out;  // an empty 2xx body (no `body`): the mapper decides whether that is fine
   }
-  nlohmann::json body =
-      nlohmann::json::parse(out.response.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) {
-    out.error = errors::ApiError::FromBadVendorBody(
-        route, out.response, errors::kReasonVendorMalformedResponse,
-        "the body is not valid JSON (malformed or truncated)");
-    return out;
+  nlohmann::json body;
+  switch (vendor::ParseBoundedJson(out.response.body, json_limits_, &body)) {
+    case vendor::BoundedParseResult::kOk:
+      break;
+    case vendor::BoundedParseResult::kTooDeep:
+      out.error = errors::ApiError::FromBadVendorBody(
+          route, out.response, errors::kReasonVendorMalformedResponse,
+          absl::StrCat("the body nests objects and arrays deeper than ", json_limits_.max_depth,
+                       " levels (upstream.max_json_depth)"));
+      return out;
+    case vendor::BoundedParseResult::kInvalid:
+    case vendor::BoundedParseResult::kTooManyElements:  // unlimited here
+      out.error = errors::ApiError::FromBadVendorBody(
+          route, out.response, errors::kReasonVendorMalformedResponse,
+          "the body is not valid JSON (malformed or truncated)");
+      return out;
   }
   if (route.seals_webhook_key) {
     // The raw text goes too: the cache and the metrics of the layers above see only this.

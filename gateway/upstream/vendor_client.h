@@ -10,6 +10,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/time/time.h"
 #include "adapters/http/http_transport.h"
+#include "adapters/vendor/bounded_json.h"
 #include "adapters/vendor/vendor_request.h"
 #include "gateway/errors/api_error.h"
 #include "gateway/routes/route_table.h"
@@ -33,6 +34,12 @@ struct VendorClientOptions {
   tracing::SpanSink* spans = nullptr;
   // The vendor account's name for span attributes and log lines ("default" or its name).
   std::string account_label = "default";
+  // Deepest nesting of objects and arrays accepted in a 2xx answer (config
+  // upstream.max_json_depth), checked while parsing; deeper: VENDOR_MALFORMED_RESPONSE. The
+  // code that walks an answer later recurses once per level (the webhook-key seal
+  // re-serializes the body, the reconciler stores a report as text), so an answer nested
+  // hundreds of thousands of levels deep would otherwise crash the gateway.
+  int max_json_depth = 512;
 };
 
 // Turns (route, VendorRequest) into one HTTP exchange with the vendor: URL from the
@@ -66,6 +73,9 @@ class VendorClient final : public VendorCaller {
   void Scrub(std::string* text) const;
 
   const VendorClientOptions options_;
+  // Depth: options_.max_json_depth. Values: unlimited (the transport's max_response_bytes,
+  // 64 MiB, bounds an answer's size, and a segmentation may list many points).
+  const vendor::JsonLimits json_limits_;
   http::HttpTransport* const transport_;
 };
 

@@ -395,21 +395,21 @@ void WebhookReceiver::Handle(http::ServerRequest& request, http::ServerResponse&
 
   // 4. A JSON object within the limits, checked while parsing. Parsing never throws here.
   json document;
-  switch (ParseBoundedJson(body, options_.json_limits, &document)) {
-    case BoundedParseResult::kOk:
+  switch (vendor::ParseBoundedJson(body, options_.json_limits, &document)) {
+    case vendor::BoundedParseResult::kOk:
       break;
-    case BoundedParseResult::kInvalid:
+    case vendor::BoundedParseResult::kInvalid:
       ++bad_json_;
       LogRejected(request, 400, "bad_json", &endpoint.account);
       Reply(response, 400, "bad_json", "the body is not valid JSON");
       return;
-    case BoundedParseResult::kTooDeep:
+    case vendor::BoundedParseResult::kTooDeep:
       ++json_too_complex_;
       LogRejected(request, 400, "json_too_complex", &endpoint.account);
       Reply(response, 400, "json_too_complex",
             absl::StrCat("the body nests deeper than ", options_.json_limits.max_depth, " levels"));
       return;
-    case BoundedParseResult::kTooManyElements:
+    case vendor::BoundedParseResult::kTooManyElements:
       ++json_too_complex_;
       LogRejected(request, 400, "json_too_complex", &endpoint.account);
       Reply(response, 400, "json_too_complex",

@@ -16,8 +16,8 @@
 #include "absl/time/time.h"
 #include "adapters/eventlog/event_log.h"
 #include "adapters/http/http_server.h"
+#include "adapters/vendor/bounded_json.h"
 #include "gateway/logging/line_rate_limiter.h"
-#include "gateway/webhooks/bounded_json.h"
 #include "gateway/webhooks/json_pointer.h"
 #include "gateway/webhooks/webhook_key_matcher.h"
 
@@ -68,7 +68,7 @@ struct WebhookReceiverOptions {
   http::HttpServerLimits limits;
   // Structure of an accepted body: nesting depth and values, checked while parsing;
   // past either, 400 json_too_complex.
-  JsonLimits json_limits;
+  vendor::JsonLimits json_limits;
   // RFC 6901 pointers into the body. The event name must be a non-empty string there;
   // the ids may be strings (taken as-is) or integers (decimal); otherwise they are "".
   std::string event_name_pointer = "/event";

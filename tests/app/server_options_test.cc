@@ -65,6 +65,7 @@ TEST(ServerOptionsTest, DefaultsAreTheComponentsOwn) {
 
   EXPECT_EQ(options.grpc_addr, defaults.grpc_addr);
   EXPECT_EQ(options.vendor.max_attempt_timeout, defaults.vendor.max_attempt_timeout);
+  EXPECT_EQ(options.vendor.max_json_depth, defaults.vendor.max_json_depth);
   EXPECT_EQ(options.connect_timeout, defaults.connect_timeout);
   EXPECT_EQ(options.max_connections, defaults.max_connections);
   EXPECT_EQ(options.upstream_ca_file, defaults.upstream_ca_file);
@@ -174,7 +175,7 @@ TEST(ServerOptionsTest, EverySettingReachesItsComponent) {
     "upstream_url": "http://vendor.test/api", "webapp_url": "http://app.test",
     "grpc_addr": "127.0.0.1:6001", "webhook_addr": "[::1]:6002", "admin_addr": "127.0.0.3:6003",
     "upstream": {"timeout_ms": 1234, "connect_timeout_ms": 345, "max_connections": 77,
-                 "ca_file": "/etc/vendor-ca.pem"},
+                 "ca_file": "/etc/vendor-ca.pem", "max_json_depth": 78},
     "background_removal": {"position_ratio_key": "plural", "wheel_box_key": "singular"},
     "test_webhook": {"params_in": "body"},
     "damage": {"inspection_id_pointers": ["/a", "/b/c"]},
@@ -225,6 +226,7 @@ TEST(ServerOptionsTest, EverySettingReachesItsComponent) {
   EXPECT_EQ(Ms(o.connect_timeout), 345);
   EXPECT_EQ(o.max_connections, 77);
   EXPECT_EQ(o.upstream_ca_file, "/etc/vendor-ca.pem");
+  EXPECT_EQ(o.vendor.max_json_depth, 78);
   EXPECT_EQ(o.mapper.position_ratio_key, vendor::KeySpelling::kPlural);
   EXPECT_EQ(o.mapper.wheel_box_key, vendor::KeySpelling::kSingular);
   EXPECT_EQ(o.mapper.test_webhook_params, vendor::ParamsPlacement::kBody);

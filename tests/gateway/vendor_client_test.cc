@@ -1,5 +1,6 @@
 #include "gateway/upstream/vendor_client.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -141,6 +142,44 @@ TEST_F(VendorClientTest, EmptyTwoHundredIsNullAndGarbageIsMalformed) {
   ASSERT_FALSE(garbage.ok());
   EXPECT_EQ(garbage.error->reason, "VENDOR_MALFORMED_RESPONSE");
   EXPECT_EQ(garbage.error->metadata.at("vendor_body"), "<html>oops</html>");
+}
+
+// An answer nested past upstream.max_json_depth fails the call instead of reaching the code
+// that walks it recursively: on GetWebhookConfig the webhook-key seal re-serializes the
+// body, and 300,000 levels of `[` overflowed the thread's stack there (a crash, before).
+TEST_F(VendorClientTest, AnAnswerNestedPastTheDepthLimitIsMalformedNotACrash) {
+  constexpr int kDepth = 300000;
+  transport_.next.response.status = 200;
+  transport_.next.response.body = std::string(kDepth, '[') + std::string(kDepth, ']');
+  VendorResult deep = Call(routes::RouteId::kGetWebhookConfig, {});
+  ASSERT_FALSE(deep.ok());
+  EXPECT_EQ(deep.error->code, absl::StatusCode::kUnavailable);
+  EXPECT_EQ(deep.error->reason, "VENDOR_MALFORMED_RESPONSE");
+  EXPECT_NE(deep.error->message.find("deeper than 512 levels (upstream.max_json_depth)"),
+            std::string::npos)
+      << deep.error->message;
+  EXPECT_EQ(deep.body, nullptr);
+
+  // At the limit it is an answer like any other, sealed and re-serialized.
+  const std::string at_limit =
+      std::string(511, '[') + R"({"headerKey":"k"})" + std::string(511, ']');
+  transport_.next.response.body = at_limit;
+  VendorResult ok = Call(routes::RouteId::kGetWebhookConfig, {});
+  ASSERT_TRUE(ok.ok()) << ok.error->message;
+  ASSERT_NE(ok.body, nullptr);
+  EXPECT_EQ(ok.response.body, ok.body->dump());
+
+  // The limit is the option's.
+  VendorClientOptions shallow = Options();
+  shallow.max_json_depth = 2;
+  VendorClient client(shallow, &transport_);
+  transport_.next.response.body = R"({"a": {"b": [1]}})";
+  std::optional<VendorResult> three;
+  client.Call(routes::RouteId::kDetectDamage, {}, std::chrono::system_clock::time_point::max(),
+              CallOptions{}, [&three](VendorResult r) { three = std::move(r); });
+  ASSERT_TRUE(three.has_value());
+  ASSERT_FALSE(three->ok());
+  EXPECT_NE(three->error->message.find("deeper than 2 levels"), std::string::npos);
 }
 
 TEST_F(VendorClientTest, ScrubsTheApiKeyFromWhatComesBack) {

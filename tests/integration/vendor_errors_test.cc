@@ -102,6 +102,31 @@ TEST_F(VendorErrorsTest, WrongShapeIsItsOwnReason) {
   EXPECT_EQ(ErrorInfoOf(status).reason(), "VENDOR_UNEXPECTED_RESPONSE");
 }
 
+// A hostile vendor: 300,000 levels of `[` on GetWebhookConfig, whose answer the gateway
+// re-serializes after sealing the webhook key. Before upstream.max_json_depth that recursion
+// ran off the end of the thread's stack and took the whole gateway down; now the call fails
+// on its own and the next one is answered.
+TEST_F(VendorErrorsTest, AnAnswerNestedTooDeeplyFailsTheCallNotTheGateway) {
+  constexpr int kDepth = 300000;
+  VendorReplies(200, std::string(kDepth, '[') + std::string(kDepth, ']'));
+  v1::GetWebhookConfigRequest request;
+  v1::GetWebhookConfigResponse response;
+  grpc::Status status = event_config_->GetWebhookConfig(Context(5000).get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  auto info = ErrorInfoOf(status);
+  EXPECT_EQ(info.reason(), "VENDOR_MALFORMED_RESPONSE");
+  EXPECT_NE(status.error_message().find("deeper than 512 levels"), std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(info.metadata().at("vendor_body").size(), 4096u);  // bounded, not 600 KB
+
+  VendorReplies(200, R"({"webhookHeaderKey": null, "webhookUrl": null,
+                         "webhookUrlV2": "https://hooks.example.test/v2"})");
+  response.Clear();
+  status = event_config_->GetWebhookConfig(Context(5000).get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.config().webhook_url_v2(), "https://hooks.example.test/v2");
+}
+
 TEST_F(VendorErrorsTest, TruncatedBodyIsAConnectionError) {
   ScriptedResponse response;
   response.status = 200;

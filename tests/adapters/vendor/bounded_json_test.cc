@@ -1,11 +1,11 @@
 // ParseBoundedJson: nlohmann's DOM, stopped at a depth or value-count limit while parsing.
-#include "gateway/webhooks/bounded_json.h"
+#include "adapters/vendor/bounded_json.h"
 
 #include <string>
 
 #include <gtest/gtest.h>
 
-namespace inspection::webhooks {
+namespace inspection::vendor {
 namespace {
 
 using nlohmann::json;
@@ -58,4 +58,4 @@ TEST(BoundedJsonTest, InvalidTextIsInvalid) {
 }
 
 }  // namespace
-}  // namespace inspection::webhooks
+}  // namespace inspection::vendor

@@ -1,10 +1,10 @@
-#include "gateway/webhooks/bounded_json.h"
+#include "adapters/vendor/bounded_json.h"
 
 #include <cstddef>
 #include <exception>
 #include <string>
 
-namespace inspection::webhooks {
+namespace inspection::vendor {
 namespace {
 
 using nlohmann::json;
@@ -89,4 +89,4 @@ BoundedParseResult ParseBoundedJson(absl::string_view text, const JsonLimits& li
   return complete ? BoundedParseResult::kOk : BoundedParseResult::kInvalid;
 }
 
-}  // namespace inspection::webhooks
+}  // namespace inspection::vendor

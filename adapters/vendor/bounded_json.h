@@ -1,16 +1,19 @@
-#ifndef GATEWAY_WEBHOOKS_BOUNDED_JSON_H_
-#define GATEWAY_WEBHOOKS_BOUNDED_JSON_H_
+#ifndef ADAPTERS_VENDOR_BOUNDED_JSON_H_
+#define ADAPTERS_VENDOR_BOUNDED_JSON_H_
 
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
 
-namespace inspection::webhooks {
+namespace inspection::vendor {
 
-// How much structure a webhook body may have. Checked while parsing, so a body past a
-// limit costs no more than the limit: 8 MiB of `[[[[...` is refused at depth 65, not turned
-// into a DOM of hundreds of megabytes.
+// How much structure a JSON document from outside may have: a webhook body (the webhook
+// receiver's defaults, below) or a vendor answer (the vendor client: depth only). Checked
+// while parsing, so a body past a limit costs no more than the limit: 8 MiB of `[[[[...` is
+// refused at depth 65, not turned into a DOM of hundreds of megabytes. The depth also keeps
+// the recursive code that walks a document later (nlohmann's dump, for one) off the end of
+// its thread's stack.
 struct JsonLimits {
   int max_depth = 64;             // nested objects and arrays; the top-level object is 1
   int64_t max_elements = 100000;  // values of any kind (object members and array items)
@@ -29,6 +32,6 @@ enum class BoundedParseResult {
 BoundedParseResult ParseBoundedJson(absl::string_view text, const JsonLimits& limits,
                                     nlohmann::json* out);
 
-}  // namespace inspection::webhooks
+}  // namespace inspection::vendor
 
-#endif  // GATEWAY_WEBHOOKS_BOUNDED_JSON_H_
+#endif  // ADAPTERS_VENDOR_BOUNDED_JSON_H_
