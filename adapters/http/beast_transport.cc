@@ -233,6 +233,9 @@ struct Exchange {
   // the exchange ends, since a cancelled operation may still refer to them.
   std::vector<std::unique_ptr<Connection>> retired ABSL_GUARDED_BY(mu);
   std::optional<bhttp::response_parser<bhttp::string_body>> parser ABSL_GUARDED_BY(mu);
+  // The body's share of the client's ResponseBudget, grown after each read; given back when
+  // the exchange finishes.
+  ResponseBudgetLease lease ABSL_GUARDED_BY(mu);
   bool finished ABSL_GUARDED_BY(mu) = false;
   bool request_sent ABSL_GUARDED_BY(mu) = false;
   bool resent ABSL_GUARDED_BY(mu) = false;
@@ -268,6 +271,7 @@ class BeastClient {
   size_t InFlight() const { return in_flight_.load(std::memory_order_acquire); }
   size_t ConnectionsOpened() const { return connections_opened_.load(std::memory_order_acquire); }
   size_t SessionsResumed() const { return sessions_resumed_.load(std::memory_order_acquire); }
+  size_t BufferedResponseBytes() const { return budget_.used(); }
   size_t IdleConnections() {
     absl::MutexLock lock(&mu_);
     size_t idle = 0;
@@ -334,6 +338,9 @@ class BeastClient {
   void FailAll();
 
   const BeastTransportOptions options_;
+  // Before io_: a handler destroyed with io_ may hold the last reference to an exchange,
+  // whose lease gives its bytes back here.
+  ResponseBudget budget_{options_.max_buffered_response_bytes};
   asio::ssl::context tls_context_;
   asio::io_context io_{1};
   asio::executor_work_guard<asio::io_context::executor_type> work_{io_.get_executor()};
@@ -376,6 +383,7 @@ void BeastClient::Send(HttpRequest request, HttpCallback done) {
   ex->timeout = request.timeout;
   ex->head = request.method == "HEAD";
   ex->reuse = request.reuse_connection;
+  ex->lease = ResponseBudgetLease(&budget_);
 
   const char* error = nullptr;
   if (!IsHttpToken(request.method)) {
@@ -452,6 +460,8 @@ void BeastClient::Advance(const ExchangePtr& ex, F step) {
     if (result) {
       ex->finished = true;
       ex->timer.cancel();
+      // Its body has been handed on, or will be dropped once the cancelled read returns.
+      ex->lease.Reset();
     }
   }
   if (result) Deliver(ex, std::move(*result));
@@ -481,7 +491,11 @@ void BeastClient::NewParserLocked(Exchange& ex) {
   ex.parser->header_limit(
       static_cast<uint32_t>(std::min<size_t>(options_.max_response_head_bytes, UINT32_MAX)));
   ex.parser->body_limit(options_.max_response_bytes);
+  // Each read_some then parses into the body as well, so OnRead sees the body grow (and
+  // takes it from the budget) one read at a time.
+  ex.parser->eager(true);
   if (ex.head) ex.parser->skip(true);
+  ex.lease.Reset();  // a new parser: the old body, if any, is gone
 }
 
 void BeastClient::WriteLocked(const ExchangePtr& ex) {
@@ -523,9 +537,9 @@ void BeastClient::ReadLocked(const ExchangePtr& ex) {
     Advance(ex, [&] { return OnRead(ex, ec); });
   };
   if (conn.tls) {
-    bhttp::async_read(*conn.tls, conn.buffer, *ex->parser, std::move(on_read));
+    bhttp::async_read_some(*conn.tls, conn.buffer, *ex->parser, std::move(on_read));
   } else {
-    bhttp::async_read(conn.socket, conn.buffer, *ex->parser, std::move(on_read));
+    bhttp::async_read_some(conn.socket, conn.buffer, *ex->parser, std::move(on_read));
   }
 }
 
@@ -669,6 +683,20 @@ BeastClient::Step BeastClient::OnRead(const ExchangePtr& ex, const ErrorCode& ec
     }
     ReleaseConnection(std::move(ex->conn), false);
     return result;
+  }
+  // The memory the body holds is its capacity (Beast reserves a declared Content-Length at
+  // once, and grows an undeclared one by doubling).
+  if (!ex->lease.GrowTo(ex->parser->get().body().capacity())) {
+    HttpResult result = Failure(TransportError::kReceive, "", /*request_sent=*/true);
+    result.error_detail =
+        absl::StrCat("answers being read at once exceed the transport's budget of ",
+                     options_.max_buffered_response_bytes, " bytes; this one was refused");
+    ReleaseConnection(std::move(ex->conn), false);
+    return result;
+  }
+  if (!ex->parser->is_done()) {
+    ReadLocked(ex);  // more of the answer to come
+    return std::nullopt;
   }
   const auto& message = ex->parser->get();
   const unsigned status = message.result_int();
@@ -968,5 +996,6 @@ size_t BeastTransport::InFlight() const { return client_->InFlight(); }
 size_t BeastTransport::ConnectionsOpened() const { return client_->ConnectionsOpened(); }
 size_t BeastTransport::TlsSessionsResumed() const { return client_->SessionsResumed(); }
 size_t BeastTransport::IdleConnections() const { return client_->IdleConnections(); }
+size_t BeastTransport::BufferedResponseBytes() const { return client_->BufferedResponseBytes(); }
 
 }  // namespace inspection::http

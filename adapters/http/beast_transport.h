@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "adapters/http/http_transport.h"
+#include "adapters/http/response_budget.h"
 
 namespace inspection::http {
 
@@ -31,6 +32,10 @@ struct BeastTransportOptions {
   // (status line and headers) has its own bound, max_response_head_bytes.
   size_t max_response_bytes = size_t{64} << 20;
   size_t max_response_head_bytes = size_t{64} << 10;
+  // The bodies all unfinished exchanges may hold together (response_budget.h): an exchange
+  // whose next read would cross it fails with kReceive "answers being read at once exceed
+  // ...". 0 means unlimited.
+  size_t max_buffered_response_bytes = size_t{256} << 20;
   // A kept-alive connection idle for longer than this is closed instead of reused (servers
   // close idle connections on their own timers; reusing one they are about to close costs a
   // failed attempt). Idle connections are also checked every max_idle / 2, and closed when
@@ -107,6 +112,7 @@ class BeastTransport final : public HttpTransport {
   size_t TlsSessionsResumed() const;
   // Kept-alive connections waiting in the pool for their next request. Thread-safe.
   size_t IdleConnections() const;
+  size_t BufferedResponseBytes() const override;
 
  private:
   explicit BeastTransport(std::unique_ptr<internal::BeastClient> client);

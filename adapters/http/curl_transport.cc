@@ -71,6 +71,9 @@ struct CurlExchange {
   HttpResponse response;
   size_t header_bytes = 0;
   bool too_large = false;
+  // The body's share of the transport's ResponseBudget; given back when the exchange goes.
+  ResponseBudgetLease lease;
+  bool over_budget = false;
   char error_buffer[CURL_ERROR_SIZE] = {};
 };
 
@@ -124,6 +127,17 @@ size_t OnBodyBytes(char* data, size_t size, size_t count, void* user) {
     // is refused as soon as it crosses the limit instead of after it has been buffered.
     exchange->too_large = true;
     return 0;
+  }
+  if (body.size() + n > body.capacity()) {
+    // The memory the body will hold is its capacity: grown here, in steps the budget sees
+    // before they are taken (doubling, as std::string would, within max_response_bytes).
+    const size_t grown =
+        std::min(std::max(body.size() + n, 2 * body.capacity()), exchange->max_response_bytes);
+    if (!exchange->lease.GrowTo(grown)) {
+      exchange->over_budget = true;
+      return 0;
+    }
+    body.reserve(grown);
   }
   body.append(data, n);
   return n;
@@ -366,6 +380,7 @@ void CurlTransport::Send(HttpRequest request, HttpCallback done) {
   exchange->request = std::move(request);
   exchange->done = std::move(done);
   exchange->max_response_bytes = options_.max_response_bytes;
+  exchange->lease = ResponseBudgetLease(&response_budget_);
   // Setting up the easy handle here spreads that CPU work over the callers' threads and keeps
   // the single loop thread for I/O. Handles come from a pool of idle ones, reset when they
   // were put back (curl_easy_reset), so no option leaks from one request into the next.
@@ -656,8 +671,16 @@ void CurlTransport::Finish(std::unique_ptr<Exchange> exchange, CURLcode code) {
       result.error = TransportError::kOther;
       result.request_sent = false;
       break;
-    case CURLE_WRITE_ERROR:        // our callbacks refused data: only when over the limit
+    case CURLE_WRITE_ERROR:        // our callbacks refused data: only when over a limit
     case CURLE_FILESIZE_EXCEEDED:  // Content-Length above CURLOPT_MAXFILESIZE_LARGE
+      if (exchange->over_budget) {
+        result.error = TransportError::kReceive;
+        result.request_sent = true;
+        result.error_detail =
+            absl::StrCat("answers being read at once exceed the transport's budget of ",
+                         options_.max_buffered_response_bytes, " bytes; this one was refused");
+        break;
+      }
       if (exchange->too_large || code == CURLE_FILESIZE_EXCEEDED) {
         result.error = TransportError::kReceive;
         result.request_sent = true;

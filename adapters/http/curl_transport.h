@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "adapters/http/http_transport.h"
+#include "adapters/http/response_budget.h"
 
 namespace inspection::http {
 
@@ -37,6 +38,10 @@ struct CurlTransportOptions {
   // A response (headers + body) larger than this fails the exchange with kReceive "response too
   // large": refused from its Content-Length, or as soon as the streamed bytes cross it.
   size_t max_response_bytes = size_t{64} << 20;
+  // The bodies all unfinished exchanges may hold together (response_budget.h): an exchange
+  // whose next bytes would cross it fails with kReceive "answers being read at once exceed
+  // ...". 0 means unlimited.
+  size_t max_buffered_response_bytes = size_t{256} << 20;
   // Offer HTTP/2 through ALPN on https:// URLs (CURL_HTTP_VERSION_2TLS). Plain http:// always
   // uses HTTP/1.1. false: HTTP/1.1 everywhere.
   bool http2 = true;
@@ -113,6 +118,8 @@ class CurlTransport final : public HttpTransport {
   // Easy handles created so far (reused ones are counted once). Thread-safe.
   size_t HandlesCreated() const { return handles_created_.load(std::memory_order_acquire); }
 
+  size_t BufferedResponseBytes() const override { return response_budget_.used(); }
+
  private:
   using Exchange = internal::CurlExchange;
 
@@ -152,6 +159,8 @@ class CurlTransport final : public HttpTransport {
 
   const CurlTransportOptions options_;
   CURLM* const multi_;
+  // Declared before the exchange containers below, so it outlives every exchange's lease.
+  ResponseBudget response_budget_{options_.max_buffered_response_bytes};
   // DNS and TLS session caches shared by every easy handle (locks below).
   CURLSH* share_ = nullptr;
   mutable absl::Mutex share_dns_mu_;

@@ -83,6 +83,9 @@ class HttpTransport {
  public:
   virtual ~HttpTransport() = default;
   virtual void Send(HttpRequest request, HttpCallback done) = 0;
+  // Bytes of answer bodies the transport's unfinished exchanges hold (its ResponseBudget's
+  // use); 0 for a transport that does not count them.
+  virtual size_t BufferedResponseBytes() const { return 0; }
   // Fails every unfinished exchange ("transport shut down") and stops the transport's
   // thread; afterwards Send() fails at once. The default does nothing (transports without a
   // thread of their own, such as test fakes).

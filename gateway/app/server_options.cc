@@ -24,6 +24,9 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
   options.upstream_ca_file = config.upstream.ca_file;
   options.http_client = config.upstream.http_client;
   options.vendor.max_json_depth = config.upstream.max_json_depth;
+  options.max_response_bytes = static_cast<size_t>(config.upstream.max_response_bytes);
+  options.max_buffered_response_bytes =
+      static_cast<size_t>(config.upstream.max_buffered_response_bytes);
   options.mapper.position_ratio_key = config.background_removal.position_ratio_key;
   options.mapper.wheel_box_key = config.background_removal.wheel_box_key;
   options.mapper.test_webhook_params = config.test_webhook.params_in;

@@ -528,6 +528,18 @@ const std::vector<KeySpec>& Keys() {
           10000, "N",
           "Nesting of objects and arrays in a vendor answer; deeper: the call fails with "
           "VENDOR_MALFORMED_RESPONSE (checked while parsing)."),
+      IntegerKey(
+          "upstream.max_response_bytes",
+          [](auto& c) -> auto& { return c.upstream.max_response_bytes; }, 1024, int64_t{1} << 40,
+          "BYTES",
+          "Largest answer one vendor call reads (the body; with curl the head too); larger: the "
+          "call fails with VENDOR_CONNECTION_LOST, response too large."),
+      IntegerKey(
+          "upstream.max_buffered_response_bytes",
+          [](auto& c) -> auto& { return c.upstream.max_buffered_response_bytes; }, 0,
+          int64_t{1} << 40, "BYTES",
+          "Memory the answers of all vendor calls being read may hold together; a call whose "
+          "answer would cross it fails with VENDOR_CONNECTION_LOST. 0: unlimited."),
       EnumKey<vendor::KeySpelling>(
           "background_removal.position_ratio_key",
           [](auto& c) -> auto& { return c.background_removal.position_ratio_key; },

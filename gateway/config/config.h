@@ -67,6 +67,13 @@ struct UpstreamSection {
   // upstream.max_json_depth (default 512, 1-10000): deepest nesting of objects and arrays
   // accepted in a vendor answer; deeper: VENDOR_MALFORMED_RESPONSE.
   int max_json_depth = ComponentDefaults().vendor.max_json_depth;
+  // upstream.max_response_bytes (default 64 MiB, >= 1024): the largest answer one vendor
+  // call may read; larger: VENDOR_CONNECTION_LOST "response too large".
+  int64_t max_response_bytes = static_cast<int64_t>(ComponentDefaults().max_response_bytes);
+  // upstream.max_buffered_response_bytes (default 256 MiB, 0 = unlimited): the bodies all
+  // vendor calls being read may hold together; a call whose answer would cross it fails.
+  int64_t max_buffered_response_bytes =
+      static_cast<int64_t>(ComponentDefaults().max_buffered_response_bytes);
 };
 
 struct BackgroundRemovalSection {

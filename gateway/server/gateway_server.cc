@@ -345,12 +345,16 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
       beast.connect_timeout = opts.connect_timeout;
       beast.max_total_connections = static_cast<size_t>(opts.max_connections);
       beast.ca_file = opts.upstream_ca_file;
+      beast.max_response_bytes = opts.max_response_bytes;
+      beast.max_buffered_response_bytes = opts.max_buffered_response_bytes;
       transport = http::BeastTransport::Create(beast);
     } else {
       http::CurlTransportOptions curl;
       curl.connect_timeout = opts.connect_timeout;
       curl.max_total_connections = opts.max_connections;
       curl.ca_file = opts.upstream_ca_file;
+      curl.max_response_bytes = opts.max_response_bytes;
+      curl.max_buffered_response_bytes = opts.max_buffered_response_bytes;
       transport = http::CurlTransport::Create(curl);
     }
     if (!transport.ok()) return transport.status();

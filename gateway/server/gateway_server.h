@@ -143,6 +143,11 @@ struct GatewayServerOptions {
   int max_connections = 1024;
   // PEM CAs trusted for an https:// vendor; empty: the system's bundle.
   std::string upstream_ca_file;
+  // Largest answer (body; curl: head and body) one vendor call may read; larger fails it.
+  size_t max_response_bytes = size_t{64} << 20;
+  // Bodies all vendor calls being read may hold together (http/response_budget.h); a call
+  // whose answer would cross it fails. 0: unlimited.
+  size_t max_buffered_response_bytes = size_t{256} << 20;
   // Injected transport (tests); when null the server builds the one http_client names.
   std::shared_ptr<http::HttpTransport> transport;
   // Told about every finished RPC; null for none. Must outlive the server.

@@ -113,6 +113,8 @@ TEST_F(ConfigTest, DefaultsWhenOnlyRequiredSettingsAreGiven) {
   EXPECT_EQ(config->upstream.max_connections, 1024);
   EXPECT_EQ(config->upstream.http_client, server::VendorHttpClient::kAuto);
   EXPECT_EQ(config->upstream.max_json_depth, 512);
+  EXPECT_EQ(config->upstream.max_response_bytes, int64_t{64} << 20);
+  EXPECT_EQ(config->upstream.max_buffered_response_bytes, int64_t{256} << 20);
   EXPECT_EQ(config->background_removal.position_ratio_key, vendor::KeySpelling::kBoth);
   EXPECT_EQ(config->background_removal.wheel_box_key, vendor::KeySpelling::kBoth);
   EXPECT_EQ(config->test_webhook.params_in, vendor::ParamsPlacement::kQuery);
@@ -135,7 +137,8 @@ TEST_F(ConfigTest, EveryKeyFromTheConfigFile) {
     "webhook_addr": "[::1]:8081",
     "admin_addr": "localhost:0",
     "upstream": {"timeout_ms": 5000, "connect_timeout_ms": 750, "max_connections": 8,
-                 "http_client": "curl", "max_json_depth": 40},
+                 "http_client": "curl", "max_json_depth": 40, "max_response_bytes": 4096,
+                 "max_buffered_response_bytes": 0},
     "background_removal": {"position_ratio_key": "plural", "wheel_box_key": "singular"},
     "test_webhook": {"params_in": "body"},
     "damage": {"inspection_id_pointers": ["/a/b", "/x~1y"]},
@@ -157,6 +160,8 @@ TEST_F(ConfigTest, EveryKeyFromTheConfigFile) {
   EXPECT_EQ(config->upstream.max_connections, 8);
   EXPECT_EQ(config->upstream.http_client, server::VendorHttpClient::kCurl);
   EXPECT_EQ(config->upstream.max_json_depth, 40);
+  EXPECT_EQ(config->upstream.max_response_bytes, 4096);
+  EXPECT_EQ(config->upstream.max_buffered_response_bytes, 0);
   EXPECT_EQ(config->background_removal.position_ratio_key, vendor::KeySpelling::kPlural);
   EXPECT_EQ(config->background_removal.wheel_box_key, vendor::KeySpelling::kSingular);
   EXPECT_EQ(config->test_webhook.params_in, vendor::ParamsPlacement::kBody);
@@ -337,6 +342,10 @@ INSTANTIATE_TEST_SUITE_P(
                      {"--upstream-max-json-depth=0"},
                      "upstream.max_json_depth",
                      "in 1..10000"},
+        BadValueCase{"ResponseBytesTooSmall",
+                     {"--upstream-max-response-bytes=100"},
+                     "upstream.max_response_bytes",
+                     "in 1024.."},
         BadValueCase{"PointerWithoutSlash",
                      {"--damage-inspection-id-pointers=/ok,inspectionId"},
                      "damage.inspection_id_pointers",

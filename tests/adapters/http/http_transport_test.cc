@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -82,12 +83,17 @@ ScriptedResponse Reply(int status, std::string body) {
 struct TransportLimits {
   size_t max_response_bytes = 0;    // 0: the transport's default
   size_t max_host_connections = 0;  // 0: unlimited
+  // 0: the transport's default
+  size_t max_buffered_response_bytes = 0;
 };
 
 std::unique_ptr<HttpTransport> MakeTransport(const std::string& kind, TransportLimits limits) {
   if (kind == "beast") {
     BeastTransportOptions options;
     if (limits.max_response_bytes != 0) options.max_response_bytes = limits.max_response_bytes;
+    if (limits.max_buffered_response_bytes != 0) {
+      options.max_buffered_response_bytes = limits.max_buffered_response_bytes;
+    }
     options.max_host_connections = limits.max_host_connections;
     auto created = BeastTransport::Create(std::move(options));
     EXPECT_TRUE(created.ok()) << created.status();
@@ -95,6 +101,9 @@ std::unique_ptr<HttpTransport> MakeTransport(const std::string& kind, TransportL
   }
   CurlTransportOptions options;
   if (limits.max_response_bytes != 0) options.max_response_bytes = limits.max_response_bytes;
+  if (limits.max_buffered_response_bytes != 0) {
+    options.max_buffered_response_bytes = limits.max_buffered_response_bytes;
+  }
   options.max_host_connections = static_cast<long>(limits.max_host_connections);
   auto created = CurlTransport::Create(std::move(options));
   EXPECT_TRUE(created.ok()) << created.status();
@@ -395,6 +404,28 @@ long RssKib() {
   return 0;
 }
 
+// Plays a vendor whose answer never ends: accepts one connection on `listener`, reads the
+// request, sends a head without a length (the body runs until the connection closes) and
+// then 64 KiB writes until the client goes away (EPIPE/ECONNRESET), or `cap` bytes if it
+// never does; every byte sent is added to `streamed`.
+void ServeOneEndlessAnswer(const LoopbackListener& listener, size_t cap,
+                           std::atomic<size_t>& streamed) {
+  const int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) return;
+  char head[4096];
+  [[maybe_unused]] ssize_t read_bytes = ::recv(fd, head, sizeof head, 0);
+  const std::string start = "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n";
+  [[maybe_unused]] ssize_t sent = ::send(fd, start.data(), start.size(), MSG_NOSIGNAL);
+  const std::string chunk(64 * 1024, 'x');
+  for (size_t mine = 0; mine < cap;) {
+    const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+    if (n <= 0) break;
+    mine += static_cast<size_t>(n);
+    streamed += static_cast<size_t>(n);
+  }
+  ::close(fd);
+}
+
 // A vendor that streams an endless body (no Content-Length, 64 KiB writes until the client
 // goes away): the exchange ends at max_response_bytes, the transport holds about that much
 // memory, not what the vendor sent, and a call to a healthy vendor made meanwhile is
@@ -407,22 +438,7 @@ TEST_P(HttpTransportTest, AnEndlessBodyIsCutAtTheLimitAndCostsNoMoreMemory) {
   std::unique_ptr<HttpTransport> bounded = MakeTransport(limits);
   ASSERT_NE(bounded, nullptr);
   std::atomic<size_t> streamed{0};
-  std::thread vendor([&] {
-    const int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) return;
-    char head[4096];
-    [[maybe_unused]] ssize_t read_bytes = ::recv(fd, head, sizeof head, 0);
-    const std::string start = "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n";
-    [[maybe_unused]] ssize_t sent = ::send(fd, start.data(), start.size(), MSG_NOSIGNAL);
-    const std::string chunk(64 * 1024, 'x');
-    // Stops when the client closes (EPIPE/ECONNRESET), or at 1 GiB if it never does.
-    while (streamed.load() < (size_t{1} << 30)) {
-      const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
-      if (n <= 0) break;
-      streamed += static_cast<size_t>(n);
-    }
-    ::close(fd);
-  });
+  std::thread vendor([&] { ServeOneEndlessAnswer(listener, size_t{1} << 30, streamed); });
   vendor_.RespondWith(Reply(200, R"({"ok":true})"));
   const long rss_before = RssKib();
 
@@ -444,6 +460,65 @@ TEST_P(HttpTransportTest, AnEndlessBodyIsCutAtTheLimitAndCostsNoMoreMemory) {
   EXPECT_LT(rss_after - rss_before, 32 * 1024) << "KiB; the vendor sent " << streamed.load();
   std::printf("[ memory   ] endless body: %zu bytes sent by the vendor, RSS +%ld KiB\n",
               streamed.load(), rss_after - rss_before);
+}
+
+// Four answers streamed endlessly at once, each allowed 64 MiB on its own: without a budget
+// the transport would hold 4 x 64 MiB. With max_buffered_response_bytes at 8 MiB every one
+// of them is refused as its next bytes would cross the budget (the last one alone, at
+// 8 MiB), the memory the transport holds stays near the budget all along, every byte taken
+// is given back, and the next call is answered.
+TEST_P(HttpTransportTest, AnswersReadAtOnceAreBoundedByTheBudget) {
+  constexpr int kAnswers = 4;
+  constexpr size_t kBudget = size_t{8} << 20;
+  LoopbackListener listener;
+  ASSERT_TRUE(listener.ok());
+  TransportLimits limits;
+  limits.max_response_bytes = size_t{64} << 20;
+  limits.max_buffered_response_bytes = kBudget;
+  std::unique_ptr<HttpTransport> bounded = MakeTransport(limits);
+  ASSERT_NE(bounded, nullptr);
+  std::atomic<size_t> streamed{0};
+  std::vector<std::thread> vendor;
+  for (int i = 0; i < kAnswers; ++i) {
+    vendor.emplace_back([&] { ServeOneEndlessAnswer(listener, size_t{256} << 20, streamed); });
+  }
+  const long rss_before = RssKib();
+  HttpResults endless;
+  for (int i = 0; i < kAnswers; ++i) {
+    bounded->Send(Request("GET", listener.BaseUrl() + "/endless"), endless.Callback());
+  }
+  // The peak, sampled while the answers stream in.
+  long rss_peak = rss_before;
+  size_t budget_peak = 0;
+  const bool ended = inspection::testing::WaitUntil(
+      [&] {
+        rss_peak = std::max(rss_peak, RssKib());
+        budget_peak = std::max(budget_peak, bounded->BufferedResponseBytes());
+        return endless.size() == kAnswers;
+      },
+      std::chrono::seconds(30));
+  const size_t left = bounded->BufferedResponseBytes();
+  vendor_.RespondWith(Reply(200, R"({"ok":true})"));
+  const HttpResult after = Exchange(Request("GET", Url("/after")), bounded.get());
+  bounded.reset();
+  for (std::thread& t : vendor) t.join();
+  ASSERT_TRUE(ended);
+
+  for (const HttpResult& result : endless.Take()) {
+    EXPECT_EQ(result.error, TransportError::kReceive) << result.error_detail;
+    EXPECT_THAT(result.error_detail,
+                HasSubstr("answers being read at once exceed the transport's budget of 8388608"));
+  }
+  EXPECT_EQ(left, 0u) << "bytes not given back";
+  EXPECT_LE(budget_peak, kBudget);
+  EXPECT_EQ(after.error, TransportError::kNone) << after.error_detail;
+  EXPECT_EQ(after.response.body, R"({"ok":true})");
+  // 4 x 64 MiB without the budget. With it: the budget (bodies' capacity, checked after
+  // each read; Beast may double a body between two checks), read buffers, and blocks freed
+  // by the refused answers that malloc keeps.
+  EXPECT_LT(rss_peak - rss_before, 64 * 1024) << "KiB; the vendor sent " << streamed.load();
+  std::printf("[ memory   ] %d endless answers, %zu bytes sent, budget peak %zu, RSS +%ld KiB\n",
+              kAnswers, streamed.load(), budget_peak, rss_peak - rss_before);
 }
 
 TEST_P(HttpTransportTest, InterimResponseHeadersAreDroppedAndValuesTrimmed) {
