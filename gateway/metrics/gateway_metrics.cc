@@ -508,6 +508,14 @@ void GatewayMetrics::BuildCacheAndEvents() {
                       .Help("Bytes held by the response cache.")
                       .Register(registry)
                       .Add({});
+  upstream_buffered_response_bytes_ =
+      &prometheus::BuildGauge()
+           .Name("inspection_upstream_buffered_response_bytes")
+           .Help(
+               "Bytes of answer bodies the vendor calls being read hold now (bounded by "
+               "upstream.max_buffered_response_bytes).")
+           .Register(registry)
+           .Add({});
 
   // Webhooks and the event log.
   auto& deliveries = prometheus::BuildCounter()
@@ -721,6 +729,10 @@ StreamRpcMetrics& GatewayMetrics::ForStreamRpc(size_t rpc_index) {
 
 void GatewayMetrics::RecordCacheEvictions(uint64_t count) {
   if (count > 0) cache_evictions_->Increment(static_cast<double>(count));
+}
+
+void GatewayMetrics::SetUpstreamBufferedResponseBytes(uint64_t bytes) {
+  upstream_buffered_response_bytes_->Set(static_cast<double>(bytes));
 }
 
 void GatewayMetrics::SetCacheBytes(uint64_t bytes) {

@@ -323,6 +323,9 @@ class GatewayMetrics final : public prometheus::Collectable {
   // --- cache (global) -----------------------------------------------------------------------
   void RecordCacheEvictions(uint64_t count);  // inspection_cache_evictions_total
   void SetCacheBytes(uint64_t bytes);         // inspection_cache_bytes
+  // inspection_upstream_buffered_response_bytes: answer bodies the vendor calls being read
+  // hold now (against upstream.max_buffered_response_bytes).
+  void SetUpstreamBufferedResponseBytes(uint64_t bytes);
 
   // --- webhooks and event log ---------------------------------------------------------------
   // inspection_webhook_deliveries_total
@@ -410,6 +413,7 @@ class GatewayMetrics final : public prometheus::Collectable {
 
   prometheus::Counter* cache_evictions_ = nullptr;
   prometheus::Gauge* cache_bytes_ = nullptr;
+  prometheus::Gauge* upstream_buffered_response_bytes_ = nullptr;
   std::array<prometheus::Counter*, kNumWebhookOutcomes> webhook_deliveries_{};
   prometheus::Counter* webhook_unknown_event_names_ = nullptr;
   std::array<prometheus::Counter*, kNumWebhookRefusals> webhook_refusals_{};

@@ -486,6 +486,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
       self->SyncReceiverMetrics();
       self->SyncReconcileMetrics();
       self->SyncTracingMetrics();
+      self->metrics_->SetUpstreamBufferedResponseBytes(self->transport_->BufferedResponseBytes());
     });
   }
 

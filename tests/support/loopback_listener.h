@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstddef>
 #include <string>
 
 namespace inspection::testing {
@@ -49,6 +51,28 @@ class LoopbackListener {
   int fd_ = -1;
   int port_ = 0;
 };
+
+// Plays a vendor whose answer never ends: accepts one connection on `listener`, reads the
+// request, sends a head without a length (the body runs until the connection closes) and
+// then 64 KiB writes until the client goes away (EPIPE/ECONNRESET), or `cap` bytes if it
+// never does; every byte sent is added to `streamed`.
+inline void ServeOneEndlessAnswer(const LoopbackListener& listener, size_t cap,
+                                  std::atomic<size_t>& streamed) {
+  const int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) return;
+  char head[4096];
+  [[maybe_unused]] ssize_t read_bytes = ::recv(fd, head, sizeof head, 0);
+  const std::string start = "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n";
+  [[maybe_unused]] ssize_t sent = ::send(fd, start.data(), start.size(), MSG_NOSIGNAL);
+  const std::string chunk(64 * 1024, 'x');
+  for (size_t mine = 0; mine < cap;) {
+    const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+    if (n <= 0) break;
+    mine += static_cast<size_t>(n);
+    streamed += static_cast<size_t>(n);
+  }
+  ::close(fd);
+}
 
 }  // namespace inspection::testing
 

@@ -41,6 +41,7 @@ using ::inspection::testing::RawTcpServer;
 using ::inspection::testing::RecordedRequest;
 using ::inspection::testing::ScriptedResponse;
 using ::inspection::testing::SendAndWait;
+using ::inspection::testing::ServeOneEndlessAnswer;
 using ::inspection::testing::UnusedClosedPort;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -402,28 +403,6 @@ long RssKib() {
     if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
   }
   return 0;
-}
-
-// Plays a vendor whose answer never ends: accepts one connection on `listener`, reads the
-// request, sends a head without a length (the body runs until the connection closes) and
-// then 64 KiB writes until the client goes away (EPIPE/ECONNRESET), or `cap` bytes if it
-// never does; every byte sent is added to `streamed`.
-void ServeOneEndlessAnswer(const LoopbackListener& listener, size_t cap,
-                           std::atomic<size_t>& streamed) {
-  const int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC);
-  if (fd < 0) return;
-  char head[4096];
-  [[maybe_unused]] ssize_t read_bytes = ::recv(fd, head, sizeof head, 0);
-  const std::string start = "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n";
-  [[maybe_unused]] ssize_t sent = ::send(fd, start.data(), start.size(), MSG_NOSIGNAL);
-  const std::string chunk(64 * 1024, 'x');
-  for (size_t mine = 0; mine < cap;) {
-    const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
-    if (n <= 0) break;
-    mine += static_cast<size_t>(n);
-    streamed += static_cast<size_t>(n);
-  }
-  ::close(fd);
 }
 
 // A vendor that streams an endless body (no Content-Length, 64 KiB writes until the client
