@@ -20,6 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/fake_vendor.h"
 #include "tests/support/gateway_binary.h"
+#include "tests/support/status_details.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -90,14 +91,7 @@ int64_t CallMeasuringRss(GatewayProcess& gateway, const v1::AssessQualityBatchRe
 }
 
 google::rpc::BadRequest BadRequestOf(const grpc::Status& status) {
-  google::rpc::Status rich;
-  google::rpc::BadRequest bad_request;
-  if (rich.ParseFromString(status.error_details())) {
-    for (const auto& detail : rich.details()) {
-      if (detail.UnpackTo(&bad_request)) break;
-    }
-  }
-  return bad_request;
+  return FindStatusDetail<google::rpc::BadRequest>(status).value_or(google::rpc::BadRequest());
 }
 
 v1::AssessQualityBatchRequest EmptyUrls(int count) {

@@ -21,10 +21,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "google/rpc/error_details.pb.h"
-#include "google/rpc/status.pb.h"
 #include "inspection/v1/event_config.grpc.pb.h"
 #include "tests/support/gateway_binary.h"
 #include "tests/support/loopback_listener.h"
+#include "tests/support/status_details.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -35,17 +35,6 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kDeadline{30000};
 constexpr int64_t kMiB = 1024;  // in KiB
-
-google::rpc::ErrorInfo ErrorInfoOf(const grpc::Status& status) {
-  google::rpc::Status rich;
-  google::rpc::ErrorInfo info;
-  if (rich.ParseFromString(status.error_details())) {
-    for (const auto& detail : rich.details()) {
-      if (detail.UnpackTo(&info)) break;
-    }
-  }
-  return info;
-}
 
 TEST(VendorAnswersHostileTest, EndlessAnswersOnManyConnectionsAreBoundedTogether) {
   constexpr int kCalls = 8;
@@ -115,7 +104,10 @@ TEST(VendorAnswersHostileTest, EndlessAnswersOnManyConnectionsAreBoundedTogether
   for (const auto& call : calls) {
     EXPECT_EQ(call->status.error_code(), grpc::StatusCode::UNAVAILABLE)
         << call->status.error_message();
-    EXPECT_EQ(ErrorInfoOf(call->status).reason(), "VENDOR_CONNECTION_LOST");
+    EXPECT_EQ(FindStatusDetail<google::rpc::ErrorInfo>(call->status)
+                  .value_or(google::rpc::ErrorInfo())
+                  .reason(),
+              "VENDOR_CONNECTION_LOST");
     EXPECT_NE(call->status.error_message().find(
                   "answers being read at once exceed the transport's budget of 8388608"),
               std::string::npos)

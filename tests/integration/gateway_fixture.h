@@ -2,6 +2,7 @@
 #define TESTS_INTEGRATION_GATEWAY_FIXTURE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <google/protobuf/text_format.h>
@@ -20,6 +21,7 @@
 #include "inspection/v1/token.grpc.pb.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/fake_vendor.h"
+#include "tests/support/status_details.h"
 #include "tests/support/temp_dir.h"
 
 namespace inspection::testing {
@@ -110,23 +112,16 @@ class GatewayTest : public ::testing::Test {
   }
 
   static google::rpc::ErrorInfo ErrorInfoOf(const grpc::Status& status) {
-    const google::rpc::Status details = Details(status);
-    for (const auto& any : details.details()) {
-      google::rpc::ErrorInfo info;
-      if (any.UnpackTo(&info)) return info;
-    }
-    ADD_FAILURE() << "no ErrorInfo in the status details";
-    return {};
+    std::optional<google::rpc::ErrorInfo> info = FindStatusDetail<google::rpc::ErrorInfo>(status);
+    if (!info.has_value()) ADD_FAILURE() << "no ErrorInfo in the status details";
+    return info.value_or(google::rpc::ErrorInfo());
   }
 
   static google::rpc::BadRequest BadRequestOf(const grpc::Status& status) {
-    const google::rpc::Status details = Details(status);
-    for (const auto& any : details.details()) {
-      google::rpc::BadRequest bad_request;
-      if (any.UnpackTo(&bad_request)) return bad_request;
-    }
-    ADD_FAILURE() << "no BadRequest in the status details";
-    return {};
+    std::optional<google::rpc::BadRequest> bad_request =
+        FindStatusDetail<google::rpc::BadRequest>(status);
+    if (!bad_request.has_value()) ADD_FAILURE() << "no BadRequest in the status details";
+    return bad_request.value_or(google::rpc::BadRequest());
   }
 
   static nlohmann::json Json(const std::string& text) { return nlohmann::json::parse(text); }
