@@ -94,21 +94,15 @@ size_t JsonFootprint(const nlohmann::json& root) {
   return bytes;
 }
 
-// A stored value back into a result. `decoded` is the parsed body the fetch stored with it
-// (null: there was no body, or it was stored without one, and the bytes are parsed here).
+// A stored value back into a result. `decoded` is the parsed body the fetch stored with it:
+// every answer with a body is stored with its tree (Call's fetch), so null means no body.
 upstream::VendorResult DecodeValue(const std::string& value,
                                    const std::shared_ptr<const void>& decoded) {
   upstream::VendorResult result;
   const size_t newline = value.find('\n');
   result.response.status = std::strtol(value.substr(0, newline).c_str(), nullptr, 10);
   result.response.body = newline == std::string::npos ? "" : value.substr(newline + 1);
-  if (decoded != nullptr) {
-    result.body = std::static_pointer_cast<const nlohmann::json>(decoded);
-  } else if (result.response.body.find_first_not_of(" \t\r\n") != std::string::npos) {
-    // Stored only after the vendor client parsed it, so this parses.
-    result.body = std::make_shared<const nlohmann::json>(
-        nlohmann::json::parse(result.response.body, nullptr, false));
-  }
+  result.body = std::static_pointer_cast<const nlohmann::json>(decoded);
   return result;
 }
 

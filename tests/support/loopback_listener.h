@@ -2,6 +2,7 @@
 #define TESTS_SUPPORT_LOOPBACK_LISTENER_H_
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -47,18 +48,27 @@ class LoopbackListener {
   // "http://127.0.0.1:<port>"
   std::string BaseUrl() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
+  // The next connection's socket, or -1 when none comes within `within_ms` (so a test whose
+  // client never connected still ends).
+  int Accept(int within_ms) const {
+    pollfd incoming{fd_, POLLIN, 0};
+    if (::poll(&incoming, 1, within_ms) != 1) return -1;
+    return ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  }
+
  private:
   int fd_ = -1;
   int port_ = 0;
 };
 
-// Plays a vendor whose answer never ends: accepts one connection on `listener`, reads the
+// Plays a vendor whose answer never ends: accepts one connection on `listener` (giving up
+// after 30 s without one), reads the
 // request, sends a head without a length (the body runs until the connection closes) and
 // then 64 KiB writes until the client goes away (EPIPE/ECONNRESET), or `cap` bytes if it
 // never does; every byte sent is added to `streamed`.
 inline void ServeOneEndlessAnswer(const LoopbackListener& listener, size_t cap,
                                   std::atomic<size_t>& streamed) {
-  const int fd = ::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC);
+  const int fd = listener.Accept(30000);
   if (fd < 0) return;
   char head[4096];
   [[maybe_unused]] ssize_t read_bytes = ::recv(fd, head, sizeof head, 0);
