@@ -673,6 +673,7 @@ BeastClient::Step BeastClient::OnRead(const ExchangePtr& ex, const ErrorCode& ec
     }
     HttpResult result = Failure(TransportError::kReceive, "", /*request_sent=*/true);
     if (ec == bhttp::error::body_limit || ec == bhttp::error::header_limit) {
+      result.error = TransportError::kTooLarge;
       result.error_detail =
           absl::StrCat("response too large (limit ", options_.max_response_bytes,
                        " bytes of body, ", options_.max_response_head_bytes, " bytes of head)");

@@ -27,7 +27,7 @@ struct BeastTransportOptions {
   size_t max_total_connections = 4096;
   // Open connections to one scheme://host:port. 0 means unlimited.
   size_t max_host_connections = 0;
-  // A response body larger than this fails the exchange with kReceive "response too large":
+  // A response body larger than this fails the exchange with kTooLarge "response too large":
   // refused from its Content-Length, or as soon as the streamed bytes cross it. The head
   // (status line and headers) has its own bound, max_response_head_bytes.
   size_t max_response_bytes = size_t{64} << 20;
@@ -71,7 +71,8 @@ struct BeastTransportOptions {
 //   request timeout (waiting, connect, later)-> kTimeout (request_sent tells the phase)
 //   write failure while sending              -> kSend
 //   reset / truncated body / garbled or
-//   non-HTTP reply / response too large      -> kReceive
+//   non-HTTP reply / over the shared budget  -> kReceive
+//   body or head over its limit              -> kTooLarge
 //   anything else (bad URL, bad method...)   -> kOther
 // HttpResult::elapsed runs from Send() to the callback, queueing included. Like libcurl, the
 // transport re-sends a request once, on a new connection, when a *reused* kept-alive

@@ -682,7 +682,7 @@ void CurlTransport::Finish(std::unique_ptr<Exchange> exchange, CURLcode code) {
         break;
       }
       if (exchange->too_large || code == CURLE_FILESIZE_EXCEEDED) {
-        result.error = TransportError::kReceive;
+        result.error = TransportError::kTooLarge;
         result.request_sent = true;
         result.error_detail =
             absl::StrCat("response too large (limit ", options_.max_response_bytes, " bytes)");

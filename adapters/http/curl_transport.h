@@ -35,8 +35,8 @@ struct CurlTransportOptions {
   long max_total_connections = 4096;
   // Open connections to one host:port (CURLMOPT_MAX_HOST_CONNECTIONS). 0 means unlimited.
   long max_host_connections = 0;
-  // A response (headers + body) larger than this fails the exchange with kReceive "response too
-  // large": refused from its Content-Length, or as soon as the streamed bytes cross it.
+  // A response (headers + body) larger than this fails the exchange with kTooLarge "response
+  // too large": refused from its Content-Length, or as soon as the streamed bytes cross it.
   size_t max_response_bytes = size_t{64} << 20;
   // The bodies all unfinished exchanges may hold together (response_budget.h): an exchange
   // whose next bytes would cross it fails with kReceive "answers being read at once exceed
@@ -77,7 +77,8 @@ struct CurlTransportOptions {
 //   write failure while sending              -> kSend
 //   reset / empty reply / truncated body /
 //   garbled or non-HTTP reply / HTTP/2 stream
-//   reset / response too large               -> kReceive
+//   reset / over the shared budget           -> kReceive
+//   response over max_response_bytes         -> kTooLarge
 //   anything else (bad URL, bad method...)   -> kOther
 // HttpResult::elapsed runs from Send() to the callback, queueing included.
 // request_sent is false only when no byte of the request can have reached the peer. Note that

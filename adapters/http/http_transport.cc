@@ -44,6 +44,8 @@ const char* TransportErrorName(TransportError error) {
       return "send";
     case TransportError::kReceive:
       return "receive";
+    case TransportError::kTooLarge:
+      return "too_large";
     case TransportError::kOther:
       return "other";
   }

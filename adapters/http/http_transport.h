@@ -49,7 +49,10 @@ enum class TransportError {
   kTimeout,  // the exchange's timeout elapsed
   kSend,     // the connection failed while the request was being sent
   kReceive,  // reset, or a truncated/garbled response after the request was sent
-  kOther,    // anything else (out of memory, bad URL...)
+  // The response is longer than the exchange may read (the client's max_response_bytes, or
+  // its head limit): the peer answered, and the answer was not read to its end.
+  kTooLarge,
+  kOther,  // anything else (out of memory, bad URL...)
 };
 
 struct HttpResult {

@@ -533,7 +533,7 @@ const std::vector<KeySpec>& Keys() {
           [](auto& c) -> auto& { return c.upstream.max_response_bytes; }, 1024, int64_t{1} << 40,
           "BYTES",
           "Largest answer one vendor call reads (the body; with curl the head too); larger: the "
-          "call fails with VENDOR_CONNECTION_LOST, response too large."),
+          "call fails with RESOURCE_EXHAUSTED, VENDOR_RESPONSE_TOO_LARGE (not retried)."),
       IntegerKey(
           "upstream.max_buffered_response_bytes",
           [](auto& c) -> auto& { return c.upstream.max_buffered_response_bytes; }, 0,

@@ -68,7 +68,7 @@ struct UpstreamSection {
   // accepted in a vendor answer; deeper: VENDOR_MALFORMED_RESPONSE.
   int max_json_depth = ComponentDefaults().vendor.max_json_depth;
   // upstream.max_response_bytes (default 64 MiB, >= 1024): the largest answer one vendor
-  // call may read; larger: VENDOR_CONNECTION_LOST "response too large".
+  // call may read; larger: VENDOR_RESPONSE_TOO_LARGE, not retried.
   int64_t max_response_bytes = static_cast<int64_t>(ComponentDefaults().max_response_bytes);
   // upstream.max_buffered_response_bytes (default 256 MiB, 0 = unlimited): the bodies all
   // vendor calls being read may hold together; a call whose answer would cross it fails.

@@ -52,6 +52,9 @@ absl::StatusCode MapTransportErrorToCode(http::TransportError error) {
     case http::TransportError::kSend:
     case http::TransportError::kReceive:
       return absl::StatusCode::kUnavailable;
+    case http::TransportError::kTooLarge:
+      // As gRPC's own answer to a message over its size limit.
+      return absl::StatusCode::kResourceExhausted;
     case http::TransportError::kOther:
       return absl::StatusCode::kInternal;
   }
@@ -180,6 +183,7 @@ bool VendorFailure::MayHaveReachedVendor() const {
     case Kind::kNone:  // nothing known: assume it may have
     case Kind::kHttpStatus:
     case Kind::kBadBody:
+    case Kind::kTooLarge:
       return true;
   }
   return true;
@@ -232,6 +236,15 @@ ApiError ApiError::FromTransport(const routes::Route& route, const http::HttpRes
       error.failure.kind = VendorFailure::Kind::kConnectionLost;
       what = "the connection to the vendor failed mid-exchange";
       break;
+    case http::TransportError::kTooLarge:
+      error.reason = std::string(kReasonVendorResponseTooLarge);
+      error.failure.kind = VendorFailure::Kind::kTooLarge;
+      error.failure.request_sent = true;
+      error.metadata["request_sent"] = "true";
+      what =
+          "the vendor's answer is longer than the gateway reads (upstream.max_response_bytes); "
+          "the same request would get it again";
+      break;
     case http::TransportError::kNone:
     case http::TransportError::kOther:
       error.reason = std::string(kReasonInternal);
@@ -265,7 +278,9 @@ ApiError OutcomeOf(const routes::Route& route, ApiError error) {
   const bool lost_after_sending =
       (kind == VendorFailure::Kind::kTimeout || kind == VendorFailure::Kind::kConnectionLost) &&
       error.failure.request_sent;
-  const bool unreadable_success = kind == VendorFailure::Kind::kBadBody;
+  // An answer too long to read may be the operation's success.
+  const bool unreadable_success =
+      kind == VendorFailure::Kind::kBadBody || kind == VendorFailure::Kind::kTooLarge;
   if (!lost_after_sending && !unreadable_success) return error;
   error.metadata["cause"] = error.reason;
   error.code = absl::StatusCode::kUnknown;

@@ -29,6 +29,8 @@ inline constexpr std::string_view kReasonVendorTimeout = "VENDOR_TIMEOUT";
 inline constexpr std::string_view kReasonVendorConnectionLost = "VENDOR_CONNECTION_LOST";
 inline constexpr std::string_view kReasonVendorMalformedResponse = "VENDOR_MALFORMED_RESPONSE";
 inline constexpr std::string_view kReasonVendorUnexpectedResponse = "VENDOR_UNEXPECTED_RESPONSE";
+// The vendor's answer was longer than the gateway reads (upstream.max_response_bytes).
+inline constexpr std::string_view kReasonVendorResponseTooLarge = "VENDOR_RESPONSE_TOO_LARGE";
 // A non-idempotent call (token creation, damage submission) may have been done by the
 // vendor, but no answer was read: see OutcomeOf.
 inline constexpr std::string_view kReasonOutcomeUnknown = "OUTCOME_UNKNOWN";
@@ -61,6 +63,7 @@ inline constexpr std::string_view kAllReasons[] = {
     kReasonVendorConnectionLost,
     kReasonVendorMalformedResponse,
     kReasonVendorUnexpectedResponse,
+    kReasonVendorResponseTooLarge,
     kReasonOutcomeUnknown,
     kReasonDeadlineTooShort,
     kReasonCallerDeadlineExceeded,
@@ -105,11 +108,14 @@ struct VendorFailure {
     kTimeout,         // the attempt's time ran out
     kConnectionLost,  // reset or truncated mid-exchange
     kBadBody,         // a 2xx answer that could not be read (`http_status`)
+    // An answer longer than the gateway reads: the vendor answered (so it is up, and the
+    // request reached it), and the same request would get the same answer again.
+    kTooLarge,
   };
   Kind kind = Kind::kNone;
   int http_status = 0;
   // For kConnect, kTimeout, kConnectionLost: whether the request was (perhaps partly)
-  // sent. Always true for kHttpStatus and kBadBody, false for kNotCalled.
+  // sent. Always true for kHttpStatus, kBadBody and kTooLarge, false for kNotCalled.
   bool request_sent = false;
 
   // False only when nothing can have reached the vendor (the operation was not done).

@@ -24,9 +24,11 @@ resilience::AttemptFailure FailureOf(const errors::ApiError& error) {
     case Kind::kNone:
     case Kind::kNotCalled:
     case Kind::kBadBody:
+    case Kind::kTooLarge:
       break;
   }
-  // Unreadable 2xx bodies, deadline too short, internal: nothing a retry would fix.
+  // Unreadable 2xx bodies, answers over the size limit, deadline too short, internal: nothing
+  // a retry would fix, and nothing that says the vendor is down.
   return resilience::AttemptFailure::HttpStatus(200);
 }
 

@@ -85,6 +85,30 @@ TEST(VendorFailureTest, EveryVendorErrorSaysWhatHappenedTyped) {
   EXPECT_EQ(bad.failure.kind, VendorFailure::Kind::kBadBody);
   EXPECT_EQ(OutcomeOf(route, bad).reason, kReasonOutcomeUnknown);
 
+  http::HttpResult long_answer = not_sent;
+  long_answer.error = http::TransportError::kTooLarge;
+  long_answer.request_sent = false;  // the transport says true; the kind says it regardless
+  long_answer.error_detail = "response too large (limit 1024 bytes)";
+  ApiError too_large = ApiError::FromTransport(route, long_answer);
+  EXPECT_EQ(too_large.code, absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(too_large.reason, kReasonVendorResponseTooLarge);
+  EXPECT_EQ(too_large.metadata.at("transport_error"), "too_large");
+  EXPECT_EQ(too_large.metadata.at("request_sent"), "true");
+  EXPECT_NE(too_large.message.find("upstream.max_response_bytes"), std::string::npos)
+      << too_large.message;
+  EXPECT_NE(too_large.message.find("limit 1024 bytes"), std::string::npos) << too_large.message;
+  too_large.metadata.clear();
+  EXPECT_EQ(too_large.failure.kind, VendorFailure::Kind::kTooLarge);
+  EXPECT_TRUE(too_large.failure.MayHaveReachedVendor());
+  // Answered, but not read: a token may have been created.
+  const ApiError too_large_outcome = OutcomeOf(route, too_large);
+  EXPECT_EQ(too_large_outcome.reason, kReasonOutcomeUnknown);
+  EXPECT_EQ(too_large_outcome.metadata.at("cause"), kReasonVendorResponseTooLarge);
+  // An idempotent route keeps it.
+  const routes::Route& get = routes::GetRoute(routes::RouteId::kGetTokenStatus);
+  EXPECT_EQ(OutcomeOf(get, ApiError::FromTransport(get, long_answer)).reason,
+            kReasonVendorResponseTooLarge);
+
   ApiError not_called;
   not_called.failure.kind = VendorFailure::Kind::kNotCalled;
   EXPECT_FALSE(not_called.failure.MayHaveReachedVendor());
@@ -116,6 +140,8 @@ TEST(MapTransportErrorToCodeTest, TimeoutIsDeadlineAndConnectionsAreUnavailable)
   EXPECT_EQ(MapTransportErrorToCode(http::TransportError::kReceive),
             absl::StatusCode::kUnavailable);
   EXPECT_EQ(MapTransportErrorToCode(http::TransportError::kSend), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(MapTransportErrorToCode(http::TransportError::kTooLarge),
+            absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(MapTransportErrorToCode(http::TransportError::kOther), absl::StatusCode::kInternal);
 }
 

@@ -141,6 +141,32 @@ TEST_F(RetryingCallerTest, AnUnreadableSuccessIsNeitherRetriedNorAVendorFailure)
   EXPECT_EQ(breaker_->state(), resilience::CircuitState::kClosed);
 }
 
+// An answer over upstream.max_response_bytes: the same request gets it again, so the
+// attempt is not repeated, and a vendor that answers is not down (the breaker stays shut).
+// A lost connection on the same route, by contrast, counts against the breaker.
+TEST_F(RetryingCallerTest, AnAnswerTooLargeIsNeitherRetriedNorAVendorFailure) {
+  resilience::CircuitBreakerConfig config;
+  config.consecutive_failures = 1;  // one failure would open it
+  breaker_ = *resilience::CircuitBreaker::Create(config, [this] { return timers_.Now(); });
+  RetryOptions options;
+  options.clock = [this] { return timers_.Now(); };
+  options.random = [] { return 1.0; };
+  retrying_.emplace(&vendor_, options, budget_.get(), breaker_.get(), &timers_);
+  vendor_.Script(Failure(VendorFailure::Kind::kTooLarge, 0, true));
+  auto result = Call(routes::RouteId::kAssessQuality);
+  ASSERT_TRUE(result.has_value());
+  EXPECT_FALSE(result->ok());
+  EXPECT_EQ(result->error->failure.kind, VendorFailure::Kind::kTooLarge);
+  EXPECT_EQ(vendor_.attempts_at().size(), 1u);
+  EXPECT_EQ(breaker_->state(), resilience::CircuitState::kClosed);
+
+  vendor_.Script(Failure(VendorFailure::Kind::kConnectionLost, 0, true));
+  vendor_.Script(Success());
+  result = Call(routes::RouteId::kAssessQuality);
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(breaker_->state(), resilience::CircuitState::kOpen) << "a lost connection counts";
+}
+
 TEST_F(RetryingCallerTest, AnOpenCircuitIsANotCalledFailureThatNeverReachedTheVendor) {
   resilience::CircuitBreakerConfig config;
   config.consecutive_failures = 1;

@@ -126,6 +126,22 @@ class GatewayTest : public ::testing::Test {
 
   static nlohmann::json Json(const std::string& text) { return nlohmann::json::parse(text); }
 
+  // A valid CreateToken request with the spec's placeholders for the customer's data.
+  static v1::CreateTokenRequest PlaceholderTokenRequest() {
+    return Parse<v1::CreateTokenRequest>(R"pb(
+      options { shoot_inspect: true fast_track: false }
+      trade_in { immat: "AB-123-CD" vin: "VF1AB000123456789" sending_type: SENDING_TYPE_NONE }
+      customer {
+        email: "<EMAIL>"
+        firstname: "<FIRST_NAME>"
+        lastname: "<LAST_NAME>"
+        phone: "<PHONE>"
+        locale: LOCALE_NL_BE
+      }
+      validity: 90
+    )pb");
+  }
+
  protected:
   TempDir temp_;
   int gateways_ = 0;

@@ -6,21 +6,6 @@ namespace {
 
 class TokenRpcTest : public GatewayTest {};
 
-v1::CreateTokenRequest PlaceholderTokenRequest() {
-  return GatewayTest::Parse<v1::CreateTokenRequest>(R"pb(
-    options { shoot_inspect: true fast_track: false }
-    trade_in { immat: "AB-123-CD" vin: "VF1AB000123456789" sending_type: SENDING_TYPE_NONE }
-    customer {
-      email: "<EMAIL>"
-      firstname: "<FIRST_NAME>"
-      lastname: "<LAST_NAME>"
-      phone: "<PHONE>"
-      locale: LOCALE_NL_BE
-    }
-    validity: 90
-  )pb");
-}
-
 TEST_F(TokenRpcTest, CreateTokenSendsTheSpecBodyAndReturnsTheCustomerUrl) {
   VendorReplies(200, R"({
     "token": {

@@ -127,6 +127,45 @@ TEST_F(VendorErrorsTest, AnAnswerNestedTooDeeplyFailsTheCallNotTheGateway) {
   EXPECT_EQ(response.config().webhook_url_v2(), "https://hooks.example.test/v2");
 }
 
+// An answer longer than upstream.max_response_bytes: RESOURCE_EXHAUSTED with its own reason
+// (it used to be VENDOR_CONNECTION_LOST, which the gateway retried: the same request got the
+// same answer), sent once; on a creation, the token may exist, so the outcome is unknown.
+TEST_F(VendorErrorsTest, AnAnswerOverTheSizeLimitIsItsOwnReasonAndIsSentOnce) {
+  StartGateway(vendor_.BaseUrl(),
+               [](server::GatewayServerOptions& options) { options.max_response_bytes = 4096; });
+  VendorReplies(200, R"({"token": {"uid": "u1", "pad": ")" + std::string(8192, 'x') + R"("}})");
+
+  grpc::Status status = CallStatus();  // GetTokenStatus: idempotent, retried when transient
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  const auto info = ErrorInfoOf(status);
+  ASSERT_EQ(info.reason(), "VENDOR_RESPONSE_TOO_LARGE");
+  EXPECT_EQ(info.metadata().at("transport_error"), "too_large");
+  EXPECT_EQ(info.metadata().at("request_sent"), "true");
+  EXPECT_NE(status.error_message().find("upstream.max_response_bytes"), std::string::npos)
+      << status.error_message();
+  EXPECT_NE(status.error_message().find("limit 4096 bytes"), std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(vendor_.RequestCount(), 1u) << "an answer too large was asked for again";
+
+  const v1::CreateTokenRequest create = PlaceholderTokenRequest();
+  v1::CreateTokenResponse created;
+  status = token_->CreateToken(Context(5000).get(), create, &created);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNKNOWN) << status.error_message();
+  const auto outcome = ErrorInfoOf(status);
+  ASSERT_EQ(outcome.reason(), "OUTCOME_UNKNOWN");
+  EXPECT_EQ(outcome.metadata().at("cause"), "VENDOR_RESPONSE_TOO_LARGE");
+  EXPECT_EQ(vendor_.RequestCount(), 2u);
+
+  // The limit is per answer: a short one on the same gateway is read.
+  VendorReplies(200, R"({"token": {"uid": "u1"}})");
+  v1::GetTokenStatusRequest request;
+  request.set_uid("u1");
+  v1::GetTokenStatusResponse response;
+  status = token_->GetTokenStatus(Context(5000).get(), request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(vendor_.RequestCount(), 3u);
+}
+
 TEST_F(VendorErrorsTest, TruncatedBodyIsAConnectionError) {
   ScriptedResponse response;
   response.status = 200;

@@ -256,7 +256,7 @@ TEST(BeastTransportTest, ANonReadingPeerCostsItsTimeoutAndBlocksNobodyElse) {
   EXPECT_EQ(transport->InFlight(), 0u);
 }
 
-TEST(BeastTransportTest, AResponseHeadAboveItsLimitIsAReceiveError) {
+TEST(BeastTransportTest, AResponseHeadAboveItsLimitIsTooLarge) {
   RawTcpServer server(RawTcpServer::Mode::kReply,
                       "HTTP/1.1 200 OK\r\nX-Big: " + std::string(4096, 'h') +
                           "\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
@@ -268,7 +268,7 @@ TEST(BeastTransportTest, AResponseHeadAboveItsLimitIsAReceiveError) {
 
   const HttpResult result = Exchange(*transport, Get(server.BaseUrl() + "/x"));
 
-  EXPECT_EQ(result.error, TransportError::kReceive) << result.error_detail;
+  EXPECT_EQ(result.error, TransportError::kTooLarge) << result.error_detail;
   EXPECT_THAT(result.error_detail, HasSubstr("response too large"));
   EXPECT_TRUE(result.request_sent);
 }

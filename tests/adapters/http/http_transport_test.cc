@@ -365,7 +365,7 @@ TEST_P(HttpTransportTest, ResetOnARawConnectionIsAReceiveError) {
   EXPECT_EQ(server.RequestHeads().size(), 1u);
 }
 
-TEST_P(HttpTransportTest, ResponseAboveTheLimitIsAReceiveError) {
+TEST_P(HttpTransportTest, ResponseAboveTheLimitIsTooLarge) {
   TransportLimits limits;
   limits.max_response_bytes = 1024;
   std::unique_ptr<HttpTransport> small = MakeTransport(limits);
@@ -374,12 +374,12 @@ TEST_P(HttpTransportTest, ResponseAboveTheLimitIsAReceiveError) {
 
   HttpResult result = Exchange(Request("GET", Url("/big")), small.get());
 
-  EXPECT_EQ(result.error, TransportError::kReceive) << result.error_detail;
+  EXPECT_EQ(result.error, TransportError::kTooLarge) << result.error_detail;
   EXPECT_THAT(result.error_detail, HasSubstr("response too large"));
   EXPECT_TRUE(result.request_sent);
 }
 
-TEST_P(HttpTransportTest, ResponseWithoutLengthAboveTheLimitIsAReceiveError) {
+TEST_P(HttpTransportTest, ResponseWithoutLengthAboveTheLimitIsTooLarge) {
   // No Content-Length: the limit must be enforced while the body streams in.
   RawTcpServer server(RawTcpServer::Mode::kReply,
                       "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + std::string(8192, 'x'));
@@ -391,7 +391,7 @@ TEST_P(HttpTransportTest, ResponseWithoutLengthAboveTheLimitIsAReceiveError) {
 
   HttpResult result = Exchange(Request("GET", server.BaseUrl() + "/big"), small.get());
 
-  EXPECT_EQ(result.error, TransportError::kReceive) << result.error_detail;
+  EXPECT_EQ(result.error, TransportError::kTooLarge) << result.error_detail;
   EXPECT_THAT(result.error_detail, HasSubstr("response too large"));
 }
 
@@ -432,7 +432,7 @@ TEST_P(HttpTransportTest, AnEndlessBodyIsCutAtTheLimitAndCostsNoMoreMemory) {
 
   EXPECT_EQ(healthy.error, TransportError::kNone) << healthy.error_detail;
   const HttpResult cut = endless.Take().front();
-  EXPECT_EQ(cut.error, TransportError::kReceive) << cut.error_detail;
+  EXPECT_EQ(cut.error, TransportError::kTooLarge) << cut.error_detail;
   EXPECT_THAT(cut.error_detail, HasSubstr("response too large"));
   EXPECT_LT(streamed.load(), size_t{1} << 30) << "the transport kept reading";
   // The 4 MiB limit, buffers and slack; not the megabytes the vendor pushed.

@@ -42,7 +42,9 @@ type DamageServiceClient interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	DetectDamage(ctx context.Context, in *DetectDamageRequest, opts ...grpc.CallOption) (*DetectDamageResponse, error)
 	// Submits damage detection like DetectDamage, then streams that inspection's events
 	// from the event log (newInspection, detectionFinished, createReport) as the vendor's
@@ -117,7 +119,9 @@ type DamageServiceServer interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	DetectDamage(context.Context, *DetectDamageRequest) (*DetectDamageResponse, error)
 	// Submits damage detection like DetectDamage, then streams that inspection's events
 	// from the event log (newInspection, detectionFinished, createReport) as the vendor's

@@ -41,7 +41,9 @@ type EventConfigServiceClient interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	GetWebhookConfig(ctx context.Context, in *GetWebhookConfigRequest, opts ...grpc.CallOption) (*GetWebhookConfigResponse, error)
 	// PUT /apiV1/eventmanager/configwebhook
 	// Behaviour: idempotent (a PUT: sending twice is sending once); transient vendor failures are
@@ -51,7 +53,9 @@ type EventConfigServiceClient interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	UpdateWebhookConfig(ctx context.Context, in *UpdateWebhookConfigRequest, opts ...grpc.CallOption) (*UpdateWebhookConfigResponse, error)
 	// GET /apiV1/eventmanager/configevent
 	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
@@ -62,7 +66,9 @@ type EventConfigServiceClient interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	ListEventConfigs(ctx context.Context, in *ListEventConfigsRequest, opts ...grpc.CallOption) (*ListEventConfigsResponse, error)
 	// PUT /apiV1/eventmanager/configevent
 	// Behaviour: idempotent (a PUT: sending twice is sending once); transient vendor failures are
@@ -72,7 +78,9 @@ type EventConfigServiceClient interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	UpdateEventConfig(ctx context.Context, in *UpdateEventConfigRequest, opts ...grpc.CallOption) (*UpdateEventConfigResponse, error)
 	// GET /apiV1/eventmanager/testwebhook: the vendor delivers one event of that kind.
 	// Behaviour: not idempotent (each call makes the vendor send a test event): never retried
@@ -83,7 +91,9 @@ type EventConfigServiceClient interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	TestWebhook(ctx context.Context, in *TestWebhookRequest, opts ...grpc.CallOption) (*TestWebhookResponse, error)
 }
 
@@ -160,7 +170,9 @@ type EventConfigServiceServer interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	GetWebhookConfig(context.Context, *GetWebhookConfigRequest) (*GetWebhookConfigResponse, error)
 	// PUT /apiV1/eventmanager/configwebhook
 	// Behaviour: idempotent (a PUT: sending twice is sending once); transient vendor failures are
@@ -170,7 +182,9 @@ type EventConfigServiceServer interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	UpdateWebhookConfig(context.Context, *UpdateWebhookConfigRequest) (*UpdateWebhookConfigResponse, error)
 	// GET /apiV1/eventmanager/configevent
 	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
@@ -181,7 +195,9 @@ type EventConfigServiceServer interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	ListEventConfigs(context.Context, *ListEventConfigsRequest) (*ListEventConfigsResponse, error)
 	// PUT /apiV1/eventmanager/configevent
 	// Behaviour: idempotent (a PUT: sending twice is sending once); transient vendor failures are
@@ -191,7 +207,9 @@ type EventConfigServiceServer interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	UpdateEventConfig(context.Context, *UpdateEventConfigRequest) (*UpdateEventConfigResponse, error)
 	// GET /apiV1/eventmanager/testwebhook: the vendor delivers one event of that kind.
 	// Behaviour: not idempotent (each call makes the vendor send a test event): never retried
@@ -202,7 +220,9 @@ type EventConfigServiceServer interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	TestWebhook(context.Context, *TestWebhookRequest) (*TestWebhookResponse, error)
 	mustEmbedUnimplementedEventConfigServiceServer()
 }

@@ -43,7 +43,9 @@ type ImageServiceClient interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	RemoveBackground(ctx context.Context, in *RemoveBackgroundRequest, opts ...grpc.CallOption) (*RemoveBackgroundResponse, error)
 	// POST /apiV1/quality/image
 	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
@@ -54,7 +56,9 @@ type ImageServiceClient interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	AssessQuality(ctx context.Context, in *AssessQualityRequest, opts ...grpc.CallOption) (*AssessQualityResponse, error)
 	// POST /apiV1/quality/image/list
 	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
@@ -65,7 +69,9 @@ type ImageServiceClient interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	AssessQualityBatch(ctx context.Context, in *AssessQualityBatchRequest, opts ...grpc.CallOption) (*AssessQualityBatchResponse, error)
 	// POST /apiV1/seg/image
 	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
@@ -76,7 +82,9 @@ type ImageServiceClient interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	SegmentVehicle(ctx context.Context, in *SegmentVehicleRequest, opts ...grpc.CallOption) (*SegmentVehicleResponse, error)
 	// POST /apiV1/part/image
 	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
@@ -87,7 +95,9 @@ type ImageServiceClient interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	SegmentParts(ctx context.Context, in *SegmentPartsRequest, opts ...grpc.CallOption) (*SegmentPartsResponse, error)
 }
 
@@ -166,7 +176,9 @@ type ImageServiceServer interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	RemoveBackground(context.Context, *RemoveBackgroundRequest) (*RemoveBackgroundResponse, error)
 	// POST /apiV1/quality/image
 	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
@@ -177,7 +189,9 @@ type ImageServiceServer interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	AssessQuality(context.Context, *AssessQualityRequest) (*AssessQualityResponse, error)
 	// POST /apiV1/quality/image/list
 	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
@@ -188,7 +202,9 @@ type ImageServiceServer interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	AssessQualityBatch(context.Context, *AssessQualityBatchRequest) (*AssessQualityBatchResponse, error)
 	// POST /apiV1/seg/image
 	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
@@ -199,7 +215,9 @@ type ImageServiceServer interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	SegmentVehicle(context.Context, *SegmentVehicleRequest) (*SegmentVehicleResponse, error)
 	// POST /apiV1/part/image
 	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
@@ -210,7 +228,9 @@ type ImageServiceServer interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	SegmentParts(context.Context, *SegmentPartsRequest) (*SegmentPartsResponse, error)
 	mustEmbedUnimplementedImageServiceServer()
 }

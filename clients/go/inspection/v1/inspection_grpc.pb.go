@@ -39,7 +39,9 @@ type InspectionServiceClient interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	SearchInspections(ctx context.Context, in *SearchInspectionsRequest, opts ...grpc.CallOption) (*SearchInspectionsResponse, error)
 	// GET /apiv1/inspection/apiV1_sdk/inspection/damagesReport/<inspectionId>.
 	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
@@ -50,7 +52,9 @@ type InspectionServiceClient interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	GetDamagesReport(ctx context.Context, in *GetDamagesReportRequest, opts ...grpc.CallOption) (*GetDamagesReportResponse, error)
 }
 
@@ -98,7 +102,9 @@ type InspectionServiceServer interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	SearchInspections(context.Context, *SearchInspectionsRequest) (*SearchInspectionsResponse, error)
 	// GET /apiv1/inspection/apiV1_sdk/inspection/damagesReport/<inspectionId>.
 	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
@@ -109,7 +115,9 @@ type InspectionServiceServer interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	GetDamagesReport(context.Context, *GetDamagesReportRequest) (*GetDamagesReportResponse, error)
 	mustEmbedUnimplementedInspectionServiceServer()
 }

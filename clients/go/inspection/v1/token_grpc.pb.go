@@ -42,7 +42,9 @@ type TokenServiceClient interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	CreateToken(ctx context.Context, in *CreateTokenRequest, opts ...grpc.CallOption) (*CreateTokenResponse, error)
 	// Returns the last known status of a token, by its uid.
 	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
@@ -52,7 +54,9 @@ type TokenServiceClient interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	GetTokenStatus(ctx context.Context, in *GetTokenStatusRequest, opts ...grpc.CallOption) (*GetTokenStatusResponse, error)
 	// Streams the token's status: the current one first, then every change. The vendor
 	// only offers polling: the gateway polls each watched token once per interval
@@ -127,7 +131,9 @@ type TokenServiceServer interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	CreateToken(context.Context, *CreateTokenRequest) (*CreateTokenResponse, error)
 	// Returns the last known status of a token, by its uid.
 	// Behaviour: safe to repeat; the gateway retries transient vendor failures (timeouts, lost
@@ -137,7 +143,9 @@ type TokenServiceServer interface {
 	// 401 UNAUTHENTICATED, 429 RESOURCE_EXHAUSTED, ...); UNAVAILABLE (VENDOR_UNREACHABLE,
 	// VENDOR_CONNECTION_LOST, VENDOR_MALFORMED_RESPONSE, VENDOR_UNEXPECTED_RESPONSE,
 	// CIRCUIT_OPEN); DEADLINE_EXCEEDED (VENDOR_TIMEOUT, DEADLINE_TOO_SHORT); PERMISSION_DENIED
-	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED). README, "Errors".
+	// (PERMISSION_DENIED_BY_POLICY); RESOURCE_EXHAUSTED (CALLER_RATE_LIMITED,
+	// VENDOR_RESPONSE_TOO_LARGE: the answer is over upstream.max_response_bytes, not retried).
+	// README, "Errors".
 	GetTokenStatus(context.Context, *GetTokenStatusRequest) (*GetTokenStatusResponse, error)
 	// Streams the token's status: the current one first, then every change. The vendor
 	// only offers polling: the gateway polls each watched token once per interval
