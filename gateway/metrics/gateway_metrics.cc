@@ -516,6 +516,14 @@ void GatewayMetrics::BuildCacheAndEvents() {
                "upstream.max_buffered_response_bytes).")
            .Register(registry)
            .Add({});
+  upstream_buffered_response_limit_bytes_ =
+      &prometheus::BuildGauge()
+           .Name("inspection_upstream_buffered_response_limit_bytes")
+           .Help(
+               "upstream.max_buffered_response_bytes: what the answers being read may hold "
+               "together (0: unlimited).")
+           .Register(registry)
+           .Add({});
 
   // Webhooks and the event log.
   auto& deliveries = prometheus::BuildCounter()
@@ -733,6 +741,10 @@ void GatewayMetrics::RecordCacheEvictions(uint64_t count) {
 
 void GatewayMetrics::SetUpstreamBufferedResponseBytes(uint64_t bytes) {
   upstream_buffered_response_bytes_->Set(static_cast<double>(bytes));
+}
+
+void GatewayMetrics::SetUpstreamBufferedResponseLimitBytes(uint64_t bytes) {
+  upstream_buffered_response_limit_bytes_->Set(static_cast<double>(bytes));
 }
 
 void GatewayMetrics::SetCacheBytes(uint64_t bytes) {

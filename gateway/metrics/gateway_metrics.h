@@ -326,6 +326,9 @@ class GatewayMetrics final : public prometheus::Collectable {
   // inspection_upstream_buffered_response_bytes: answer bodies the vendor calls being read
   // hold now (against upstream.max_buffered_response_bytes).
   void SetUpstreamBufferedResponseBytes(uint64_t bytes);
+  // inspection_upstream_buffered_response_limit_bytes: upstream.max_buffered_response_bytes
+  // (0: unlimited), so that an alert can compare the two.
+  void SetUpstreamBufferedResponseLimitBytes(uint64_t bytes);
 
   // --- webhooks and event log ---------------------------------------------------------------
   // inspection_webhook_deliveries_total
@@ -414,6 +417,7 @@ class GatewayMetrics final : public prometheus::Collectable {
   prometheus::Counter* cache_evictions_ = nullptr;
   prometheus::Gauge* cache_bytes_ = nullptr;
   prometheus::Gauge* upstream_buffered_response_bytes_ = nullptr;
+  prometheus::Gauge* upstream_buffered_response_limit_bytes_ = nullptr;
   std::array<prometheus::Counter*, kNumWebhookOutcomes> webhook_deliveries_{};
   prometheus::Counter* webhook_unknown_event_names_ = nullptr;
   std::array<prometheus::Counter*, kNumWebhookRefusals> webhook_refusals_{};

@@ -480,6 +480,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
     }
     server->receiver_ = std::move(*receiver);
   }
+  server->metrics_->SetUpstreamBufferedResponseLimitBytes(opts.max_buffered_response_bytes);
   {
     GatewayServer* self = server.get();
     server->metrics_->SetCollectHook([self] {

@@ -124,6 +124,8 @@ TEST(VendorAnswersHostileTest, EndlessAnswersOnManyConnectionsAreBoundedTogether
   auto scrape = admin.Get("/metrics");
   ASSERT_TRUE(scrape);
   EXPECT_EQ(PrometheusSample(scrape->body, "inspection_upstream_buffered_response_bytes"), 0);
+  EXPECT_EQ(PrometheusSample(scrape->body, "inspection_upstream_buffered_response_limit_bytes"),
+            kBudget);
   std::thread healthy([&] {
     const int fd = listener.Accept(30000);
     if (fd < 0) return;

@@ -211,6 +211,7 @@ TEST(GatewayMetricsTest, RegistersEveryFamilyAndSeriesAtConstruction) {
       {"inspection_cache_evictions_total", {MetricType::Counter, 1}},
       {"inspection_cache_bytes", {MetricType::Gauge, 1}},
       {"inspection_upstream_buffered_response_bytes", {MetricType::Gauge, 1}},
+      {"inspection_upstream_buffered_response_limit_bytes", {MetricType::Gauge, 1}},
       {"inspection_idempotency_replays_total", {MetricType::Counter, 4}},
       {"inspection_webhook_deliveries_total", {MetricType::Counter, 11}},
       {"inspection_webhook_http_refusals_total", {MetricType::Counter, 10}},
@@ -525,6 +526,7 @@ TEST(GatewayMetricsTest, GlobalFamiliesCountExactly) {
   metrics->SetCacheBytes(4096);
   metrics->SetCacheBytes(1024);
   metrics->SetUpstreamBufferedResponseBytes(4096);
+  metrics->SetUpstreamBufferedResponseLimitBytes(8192);
   metrics->RecordWebhookDelivery(WebhookOutcome::kAccepted);
   metrics->RecordWebhookDelivery(WebhookOutcome::kAccepted);
   metrics->RecordWebhookDelivery(WebhookOutcome::kUnauthorized);
@@ -564,6 +566,7 @@ TEST(GatewayMetricsTest, GlobalFamiliesCountExactly) {
   EXPECT_EQ(Value(f, "inspection_cache_evictions_total"), 3);
   EXPECT_EQ(Value(f, "inspection_cache_bytes"), 1024);
   EXPECT_EQ(Value(f, "inspection_upstream_buffered_response_bytes"), 4096);
+  EXPECT_EQ(Value(f, "inspection_upstream_buffered_response_limit_bytes"), 8192);
   EXPECT_EQ(Value(f, "inspection_webhook_deliveries_total", {{"outcome", "accepted"}}), 2);
   EXPECT_EQ(Value(f, "inspection_webhook_deliveries_total", {{"outcome", "unauthorized"}}), 1);
   EXPECT_EQ(Value(f, "inspection_webhook_deliveries_total", {{"outcome", "duplicate"}}), 0);
