@@ -340,7 +340,7 @@ class BeastClient {
   const BeastTransportOptions options_;
   // Before io_: a handler destroyed with io_ may hold the last reference to an exchange,
   // whose lease gives its bytes back here.
-  ResponseBudget budget_{options_.max_buffered_response_bytes};
+  ResponseBudget budget_{options_.max_buffered_response_bytes, options_.guaranteed_response_bytes};
   asio::ssl::context tls_context_;
   asio::io_context io_{1};
   asio::executor_work_guard<asio::io_context::executor_type> work_{io_.get_executor()};

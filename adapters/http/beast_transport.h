@@ -36,6 +36,10 @@ struct BeastTransportOptions {
   // whose next read would cross it fails with kReceive "answers being read at once exceed
   // ...". 0 means unlimited.
   size_t max_buffered_response_bytes = size_t{256} << 20;
+  // Each answer's first bytes that may use the whole budget; the bytes past them hold at
+  // most three quarters of it (response_budget.h), so huge answers cannot refuse small ones.
+  // 0: every byte competes for the whole budget.
+  size_t guaranteed_response_bytes = size_t{64} << 10;
   // A kept-alive connection idle for longer than this is closed instead of reused (servers
   // close idle connections on their own timers; reusing one they are about to close costs a
   // failed attempt). Idle connections are also checked every max_idle / 2, and closed when

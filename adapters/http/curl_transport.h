@@ -42,6 +42,10 @@ struct CurlTransportOptions {
   // whose next bytes would cross it fails with kReceive "answers being read at once exceed
   // ...". 0 means unlimited.
   size_t max_buffered_response_bytes = size_t{256} << 20;
+  // Each answer's first bytes that may use the whole budget; the bytes past them hold at
+  // most three quarters of it (response_budget.h), so huge answers cannot refuse small ones.
+  // 0: every byte competes for the whole budget.
+  size_t guaranteed_response_bytes = size_t{64} << 10;
   // Offer HTTP/2 through ALPN on https:// URLs (CURL_HTTP_VERSION_2TLS). Plain http:// always
   // uses HTTP/1.1. false: HTTP/1.1 everywhere.
   bool http2 = true;
@@ -161,7 +165,8 @@ class CurlTransport final : public HttpTransport {
   const CurlTransportOptions options_;
   CURLM* const multi_;
   // Declared before the exchange containers below, so it outlives every exchange's lease.
-  ResponseBudget response_budget_{options_.max_buffered_response_bytes};
+  ResponseBudget response_budget_{options_.max_buffered_response_bytes,
+                                  options_.guaranteed_response_bytes};
   // DNS and TLS session caches shared by every easy handle (locks below).
   CURLSH* share_ = nullptr;
   mutable absl::Mutex share_dns_mu_;

@@ -8,6 +8,13 @@
 // takes its body's bytes from the budget as they arrive, through a ResponseBudgetLease, and
 // gives them back when it ends; one that would cross the budget fails instead.
 //
+// Ordinary answers are not starved by huge ones: the first `guaranteed` bytes of every
+// answer may use the whole budget, while the bytes past them may hold at most three quarters
+// of it. So while a few huge or endless answers hold all they may, a quarter of the budget is
+// still there for the first bytes of the others (the small answers, whole): they are refused
+// only when the first bytes of very many answers (limit / 4 / guaranteed of them at their
+// full share) fill it. The total never exceeds the limit.
+//
 // Thread-safe; lock-free.
 
 #include <atomic>
@@ -18,27 +25,57 @@ namespace inspection::http {
 
 class ResponseBudget {
  public:
-  // `limit` 0: unlimited (everything is counted, nothing is refused).
-  explicit ResponseBudget(std::size_t limit) : limit_(limit) {}
+  // `limit` 0: unlimited (everything is counted, nothing is refused). `guaranteed` 0: no
+  // quarter is kept; every byte competes for the whole limit.
+  explicit ResponseBudget(std::size_t limit, std::size_t guaranteed = 0)
+      : limit_(limit),
+        guaranteed_(guaranteed),
+        beyond_limit_(guaranteed == 0 ? limit : limit - limit / 4) {}
   ResponseBudget(const ResponseBudget&) = delete;
   ResponseBudget& operator=(const ResponseBudget&) = delete;
 
-  // Takes `bytes` when they fit under the limit; false (and nothing taken) otherwise.
-  bool TryTake(std::size_t bytes) {
-    std::size_t used = used_.load(std::memory_order_relaxed);
-    do {
-      if (limit_ != 0 && (bytes > limit_ || used > limit_ - bytes)) return false;
-    } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+  // Takes `first` bytes within answers' first `guaranteed` and `beyond` bytes past them,
+  // when they fit (the total under the limit, the bytes past the first under three quarters
+  // of it); false, and nothing taken, otherwise.
+  bool TryTake(std::size_t first, std::size_t beyond) {
+    if (beyond > 0 && !TakeUnder(beyond_, beyond, beyond_limit_)) return false;
+    if (!TakeUnder(used_, first + beyond, limit_)) {
+      if (beyond > 0) beyond_.fetch_sub(beyond, std::memory_order_relaxed);
+      return false;
+    }
     return true;
   }
-  void Give(std::size_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
+  void Give(std::size_t first, std::size_t beyond) {
+    beyond_.fetch_sub(beyond, std::memory_order_relaxed);
+    used_.fetch_sub(first + beyond, std::memory_order_relaxed);
+  }
 
   std::size_t limit() const { return limit_; }
+  std::size_t guaranteed() const { return guaranteed_; }
+  // What the bytes past answers' first `guaranteed` may hold together.
+  std::size_t beyond_limit() const { return beyond_limit_; }
+  // Everything held.
   std::size_t used() const { return used_.load(std::memory_order_relaxed); }
+  // The part of used() past answers' first `guaranteed` bytes.
+  std::size_t used_beyond() const { return beyond_.load(std::memory_order_relaxed); }
 
  private:
+  // Adds `bytes` to `counter` if it stays within `limit` (0: unlimited).
+  static bool TakeUnder(std::atomic<std::size_t>& counter, std::size_t bytes, std::size_t limit) {
+    std::size_t used = counter.load(std::memory_order_relaxed);
+    do {
+      if (limit != 0 && (bytes > limit || used > limit - bytes)) return false;
+    } while (!counter.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+    return true;
+  }
+
   const std::size_t limit_;
+  const std::size_t guaranteed_;
+  const std::size_t beyond_limit_;
   std::atomic<std::size_t> used_{0};
+  // A failed TryTake can count bytes here for a moment before it gives them back: another
+  // exchange may then be refused that a moment later would not be, never the reverse.
+  std::atomic<std::size_t> beyond_{0};
 };
 
 // One exchange's share of a ResponseBudget: grows with its body, given back by Reset or
@@ -50,12 +87,15 @@ class ResponseBudgetLease {
   ResponseBudgetLease(const ResponseBudgetLease&) = delete;
   ResponseBudgetLease& operator=(const ResponseBudgetLease&) = delete;
   ResponseBudgetLease(ResponseBudgetLease&& other) noexcept
-      : budget_(other.budget_), held_(std::exchange(other.held_, 0)) {}
+      : budget_(other.budget_),
+        first_(std::exchange(other.first_, 0)),
+        beyond_(std::exchange(other.beyond_, 0)) {}
   ResponseBudgetLease& operator=(ResponseBudgetLease&& other) noexcept {
     if (this != &other) {
       Reset();
       budget_ = other.budget_;
-      held_ = std::exchange(other.held_, 0);
+      first_ = std::exchange(other.first_, 0);
+      beyond_ = std::exchange(other.beyond_, 0);
     }
     return *this;
   }
@@ -65,21 +105,26 @@ class ResponseBudgetLease {
   // lease unchanged, when the budget cannot spare it). Never shrinks. Without a budget,
   // always true.
   bool GrowTo(std::size_t total) {
-    if (budget_ == nullptr || total <= held_) return true;
-    if (!budget_->TryTake(total - held_)) return false;
-    held_ = total;
+    if (budget_ == nullptr || total <= held()) return true;
+    const std::size_t first = total < budget_->guaranteed() ? total : budget_->guaranteed();
+    const std::size_t beyond = total - first;
+    if (!budget_->TryTake(first - first_, beyond - beyond_)) return false;
+    first_ = first;
+    beyond_ = beyond;
     return true;
   }
   // Gives back everything held.
   void Reset() {
-    if (budget_ != nullptr && held_ != 0) budget_->Give(held_);
-    held_ = 0;
+    if (budget_ != nullptr && held() != 0) budget_->Give(first_, beyond_);
+    first_ = 0;
+    beyond_ = 0;
   }
-  std::size_t held() const { return held_; }
+  std::size_t held() const { return first_ + beyond_; }
 
  private:
   ResponseBudget* budget_ = nullptr;
-  std::size_t held_ = 0;
+  std::size_t first_ = 0;   // within the answer's first `guaranteed` bytes
+  std::size_t beyond_ = 0;  // past them
 };
 
 }  // namespace inspection::http

@@ -27,6 +27,8 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
   options.max_response_bytes = static_cast<size_t>(config.upstream.max_response_bytes);
   options.max_buffered_response_bytes =
       static_cast<size_t>(config.upstream.max_buffered_response_bytes);
+  options.guaranteed_response_bytes =
+      static_cast<size_t>(config.upstream.guaranteed_response_bytes);
   options.mapper.position_ratio_key = config.background_removal.position_ratio_key;
   options.mapper.wheel_box_key = config.background_removal.wheel_box_key;
   options.mapper.test_webhook_params = config.test_webhook.params_in;

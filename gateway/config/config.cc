@@ -540,6 +540,13 @@ const std::vector<KeySpec>& Keys() {
           int64_t{1} << 40, "BYTES",
           "Memory the answers of all vendor calls being read may hold together; a call whose "
           "answer would cross it fails with VENDOR_CONNECTION_LOST. 0: unlimited."),
+      IntegerKey(
+          "upstream.guaranteed_response_bytes",
+          [](auto& c) -> auto& { return c.upstream.guaranteed_response_bytes; }, 0,
+          int64_t{1} << 30, "BYTES",
+          "Each answer's first bytes, which may use all of upstream.max_buffered_response_bytes; "
+          "the bytes past them may hold three quarters of it, so a few huge or endless answers "
+          "cannot make the ordinary ones fail. 0: every byte competes for the whole budget."),
       EnumKey<vendor::KeySpelling>(
           "background_removal.position_ratio_key",
           [](auto& c) -> auto& { return c.background_removal.position_ratio_key; },

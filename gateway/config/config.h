@@ -74,6 +74,10 @@ struct UpstreamSection {
   // vendor calls being read may hold together; a call whose answer would cross it fails.
   int64_t max_buffered_response_bytes =
       static_cast<int64_t>(ComponentDefaults().max_buffered_response_bytes);
+  // upstream.guaranteed_response_bytes (default 64 KiB, 0 = none): each answer's first bytes
+  // may use the whole budget above; the bytes past them three quarters of it.
+  int64_t guaranteed_response_bytes =
+      static_cast<int64_t>(ComponentDefaults().guaranteed_response_bytes);
 };
 
 struct BackgroundRemovalSection {

@@ -347,6 +347,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
       beast.ca_file = opts.upstream_ca_file;
       beast.max_response_bytes = opts.max_response_bytes;
       beast.max_buffered_response_bytes = opts.max_buffered_response_bytes;
+      beast.guaranteed_response_bytes = opts.guaranteed_response_bytes;
       transport = http::BeastTransport::Create(beast);
     } else {
       http::CurlTransportOptions curl;
@@ -355,6 +356,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
       curl.ca_file = opts.upstream_ca_file;
       curl.max_response_bytes = opts.max_response_bytes;
       curl.max_buffered_response_bytes = opts.max_buffered_response_bytes;
+      curl.guaranteed_response_bytes = opts.guaranteed_response_bytes;
       transport = http::CurlTransport::Create(curl);
     }
     if (!transport.ok()) return transport.status();

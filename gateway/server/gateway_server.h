@@ -148,6 +148,9 @@ struct GatewayServerOptions {
   // Bodies all vendor calls being read may hold together (http/response_budget.h); a call
   // whose answer would cross it fails. 0: unlimited.
   size_t max_buffered_response_bytes = size_t{256} << 20;
+  // Each answer's first bytes, which may use the whole budget; the bytes past them may hold
+  // three quarters of it, so a few huge answers cannot refuse the small ones.
+  size_t guaranteed_response_bytes = size_t{64} << 10;
   // Injected transport (tests); when null the server builds the one http_client names.
   std::shared_ptr<http::HttpTransport> transport;
   // Told about every finished RPC; null for none. Must outlive the server.

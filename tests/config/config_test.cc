@@ -115,6 +115,7 @@ TEST_F(ConfigTest, DefaultsWhenOnlyRequiredSettingsAreGiven) {
   EXPECT_EQ(config->upstream.max_json_depth, 512);
   EXPECT_EQ(config->upstream.max_response_bytes, int64_t{64} << 20);
   EXPECT_EQ(config->upstream.max_buffered_response_bytes, int64_t{256} << 20);
+  EXPECT_EQ(config->upstream.guaranteed_response_bytes, int64_t{64} << 10);
   EXPECT_EQ(config->background_removal.position_ratio_key, vendor::KeySpelling::kBoth);
   EXPECT_EQ(config->background_removal.wheel_box_key, vendor::KeySpelling::kBoth);
   EXPECT_EQ(config->test_webhook.params_in, vendor::ParamsPlacement::kQuery);
@@ -138,7 +139,7 @@ TEST_F(ConfigTest, EveryKeyFromTheConfigFile) {
     "admin_addr": "localhost:0",
     "upstream": {"timeout_ms": 5000, "connect_timeout_ms": 750, "max_connections": 8,
                  "http_client": "curl", "max_json_depth": 40, "max_response_bytes": 4096,
-                 "max_buffered_response_bytes": 0},
+                 "max_buffered_response_bytes": 0, "guaranteed_response_bytes": 0},
     "background_removal": {"position_ratio_key": "plural", "wheel_box_key": "singular"},
     "test_webhook": {"params_in": "body"},
     "damage": {"inspection_id_pointers": ["/a/b", "/x~1y"]},
@@ -162,6 +163,7 @@ TEST_F(ConfigTest, EveryKeyFromTheConfigFile) {
   EXPECT_EQ(config->upstream.max_json_depth, 40);
   EXPECT_EQ(config->upstream.max_response_bytes, 4096);
   EXPECT_EQ(config->upstream.max_buffered_response_bytes, 0);
+  EXPECT_EQ(config->upstream.guaranteed_response_bytes, 0);
   EXPECT_EQ(config->background_removal.position_ratio_key, vendor::KeySpelling::kPlural);
   EXPECT_EQ(config->background_removal.wheel_box_key, vendor::KeySpelling::kSingular);
   EXPECT_EQ(config->test_webhook.params_in, vendor::ParamsPlacement::kBody);

@@ -148,5 +148,167 @@ TEST(VendorAnswersHostileTest, EndlessAnswersOnManyConnectionsAreBoundedTogether
   EXPECT_EQ(response.config().webhook_url_v2(), "https://hooks.example.test/v2");
 }
 
+// A vendor that answers ListEventConfigs (GET .../configevent) with an answer that never
+// ends, and anything else with a short webhook configuration: one thread per connection,
+// until `stop`. Every endless byte sent is added to `streamed`.
+class SplitVendor {
+ public:
+  SplitVendor() : accept_thread_([this] { AcceptLoop(); }) {}
+  ~SplitVendor() { Stop(); }
+  SplitVendor(const SplitVendor&) = delete;
+  SplitVendor& operator=(const SplitVendor&) = delete;
+
+  bool ok() const { return listener_.ok(); }
+  std::string BaseUrl() const { return listener_.BaseUrl(); }
+  size_t streamed() const { return streamed_.load(); }
+  size_t endless_answers() const { return endless_.load(); }
+  void Stop() {
+    stop_ = true;
+    if (accept_thread_.joinable()) accept_thread_.join();
+    std::lock_guard<std::mutex> lock(mu_);
+    for (std::thread& t : connections_) t.join();  // each ends when the gateway closes
+    connections_.clear();
+  }
+
+ private:
+  void AcceptLoop() {
+    while (!stop_) {
+      const int fd = listener_.Accept(50);
+      if (fd < 0) continue;
+      std::lock_guard<std::mutex> lock(mu_);
+      connections_.emplace_back([this, fd] { Serve(fd); });
+    }
+  }
+  void Serve(int fd) {
+    std::string head;
+    char buffer[4096];
+    while (head.find("\r\n\r\n") == std::string::npos) {
+      const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+      if (n <= 0) break;
+      head.append(buffer, static_cast<size_t>(n));
+    }
+    if (head.find("/configevent") != std::string::npos) {
+      ++endless_;
+      const std::string start = "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n";
+      [[maybe_unused]] ssize_t sent = ::send(fd, start.data(), start.size(), MSG_NOSIGNAL);
+      const std::string chunk(64 * 1024, 'x');
+      for (size_t mine = 0; mine < (size_t{256} << 20);) {
+        const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+        if (n <= 0) break;
+        mine += static_cast<size_t>(n);
+        streamed_ += static_cast<size_t>(n);
+      }
+    } else {
+      // 48 KiB: an ordinary answer, under the first 64 KiB every answer may take from the
+      // whole budget, and larger than most gaps that endless answers leave in it.
+      const std::string body =
+          absl::StrCat(R"({"webhookHeaderKey":null,"webhookUrl":null,)",
+                       R"("webhookUrlV2":"https://hooks.example.test/v2","note":")",
+                       std::string(48 * 1024, 'n'), R"("})");
+      const std::string answer = absl::StrCat(
+          "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
+          "\r\nConnection: close\r\n\r\n", body);
+      [[maybe_unused]] ssize_t sent = ::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL);
+    }
+    ::close(fd);
+  }
+
+  LoopbackListener listener_{/*backlog=*/64};
+  std::atomic<bool> stop_{false};
+  std::atomic<size_t> streamed_{0};
+  std::atomic<size_t> endless_{0};
+  std::mutex mu_;
+  std::vector<std::thread> connections_;
+  std::thread accept_thread_;  // last: starts once the members above exist
+};
+
+// While endless answers keep the budget as full as they can (each refused at the budget,
+// then asked for again), ordinary answers are still read: the first
+// upstream.guaranteed_response_bytes of each answer may use the quarter of the budget that
+// the bytes past them may not. The attack's calls fail with the budget's error, the gateway's
+// RSS stays bounded, and every ordinary call sent during the attack is answered.
+TEST(VendorAnswersHostileTest, OrdinaryAnswersAreReadWhileEndlessOnesHoldTheBudget) {
+  constexpr int kAttackers = 8;
+  constexpr int kOrdinaryCalls = 30;
+  SplitVendor vendor;
+  ASSERT_TRUE(vendor.ok());
+  TempDir temp;
+  std::vector<std::string> argv =
+      LoopbackGatewayArgv(GATEWAY_BINARY, vendor.BaseUrl(), temp.File("events.db"));
+  for (const char* flag :
+       {"--upstream-http-client=beast", "--upstream-max-buffered-response-bytes=8388608",
+        "--retry-max-attempts=1", "--cache-enabled=false",
+        // The attack's calls all fail: keep the breaker out of it (off, and a window that
+        // never holds enough calls), or it would stop the ordinary calls too.
+        "--circuit-breaker-consecutive-failures=0", "--circuit-breaker-minimum-requests=1000000"}) {
+    argv.emplace_back(flag);
+  }
+  Subprocess gateway(argv, {"INSPECTION_API_KEY=answers-suite-vendor-key"});
+  const ServingPorts ports = WaitUntilServing(gateway, kDeadline);
+  ASSERT_GT(ports.grpc, 0) << gateway.output();
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", ports.grpc),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::EventConfigService::NewStub(channel);
+  const int64_t before = gateway.ResidentKiB();
+
+  std::atomic<bool> attacking{true};
+  std::atomic<int> refused_by_budget{0};
+  std::atomic<int> other_attack_outcomes{0};
+  std::vector<std::thread> attackers;
+  for (int i = 0; i < kAttackers; ++i) {
+    attackers.emplace_back([&] {
+      while (attacking) {
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + kDeadline);
+        v1::ListEventConfigsResponse response;
+        const grpc::Status status = stub->ListEventConfigs(&context, {}, &response);
+        if (status.error_message().find("exceed the transport's budget of 8388608") !=
+            std::string::npos) {
+          ++refused_by_budget;
+        } else {
+          ++other_attack_outcomes;
+        }
+      }
+    });
+  }
+  // The attack is under way once the vendor has pushed several budgets' worth.
+  const auto attack_deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (vendor.streamed() < 4 * (size_t{8} << 20) &&
+         std::chrono::steady_clock::now() < attack_deadline) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  int64_t peak = gateway.ResidentKiB();
+  const size_t endless_before = vendor.endless_answers();
+  int answered = 0;
+  std::string first_failure;
+  for (int i = 0; i < kOrdinaryCalls; ++i) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + kDeadline);
+    v1::GetWebhookConfigResponse response;
+    const grpc::Status status = stub->GetWebhookConfig(&context, {}, &response);
+    if (status.ok() && response.config().webhook_url_v2() == "https://hooks.example.test/v2") {
+      ++answered;
+    } else if (first_failure.empty()) {
+      first_failure = status.error_message();
+    }
+    peak = std::max(peak, gateway.ResidentKiB());
+  }
+  const size_t endless_during = vendor.endless_answers();
+  attacking = false;
+  for (std::thread& t : attackers) t.join();
+  vendor.Stop();
+
+  std::cout << kOrdinaryCalls << " ordinary calls of 48 KiB during "
+            << endless_during - endless_before << " endless answers: " << answered
+            << " answered; gateway RSS +" << peak - before << " KiB\n";
+  EXPECT_EQ(answered, kOrdinaryCalls) << "first failure: " << first_failure;
+  EXPECT_GT(refused_by_budget.load(), kAttackers) << "the attack did not reach the budget";
+  EXPECT_EQ(other_attack_outcomes.load(), 0);
+  // Each attacker asked for at least one more endless answer while the ordinary calls ran.
+  EXPECT_GE(endless_during - endless_before, static_cast<size_t>(kAttackers))
+      << "the attack was not going on";
+  EXPECT_LT(peak - before, 64 * kMiB);
+}
+
 }  // namespace
 }  // namespace inspection::testing
