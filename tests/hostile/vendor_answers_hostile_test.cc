@@ -5,6 +5,8 @@
 // caller gets, the gateway's RSS growth (VmRSS from /proc, sampled during the attack), the
 // gauge the operator watches, and a call answered normally afterwards.
 #include <httplib.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -180,6 +182,11 @@ class SplitVendor {
     }
   }
   void Serve(int fd) {
+    // A connection whose request never comes (or whose reader never reads) ends after 30 s,
+    // so Stop() cannot wait forever on it.
+    const timeval limit{30, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
     std::string head;
     char buffer[4096];
     while (head.find("\r\n\r\n") == std::string::npos) {
