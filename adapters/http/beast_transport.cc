@@ -689,9 +689,7 @@ BeastClient::Step BeastClient::OnRead(const ExchangePtr& ex, const ErrorCode& ec
   // once, and grows an undeclared one by doubling).
   if (!ex->lease.GrowTo(ex->parser->get().body().capacity())) {
     HttpResult result = Failure(TransportError::kReceive, "", /*request_sent=*/true);
-    result.error_detail =
-        absl::StrCat("answers being read at once exceed the transport's budget of ",
-                     options_.max_buffered_response_bytes, " bytes; this one was refused");
+    result.error_detail = budget_.RefusalDetail();
     ReleaseConnection(std::move(ex->conn), false);
     return result;
   }

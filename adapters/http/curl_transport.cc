@@ -676,9 +676,7 @@ void CurlTransport::Finish(std::unique_ptr<Exchange> exchange, CURLcode code) {
       if (exchange->over_budget) {
         result.error = TransportError::kReceive;
         result.request_sent = true;
-        result.error_detail =
-            absl::StrCat("answers being read at once exceed the transport's budget of ",
-                         options_.max_buffered_response_bytes, " bytes; this one was refused");
+        result.error_detail = response_budget_.RefusalDetail();
         break;
       }
       if (exchange->too_large || code == CURLE_FILESIZE_EXCEEDED) {

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <string>
 #include <utility>
 
 namespace inspection::http {
@@ -58,6 +59,17 @@ class ResponseBudget {
   std::size_t used() const { return used_.load(std::memory_order_relaxed); }
   // The part of used() past answers' first `guaranteed` bytes.
   std::size_t used_beyond() const { return beyond_.load(std::memory_order_relaxed); }
+
+  // HttpResult::error_detail of an exchange the budget refused.
+  std::string RefusalDetail() const {
+    std::string detail = "answers being read at once exceed the transport's budget of " +
+                         std::to_string(limit_) + " bytes";
+    if (guaranteed_ != 0) {
+      detail += " (past each answer's first " + std::to_string(guaranteed_) +
+                " bytes, three quarters of it)";
+    }
+    return detail + "; this one was refused";
+  }
 
  private:
   // Adds `bytes` to `counter` if it stays within `limit` (0: unlimited).

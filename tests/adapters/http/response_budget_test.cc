@@ -91,6 +91,15 @@ TEST(ResponseBudgetTest, HugeAnswersLeaveAQuarterForTheFirstBytesOfOthers) {
   EXPECT_TRUE(larger.GrowTo(800)) << "once the huge ones are gone";
 }
 
+TEST(ResponseBudgetTest, ARefusalSaysWhichBudgetAndItsQuarter) {
+  EXPECT_EQ(ResponseBudget(8388608, 65536).RefusalDetail(),
+            "answers being read at once exceed the transport's budget of 8388608 bytes (past "
+            "each answer's first 65536 bytes, three quarters of it); this one was refused");
+  EXPECT_EQ(ResponseBudget(1000, 0).RefusalDetail(),
+            "answers being read at once exceed the transport's budget of 1000 bytes; this one "
+            "was refused");
+}
+
 // Without a guaranteed part every byte competes for the whole limit.
 TEST(ResponseBudgetTest, NoGuaranteedBytesMeansNoQuarterKept) {
   ResponseBudget budget(1000, 0);
