@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "adapters/http/http_server.h"
+#include "adapters/http/response_budget.h"
 #include "gateway/app/sandbox_mode.h"
 #include "gateway/app/server_options.h"
 #include "gateway/config/config.h"
@@ -117,6 +118,19 @@ int main(int argc, char** argv) {
     logger.Warn(
         "no authorization policy (grpc.authz_policy_file): every caller may call every RPC "
         "with every vendor account, UpdateWebhookConfig and CreateToken included");
+  }
+  if (const size_t largest = inspection::http::ResponseBudget::LargestAnswer(
+          static_cast<size_t>(config->upstream.max_buffered_response_bytes),
+          static_cast<size_t>(config->upstream.guaranteed_response_bytes));
+      static_cast<uint64_t>(config->upstream.max_response_bytes) > largest) {
+    logger.Warn(
+        "upstream.max_response_bytes is more than one answer can hold of "
+        "upstream.max_buffered_response_bytes (three quarters of it plus "
+        "upstream.guaranteed_response_bytes): an answer between the two always fails with "
+        "VENDOR_CONNECTION_LOST instead of VENDOR_RESPONSE_TOO_LARGE. Raise the budget or lower "
+        "the per-answer limit",
+        {{"max_response_bytes", config->upstream.max_response_bytes},
+         {"largest_answer_in_budget", static_cast<int64_t>(largest)}});
   }
   if ((*server)->webhook_less()) {
     logger.Warn(

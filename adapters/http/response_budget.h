@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -59,6 +60,14 @@ class ResponseBudget {
   std::size_t used() const { return used_.load(std::memory_order_relaxed); }
   // The part of used() past answers' first `guaranteed` bytes.
   std::size_t used_beyond() const { return beyond_.load(std::memory_order_relaxed); }
+
+  // The most one answer can ever hold of a budget of `limit` (0: no bound).
+  static std::size_t LargestAnswer(std::size_t limit, std::size_t guaranteed) {
+    if (limit == 0) return SIZE_MAX;
+    if (guaranteed == 0) return limit;
+    const std::size_t most = limit - limit / 4 + guaranteed;
+    return most < limit ? most : limit;
+  }
 
   // HttpResult::error_detail of an exchange the budget refused.
   std::string RefusalDetail() const {

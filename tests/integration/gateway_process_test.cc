@@ -294,6 +294,8 @@ TEST(GatewayProcessTest, GrpcurlOverMtlsAndNothingWithoutAClientCertificate) {
   EXPECT_NE(plaintext.Wait(std::chrono::seconds(30)), 0) << plaintext.output();
   // TLS on: no warning. The key file's content is nowhere in the output.
   EXPECT_EQ(gateway.process().output().find("plaintext on a non-loopback"), std::string::npos);
+  // The default answer limit fits the default budget.
+  EXPECT_EQ(gateway.process().output().find("more than one answer can hold"), std::string::npos);
   EXPECT_EQ(gateway.process().output().find("PRIVATE KEY"), std::string::npos);
 }
 

@@ -91,6 +91,18 @@ TEST(ResponseBudgetTest, HugeAnswersLeaveAQuarterForTheFirstBytesOfOthers) {
   EXPECT_TRUE(larger.GrowTo(800)) << "once the huge ones are gone";
 }
 
+TEST(ResponseBudgetTest, TheLargestAnswerIsThreeQuartersPlusTheGuaranteedBytes) {
+  EXPECT_EQ(ResponseBudget::LargestAnswer(1000, 50), 800u);
+  EXPECT_EQ(ResponseBudget::LargestAnswer(1000, 500), 1000u);  // never past the limit
+  EXPECT_EQ(ResponseBudget::LargestAnswer(1000, 0), 1000u);
+  EXPECT_EQ(ResponseBudget::LargestAnswer(0, 50), SIZE_MAX);
+  // What a lease can actually grow to, alone in the budget.
+  ResponseBudget budget(1000, 50);
+  ResponseBudgetLease lease(&budget);
+  EXPECT_TRUE(lease.GrowTo(800));
+  EXPECT_FALSE(lease.GrowTo(801));
+}
+
 TEST(ResponseBudgetTest, ARefusalSaysWhichBudgetAndItsQuarter) {
   EXPECT_EQ(ResponseBudget(8388608, 65536).RefusalDetail(),
             "answers being read at once exceed the transport's budget of 8388608 bytes (past "
