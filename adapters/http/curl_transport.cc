@@ -62,6 +62,7 @@ struct CurlExchange {
   HttpCallback done;
   Clock::time_point start;
   size_t max_response_bytes = 0;
+  size_t max_response_head_bytes = 0;
 
   CURL* easy = nullptr;
   curl_slist* header_list = nullptr;
@@ -71,6 +72,7 @@ struct CurlExchange {
   HttpResponse response;
   size_t header_bytes = 0;
   bool too_large = false;
+  bool head_too_large = false;  // too_large, by the head alone
   // The body's share of the transport's ResponseBudget; given back when the exchange goes.
   ResponseBudgetLease lease;
   bool over_budget = false;
@@ -90,6 +92,11 @@ size_t OnHeaderLine(char* data, size_t size, size_t count, void* user) {
   // Headers count against the response budget too, or a server could grow memory without
   // bound through them. Returning a short count makes libcurl abort with CURLE_WRITE_ERROR.
   exchange->header_bytes += n;
+  if (exchange->header_bytes > exchange->max_response_head_bytes) {
+    exchange->too_large = true;
+    exchange->head_too_large = true;
+    return 0;
+  }
   if (exchange->header_bytes + exchange->response.body.size() > exchange->max_response_bytes) {
     exchange->too_large = true;
     return 0;
@@ -179,8 +186,8 @@ absl::StatusOr<std::unique_ptr<CurlTransport>> CurlTransport::Create(CurlTranspo
   if (options.max_total_connections < 0 || options.max_host_connections < 0) {
     return absl::InvalidArgumentError("connection limits must be >= 0");
   }
-  if (options.max_response_bytes == 0) {
-    return absl::InvalidArgumentError("max_response_bytes must be > 0");
+  if (options.max_response_bytes == 0 || options.max_response_head_bytes == 0) {
+    return absl::InvalidArgumentError("max_response_bytes and max_response_head_bytes must be > 0");
   }
   if (const CURLcode init = GlobalInitOnce(); init != CURLE_OK) {
     return absl::InternalError(absl::StrCat("curl_global_init failed: ", curl_easy_strerror(init)));
@@ -380,6 +387,7 @@ void CurlTransport::Send(HttpRequest request, HttpCallback done) {
   exchange->request = std::move(request);
   exchange->done = std::move(done);
   exchange->max_response_bytes = options_.max_response_bytes;
+  exchange->max_response_head_bytes = options_.max_response_head_bytes;
   exchange->lease = ResponseBudgetLease(&response_budget_);
   // Setting up the easy handle here spreads that CPU work over the callers' threads and keeps
   // the single loop thread for I/O. Handles come from a pool of idle ones, reset when they
@@ -683,7 +691,11 @@ void CurlTransport::Finish(std::unique_ptr<Exchange> exchange, CURLcode code) {
         result.error = TransportError::kTooLarge;
         result.request_sent = true;
         result.error_detail =
-            absl::StrCat("response too large (limit ", options_.max_response_bytes, " bytes)");
+            exchange->head_too_large
+                ? absl::StrCat("response too large: its head is over the limit of ",
+                               options_.max_response_head_bytes, " bytes")
+                : absl::StrCat("response too large (limit ", options_.max_response_bytes,
+                               " bytes)");
         break;
       }
       [[fallthrough]];

@@ -38,6 +38,9 @@ struct CurlTransportOptions {
   // A response (headers + body) larger than this fails the exchange with kTooLarge "response
   // too large": refused from its Content-Length, or as soon as the streamed bytes cross it.
   size_t max_response_bytes = size_t{64} << 20;
+  // The head (status line and headers, interim responses included) alone may not be larger
+  // than this either: kTooLarge.
+  size_t max_response_head_bytes = size_t{64} << 10;
   // The bodies all unfinished exchanges may hold together (response_budget.h): an exchange
   // whose next bytes would cross it fails with kReceive "answers being read at once exceed
   // ...". 0 means unlimited.

@@ -25,6 +25,7 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
   options.http_client = config.upstream.http_client;
   options.vendor.max_json_depth = config.upstream.max_json_depth;
   options.max_response_bytes = static_cast<size_t>(config.upstream.max_response_bytes);
+  options.max_response_head_bytes = static_cast<size_t>(config.upstream.max_response_head_bytes);
   options.max_buffered_response_bytes =
       static_cast<size_t>(config.upstream.max_buffered_response_bytes);
   options.guaranteed_response_bytes =

@@ -535,6 +535,12 @@ const std::vector<KeySpec>& Keys() {
           "Largest answer one vendor call reads (the body; with curl the head too); larger: the "
           "call fails with RESOURCE_EXHAUSTED, VENDOR_RESPONSE_TOO_LARGE (not retried)."),
       IntegerKey(
+          "upstream.max_response_head_bytes",
+          [](auto& c) -> auto& { return c.upstream.max_response_head_bytes; }, 1024,
+          int64_t{16} << 20, "BYTES",
+          "Largest head (status line and headers) of one vendor answer; larger: the call fails "
+          "with RESOURCE_EXHAUSTED, VENDOR_RESPONSE_TOO_LARGE (not retried)."),
+      IntegerKey(
           "upstream.max_buffered_response_bytes",
           [](auto& c) -> auto& { return c.upstream.max_buffered_response_bytes; }, 0,
           int64_t{1} << 40, "BYTES",

@@ -70,6 +70,10 @@ struct UpstreamSection {
   // upstream.max_response_bytes (default 64 MiB, >= 1024): the largest answer one vendor
   // call may read; larger: VENDOR_RESPONSE_TOO_LARGE, not retried.
   int64_t max_response_bytes = static_cast<int64_t>(ComponentDefaults().max_response_bytes);
+  // upstream.max_response_head_bytes (default 64 KiB): the largest head (status line and
+  // headers) of a vendor answer; larger: VENDOR_RESPONSE_TOO_LARGE.
+  int64_t max_response_head_bytes =
+      static_cast<int64_t>(ComponentDefaults().max_response_head_bytes);
   // upstream.max_buffered_response_bytes (default 256 MiB, 0 = unlimited): the bodies all
   // vendor calls being read may hold together; a call whose answer would cross it fails.
   int64_t max_buffered_response_bytes =

@@ -242,8 +242,9 @@ ApiError ApiError::FromTransport(const routes::Route& route, const http::HttpRes
       error.failure.request_sent = true;
       error.metadata["request_sent"] = "true";
       what =
-          "the vendor's answer is longer than the gateway reads (upstream.max_response_bytes); "
-          "the same request would get it again";
+          "the vendor's answer is longer than the gateway reads (upstream.max_response_bytes, "
+          "or upstream.max_response_head_bytes for its head); the same request would get it "
+          "again";
       break;
     case http::TransportError::kNone:
     case http::TransportError::kOther:

@@ -346,6 +346,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
       beast.max_total_connections = static_cast<size_t>(opts.max_connections);
       beast.ca_file = opts.upstream_ca_file;
       beast.max_response_bytes = opts.max_response_bytes;
+      beast.max_response_head_bytes = opts.max_response_head_bytes;
       beast.max_buffered_response_bytes = opts.max_buffered_response_bytes;
       beast.guaranteed_response_bytes = opts.guaranteed_response_bytes;
       transport = http::BeastTransport::Create(beast);
@@ -355,6 +356,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
       curl.max_total_connections = opts.max_connections;
       curl.ca_file = opts.upstream_ca_file;
       curl.max_response_bytes = opts.max_response_bytes;
+      curl.max_response_head_bytes = opts.max_response_head_bytes;
       curl.max_buffered_response_bytes = opts.max_buffered_response_bytes;
       curl.guaranteed_response_bytes = opts.guaranteed_response_bytes;
       transport = http::CurlTransport::Create(curl);

@@ -145,6 +145,8 @@ struct GatewayServerOptions {
   std::string upstream_ca_file;
   // Largest answer (body; curl: head and body) one vendor call may read; larger fails it.
   size_t max_response_bytes = size_t{64} << 20;
+  // Largest head (status line and headers) of one vendor answer; larger fails the call too.
+  size_t max_response_head_bytes = size_t{64} << 10;
   // Bodies all vendor calls being read may hold together (http/response_budget.h); a call
   // whose answer would cross it fails. 0: unlimited.
   size_t max_buffered_response_bytes = size_t{256} << 20;

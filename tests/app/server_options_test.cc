@@ -68,6 +68,7 @@ TEST(ServerOptionsTest, DefaultsAreTheComponentsOwn) {
   EXPECT_EQ(options.vendor.max_json_depth, defaults.vendor.max_json_depth);
   EXPECT_EQ(options.max_response_bytes, defaults.max_response_bytes);
   EXPECT_EQ(options.max_buffered_response_bytes, defaults.max_buffered_response_bytes);
+  EXPECT_EQ(options.max_response_head_bytes, defaults.max_response_head_bytes);
   EXPECT_EQ(options.guaranteed_response_bytes, defaults.guaranteed_response_bytes);
   EXPECT_EQ(options.connect_timeout, defaults.connect_timeout);
   EXPECT_EQ(options.max_connections, defaults.max_connections);
@@ -179,7 +180,8 @@ TEST(ServerOptionsTest, EverySettingReachesItsComponent) {
     "grpc_addr": "127.0.0.1:6001", "webhook_addr": "[::1]:6002", "admin_addr": "127.0.0.3:6003",
     "upstream": {"timeout_ms": 1234, "connect_timeout_ms": 345, "max_connections": 77,
                  "ca_file": "/etc/vendor-ca.pem", "max_json_depth": 78,
-                 "max_response_bytes": 7900, "max_buffered_response_bytes": 8000,
+                 "max_response_bytes": 7900, "max_response_head_bytes": 7800,
+                 "max_buffered_response_bytes": 8000,
                  "guaranteed_response_bytes": 300},
     "background_removal": {"position_ratio_key": "plural", "wheel_box_key": "singular"},
     "test_webhook": {"params_in": "body"},
@@ -234,6 +236,7 @@ TEST(ServerOptionsTest, EverySettingReachesItsComponent) {
   EXPECT_EQ(o.vendor.max_json_depth, 78);
   EXPECT_EQ(o.max_response_bytes, 7900u);
   EXPECT_EQ(o.max_buffered_response_bytes, 8000u);
+  EXPECT_EQ(o.max_response_head_bytes, 7800u);
   EXPECT_EQ(o.guaranteed_response_bytes, 300u);
   EXPECT_EQ(o.mapper.position_ratio_key, vendor::KeySpelling::kPlural);
   EXPECT_EQ(o.mapper.wheel_box_key, vendor::KeySpelling::kSingular);

@@ -114,6 +114,7 @@ TEST_F(ConfigTest, DefaultsWhenOnlyRequiredSettingsAreGiven) {
   EXPECT_EQ(config->upstream.http_client, server::VendorHttpClient::kAuto);
   EXPECT_EQ(config->upstream.max_json_depth, 512);
   EXPECT_EQ(config->upstream.max_response_bytes, int64_t{64} << 20);
+  EXPECT_EQ(config->upstream.max_response_head_bytes, int64_t{64} << 10);
   EXPECT_EQ(config->upstream.max_buffered_response_bytes, int64_t{256} << 20);
   EXPECT_EQ(config->upstream.guaranteed_response_bytes, int64_t{64} << 10);
   EXPECT_EQ(config->background_removal.position_ratio_key, vendor::KeySpelling::kBoth);
@@ -139,6 +140,7 @@ TEST_F(ConfigTest, EveryKeyFromTheConfigFile) {
     "admin_addr": "localhost:0",
     "upstream": {"timeout_ms": 5000, "connect_timeout_ms": 750, "max_connections": 8,
                  "http_client": "curl", "max_json_depth": 40, "max_response_bytes": 4096,
+                 "max_response_head_bytes": 2048,
                  "max_buffered_response_bytes": 0, "guaranteed_response_bytes": 0},
     "background_removal": {"position_ratio_key": "plural", "wheel_box_key": "singular"},
     "test_webhook": {"params_in": "body"},
@@ -162,6 +164,7 @@ TEST_F(ConfigTest, EveryKeyFromTheConfigFile) {
   EXPECT_EQ(config->upstream.http_client, server::VendorHttpClient::kCurl);
   EXPECT_EQ(config->upstream.max_json_depth, 40);
   EXPECT_EQ(config->upstream.max_response_bytes, 4096);
+  EXPECT_EQ(config->upstream.max_response_head_bytes, 2048);
   EXPECT_EQ(config->upstream.max_buffered_response_bytes, 0);
   EXPECT_EQ(config->upstream.guaranteed_response_bytes, 0);
   EXPECT_EQ(config->background_removal.position_ratio_key, vendor::KeySpelling::kPlural);
@@ -348,6 +351,10 @@ INSTANTIATE_TEST_SUITE_P(
                      {"--upstream-max-response-bytes=100"},
                      "upstream.max_response_bytes",
                      "in 1024.."},
+        BadValueCase{"ResponseHeadBytesTooLarge",
+                     {"--upstream-max-response-head-bytes=16777217"},
+                     "upstream.max_response_head_bytes",
+                     "in 1024..16777216"},
         BadValueCase{"PointerWithoutSlash",
                      {"--damage-inspection-id-pointers=/ok,inspectionId"},
                      "damage.inspection_id_pointers",

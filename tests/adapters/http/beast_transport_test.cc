@@ -256,23 +256,6 @@ TEST(BeastTransportTest, ANonReadingPeerCostsItsTimeoutAndBlocksNobodyElse) {
   EXPECT_EQ(transport->InFlight(), 0u);
 }
 
-TEST(BeastTransportTest, AResponseHeadAboveItsLimitIsTooLarge) {
-  RawTcpServer server(RawTcpServer::Mode::kReply,
-                      "HTTP/1.1 200 OK\r\nX-Big: " + std::string(4096, 'h') +
-                          "\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
-  ASSERT_TRUE(server.Start());
-  BeastTransportOptions options;
-  options.max_response_head_bytes = 1024;
-  auto transport = Make(options);
-  ASSERT_NE(transport, nullptr);
-
-  const HttpResult result = Exchange(*transport, Get(server.BaseUrl() + "/x"));
-
-  EXPECT_EQ(result.error, TransportError::kTooLarge) << result.error_detail;
-  EXPECT_THAT(result.error_detail, HasSubstr("response too large"));
-  EXPECT_TRUE(result.request_sent);
-}
-
 TEST(BeastTransportTest, UrlsItCannotSendAreRefusedWithoutQuotingThem) {
   auto transport = Make();
   ASSERT_NE(transport, nullptr);

@@ -86,6 +86,7 @@ struct TransportLimits {
   size_t max_host_connections = 0;  // 0: unlimited
   // 0: the transport's default
   size_t max_buffered_response_bytes = 0;
+  size_t max_response_head_bytes = 0;  // 0: the transport's default
 };
 
 std::unique_ptr<HttpTransport> MakeTransport(const std::string& kind, TransportLimits limits) {
@@ -94,6 +95,9 @@ std::unique_ptr<HttpTransport> MakeTransport(const std::string& kind, TransportL
     if (limits.max_response_bytes != 0) options.max_response_bytes = limits.max_response_bytes;
     if (limits.max_buffered_response_bytes != 0) {
       options.max_buffered_response_bytes = limits.max_buffered_response_bytes;
+    }
+    if (limits.max_response_head_bytes != 0) {
+      options.max_response_head_bytes = limits.max_response_head_bytes;
     }
     options.max_host_connections = limits.max_host_connections;
     auto created = BeastTransport::Create(std::move(options));
@@ -104,6 +108,9 @@ std::unique_ptr<HttpTransport> MakeTransport(const std::string& kind, TransportL
   if (limits.max_response_bytes != 0) options.max_response_bytes = limits.max_response_bytes;
   if (limits.max_buffered_response_bytes != 0) {
     options.max_buffered_response_bytes = limits.max_buffered_response_bytes;
+  }
+  if (limits.max_response_head_bytes != 0) {
+    options.max_response_head_bytes = limits.max_response_head_bytes;
   }
   options.max_host_connections = static_cast<long>(limits.max_host_connections);
   auto created = CurlTransport::Create(std::move(options));
@@ -393,6 +400,35 @@ TEST_P(HttpTransportTest, ResponseWithoutLengthAboveTheLimitIsTooLarge) {
 
   EXPECT_EQ(result.error, TransportError::kTooLarge) << result.error_detail;
   EXPECT_THAT(result.error_detail, HasSubstr("response too large"));
+}
+
+// A head (status line and headers) over its own limit is too large, though the whole answer is
+// far under max_response_bytes; the same head under the limit is read.
+TEST_P(HttpTransportTest, AResponseHeadAboveItsLimitIsTooLarge) {
+  const std::string answer = "HTTP/1.1 200 OK\r\nX-Big: " + std::string(4096, 'h') +
+                             "\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+  RawTcpServer server(RawTcpServer::Mode::kReply, answer);
+  ASSERT_TRUE(server.Start());
+  TransportLimits limits;
+  limits.max_response_head_bytes = 1024;
+  std::unique_ptr<HttpTransport> small_head = MakeTransport(limits);
+  ASSERT_NE(small_head, nullptr);
+
+  HttpResult result = Exchange(Request("GET", server.BaseUrl() + "/x"), small_head.get());
+
+  EXPECT_EQ(result.error, TransportError::kTooLarge) << result.error_detail;
+  EXPECT_THAT(result.error_detail, HasSubstr("response too large"));
+  EXPECT_THAT(result.error_detail, HasSubstr("1024 bytes"));
+  EXPECT_TRUE(result.request_sent);
+
+  RawTcpServer roomy(RawTcpServer::Mode::kReply, answer);
+  ASSERT_TRUE(roomy.Start());
+  limits.max_response_head_bytes = 8192;
+  std::unique_ptr<HttpTransport> large_head = MakeTransport(limits);
+  ASSERT_NE(large_head, nullptr);
+  result = Exchange(Request("GET", roomy.BaseUrl() + "/x"), large_head.get());
+  EXPECT_EQ(result.error, TransportError::kNone) << result.error_detail;
+  EXPECT_EQ(result.response.body, "ok");
 }
 
 // VmRSS of this process, in KiB (0 if unreadable).
