@@ -79,6 +79,17 @@ class RetryingCallerTest : public ::testing::Test {
     return out;
   }
 
+  // A breaker that one counted failure opens, so a failure the breaker must not count shows.
+  void UseBreakerThatOpensOnOneFailure() {
+    resilience::CircuitBreakerConfig config;
+    config.consecutive_failures = 1;
+    breaker_ = *resilience::CircuitBreaker::Create(config, [this] { return timers_.Now(); });
+    RetryOptions options;
+    options.clock = [this] { return timers_.Now(); };
+    options.random = [] { return 1.0; };
+    retrying_.emplace(&vendor_, options, budget_.get(), breaker_.get(), &timers_);
+  }
+
   timers::ManualScheduler timers_;
   ScriptedVendor vendor_;
   std::unique_ptr<resilience::RetryBudget> budget_;
@@ -128,12 +139,7 @@ TEST_F(RetryingCallerTest, ACreationIsRetriedOnlyWhenNothingWasSent) {
 }
 
 TEST_F(RetryingCallerTest, AnUnreadableSuccessIsNeitherRetriedNorAVendorFailure) {
-  resilience::CircuitBreakerConfig config;
-  config.consecutive_failures = 1;  // one failure would open it
-  breaker_ = *resilience::CircuitBreaker::Create(config, [this] { return timers_.Now(); });
-  RetryOptions options;
-  options.clock = [this] { return timers_.Now(); };
-  retrying_.emplace(&vendor_, options, budget_.get(), breaker_.get(), &timers_);
+  UseBreakerThatOpensOnOneFailure();
   vendor_.Script(Failure(VendorFailure::Kind::kBadBody, 200, true));
   auto result = Call(routes::RouteId::kAssessQuality);
   ASSERT_TRUE(result.has_value());
@@ -145,13 +151,7 @@ TEST_F(RetryingCallerTest, AnUnreadableSuccessIsNeitherRetriedNorAVendorFailure)
 // attempt is not repeated, and a vendor that answers is not down (the breaker stays shut).
 // A lost connection on the same route, by contrast, counts against the breaker.
 TEST_F(RetryingCallerTest, AnAnswerTooLargeIsNeitherRetriedNorAVendorFailure) {
-  resilience::CircuitBreakerConfig config;
-  config.consecutive_failures = 1;  // one failure would open it
-  breaker_ = *resilience::CircuitBreaker::Create(config, [this] { return timers_.Now(); });
-  RetryOptions options;
-  options.clock = [this] { return timers_.Now(); };
-  options.random = [] { return 1.0; };
-  retrying_.emplace(&vendor_, options, budget_.get(), breaker_.get(), &timers_);
+  UseBreakerThatOpensOnOneFailure();
   vendor_.Script(Failure(VendorFailure::Kind::kTooLarge, 0, true));
   auto result = Call(routes::RouteId::kAssessQuality);
   ASSERT_TRUE(result.has_value());

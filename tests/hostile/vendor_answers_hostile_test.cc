@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,23 +39,32 @@ using std::chrono::milliseconds;
 constexpr milliseconds kDeadline{30000};
 constexpr int64_t kMiB = 1024;  // in KiB
 
+// The gateway of these tests, in front of `vendor_url`: Beast, an 8 MiB answer budget, one
+// attempt per call and no shared fetch (each caller makes exactly one answer), and
+// `breaker` (flags that keep the failures the test makes from opening the breaker).
+std::vector<std::string> BudgetedGatewayArgv(const std::string& vendor_url, const TempDir& temp,
+                                             std::initializer_list<const char*> breaker) {
+  std::vector<std::string> argv =
+      LoopbackGatewayArgv(GATEWAY_BINARY, vendor_url, temp.File("events.db"));
+  for (const char* flag :
+       {"--upstream-http-client=beast", "--upstream-max-buffered-response-bytes=8388608",
+        "--retry-max-attempts=1", "--cache-enabled=false"}) {
+    argv.emplace_back(flag);
+  }
+  argv.insert(argv.end(), breaker.begin(), breaker.end());
+  return argv;
+}
+
 TEST(VendorAnswersHostileTest, EndlessAnswersOnManyConnectionsAreBoundedTogether) {
   constexpr int kCalls = 8;
   constexpr int64_t kBudget = 8 << 20;
   LoopbackListener listener(/*backlog=*/kCalls + 4);
   ASSERT_TRUE(listener.ok());
   TempDir temp;
-  std::vector<std::string> argv =
-      LoopbackGatewayArgv(GATEWAY_BINARY, listener.BaseUrl(), temp.File("events.db"));
-  for (const char* flag :
-       {"--upstream-http-client=beast", "--upstream-max-buffered-response-bytes=8388608",
-        // One attempt per call and no shared fetch: each caller makes exactly one answer.
-        "--retry-max-attempts=1", "--cache-enabled=false",
-        // The eight failures must not open the breaker for the call that follows.
-        "--circuit-breaker-consecutive-failures=100"}) {
-    argv.emplace_back(flag);
-  }
-  Subprocess gateway(argv, {"INSPECTION_API_KEY=answers-suite-vendor-key"});
+  // The eight failures must not open the breaker for the call that follows.
+  Subprocess gateway(
+      BudgetedGatewayArgv(listener.BaseUrl(), temp, {"--circuit-breaker-consecutive-failures=100"}),
+      {"INSPECTION_API_KEY=answers-suite-vendor-key"});
   const ServingPorts ports = WaitUntilServing(gateway, kDeadline);
   ASSERT_GT(ports.grpc, 0) << gateway.output();
   // An 8 MiB budget holds at most 6 MiB + 64 KiB of one answer, less than the 64 MiB an
@@ -245,17 +255,12 @@ TEST(VendorAnswersHostileTest, OrdinaryAnswersAreReadWhileEndlessOnesHoldTheBudg
   SplitVendor vendor;
   ASSERT_TRUE(vendor.ok());
   TempDir temp;
-  std::vector<std::string> argv =
-      LoopbackGatewayArgv(GATEWAY_BINARY, vendor.BaseUrl(), temp.File("events.db"));
-  for (const char* flag :
-       {"--upstream-http-client=beast", "--upstream-max-buffered-response-bytes=8388608",
-        "--retry-max-attempts=1", "--cache-enabled=false",
-        // The attack's calls all fail: keep the breaker out of it (off, and a window that
-        // never holds enough calls), or it would stop the ordinary calls too.
-        "--circuit-breaker-consecutive-failures=0", "--circuit-breaker-minimum-requests=1000000"}) {
-    argv.emplace_back(flag);
-  }
-  Subprocess gateway(argv, {"INSPECTION_API_KEY=answers-suite-vendor-key"});
+  // The attack's calls all fail: keep the breaker out of it (off, and a window that never
+  // holds enough calls), or it would stop the ordinary calls too.
+  Subprocess gateway(BudgetedGatewayArgv(vendor.BaseUrl(), temp,
+                                         {"--circuit-breaker-consecutive-failures=0",
+                                          "--circuit-breaker-minimum-requests=1000000"}),
+                     {"INSPECTION_API_KEY=answers-suite-vendor-key"});
   const ServingPorts ports = WaitUntilServing(gateway, kDeadline);
   ASSERT_GT(ports.grpc, 0) << gateway.output();
   auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", ports.grpc),
