@@ -263,7 +263,8 @@ def percentiles(latencies):
     return {p: merged[min(len(merged) - 1, int(len(merged) * p / 100))] for p in (50, 90, 99)}
 
 
-def interleaved_hop(direct_url, via_url, bare_url, tmp, *, n, rounds, around_via=None):
+def interleaved_hop(direct_url, via_url, bare_url, tmp, *, n, rounds, around_via=None,
+                    relay_url=None):
     """The three legs of the hop figures, one call at a time: REST straight to the vendor
     (`direct_url`, HTTP/1.1 with the API key), a gRPC call through the relay under test
     (`via_url`) and the bare gRPC health check of the same server (`bare_url`), `n` calls
@@ -271,10 +272,16 @@ def interleaved_hop(direct_url, via_url, bare_url, tmp, *, n, rounds, around_via
     a minute (where the scheduler puts h2load, the sandbox and the server), so the legs of
     one figure are measured within a second of each other, and the overhead is the median of
     the rounds' via p50 - bare p50 - direct p50. `around_via(run)` wraps each via run (CPU
-    accounting). Percentiles of each leg are over all its rounds."""
+    accounting). With `relay_url` (bench_hop_floor serving the same call against the same
+    vendor) each round also runs that relay, right after the via leg, and `over_relay50` is
+    the median of the rounds' via p50 - relay p50: what the relay under test adds over a
+    relay that does no work, with both legs' drift shared. Percentiles of each leg are over
+    all its rounds."""
     per_round = max(1, n // rounds)
     legs = {"direct": [], "via": [], "bare": []}
-    overheads = []
+    if relay_url:
+        legs["relay"] = []
+    overheads, over_relay = [], []
 
     def run_via():
         return h2load(via_url, tmp, clients=1, streams=1, requests=per_round)
@@ -283,6 +290,10 @@ def interleaved_hop(direct_url, via_url, bare_url, tmp, *, n, rounds, around_via
         direct = h2load(direct_url, tmp, clients=1, streams=1, requests=per_round, grpc=False,
                         headers=[f"x-api-key: {API_KEY}"])
         via = around_via(run_via) if around_via else run_via()
+        if relay_url:
+            relay = h2load(relay_url, tmp, clients=1, streams=1, requests=per_round)
+            legs["relay"] += relay["latencies"]
+            over_relay.append(via["p"][50] - relay["p"][50])
         bare = h2load(bare_url, tmp, clients=1, streams=1, requests=per_round)
         for name, leg in (("direct", direct), ("via", via), ("bare", bare)):
             legs[name] += leg["latencies"]
@@ -291,6 +302,9 @@ def interleaved_hop(direct_url, via_url, bare_url, tmp, *, n, rounds, around_via
               for name, values in legs.items()}
     result["overheads"] = overheads
     result["overhead50"] = sorted(overheads)[len(overheads) // 2]
+    if relay_url:
+        result["over_relay"] = over_relay
+        result["over_relay50"] = sorted(over_relay)[len(over_relay) // 2]
     result["n"] = per_round * rounds
     return result
 
@@ -323,16 +337,45 @@ def wrk(url, *, threads, connections, duration, headers=(), script=None, script_
             "socket_errors": errors.group(1) if errors else "", "text": text}
 
 
+def floor_relay(build, sandbox_url, key_file, mode):
+    """bench_hop_floor --mode=`mode` relaying to the sandbox at `sandbox_url`: (the process,
+    the gRPC URL of its GetWebhookConfig, of its health check)."""
+    binary = build / "bench_hop_floor"
+    if not os.access(binary, os.X_OK):
+        raise RuntimeError(f"{binary} missing: cmake --build {build} --target bench_hop_floor")
+    vendor = sandbox_url.split("://", 1)[1].rstrip("/")
+    relay = Process([str(binary), f"--vendor={vendor}", f"--api-key-file={key_file}",
+                     f"--mode={mode}"])
+    try:
+        base = f"http://127.0.0.1:{relay.wait_json_line('bench_hop_floor')['port']}"
+    except BaseException:
+        relay.stop()
+        raise
+    return (relay, f"{base}/inspection.v1.EventConfigService/GetWebhookConfig",
+            f"{base}/grpc.health.v1.Health/Check")
+
+
 # --- scenarios --------------------------------------------------------------------------
 
-def measure_hop(build, tmp, args, client):
+def measure_hop(build, tmp, args, client, with_relay=False):
     """One gateway with upstream.http_client=`client`: direct REST, through the gateway and
     the bare gRPC health check, one call at a time, as h2load sees them (interleaved_hop),
-    plus the gateway's own split of each call (its metrics) and its CPU per call."""
+    plus the gateway's own split of each call (its metrics) and its CPU per call. With
+    `with_relay`, bench_hop_floor --mode=transport (the same Beast vendor client, no
+    pipeline) relays to the same sandbox as a fourth leg of the same rounds, so the gateway's
+    cost over a relay that does nothing is measured pairwise (`over_relay50`)."""
     tmp = pathlib.Path(tmp) / client  # each gateway (and TLS terminator) its own files
     tmp.mkdir(exist_ok=True)
     stack = Stack(build, tmp, gateway_flags=["--cache-enabled=false",
                                              f"--upstream-http-client={client}"])
+    relay = relay_url = None
+    if with_relay:
+        try:
+            relay, relay_url, _ = floor_relay(build, stack.sandbox_url, tmp / "api-key",
+                                              "transport")
+        except BaseException:
+            stack.stop()
+            raise
     cpu = [0.0]
 
     def around_via(run):
@@ -347,7 +390,8 @@ def measure_hop(build, tmp, args, client):
             f"{stack.sandbox_url}/apiV1/eventmanager/configwebhook",
             f"http://{stack.grpc}/inspection.v1.EventConfigService/GetWebhookConfig",
             f"http://{stack.grpc}/grpc.health.v1.Health/Check", tmp,
-            n=args.seconds * 1000, rounds=args.hop_rounds, around_via=around_via)
+            n=args.seconds * 1000, rounds=args.hop_rounds, around_via=around_via,
+            relay_url=relay_url)
         ok = stack.grpc_ok("GetWebhookConfig") - ok_before
         # The gateway's own view: handling time minus the vendor attempt, per call.
         handling = stack.metric("grpc_server_handling_seconds_sum",
@@ -355,7 +399,11 @@ def measure_hop(build, tmp, args, client):
         upstream = stack.metric("inspection_upstream_request_duration_seconds_sum",
                                 'route="get_webhook_config"')
     finally:
+        if relay:
+            relay.stop()
         stack.stop()
+    # The relay's closing line: {"bench_hop_floor":"stopped","ok":N,"failed":M}.
+    relay_counts = relay.wait_json_line('"stopped"', timeout=5) if relay else None
     direct, via, bare = legs["direct"], legs["via"], legs["bare"]
     hop = {"n": legs["n"], "ok": ok, "direct": direct, "via": via, "bare": bare,
            "cpu_us": cpu[0] * 1e6 / max(ok, 1), "attempt_us": upstream / max(ok, 1) * 1e6,
@@ -370,6 +418,14 @@ def measure_hop(build, tmp, args, client):
           f"{sorted(legs['overheads'])} us; per call (means, the gateway's metrics): vendor "
           f"attempt {hop['attempt_us']:.0f} us (sandbox included), the rest of the gateway "
           f"{hop['inside_us']:.0f} us", flush=True)
+    if relay_counts is not None:
+        hop["over_relay50"] = legs["over_relay50"]
+        hop["relay_complete"] = (relay_counts["ok"] == legs["n"]
+                                 and relay_counts["failed"] == 0)
+        print(f"  bench_hop_floor --mode=transport in the same rounds: p50 "
+              f"{legs['relay']['p'][50]} us, p99 {legs['relay']['p'][99]} us; "
+              f"{relay_counts['ok']}/{legs['n']} OK; the gateway over it, p50 per round "
+              f"{sorted(legs['over_relay'])} us", flush=True)
     return hop
 
 
@@ -377,7 +433,7 @@ def hop_latency(build, tmp, args):
     """One connection, one call at a time: gateway -> sandbox vs REST straight to the
     sandbox, both driven by h2load. The cache is off so every call reaches the sandbox. Run
     with the HTTP client auto picks for the sandbox (beast), then with curl for comparison."""
-    hop = measure_hop(build, tmp, args, "beast")
+    hop = measure_hop(build, tmp, args, "beast", with_relay=True)
     curl = measure_hop(build, tmp, args, "curl")
     added50 = hop["via"]["p"][50] - hop["direct"]["p"][50]
     added99 = hop["via"]["p"][99] - hop["direct"]["p"][99]
@@ -388,6 +444,11 @@ def hop_latency(build, tmp, args):
            added99 <= 300 and complete)
     record("hop_latency", "gateway overhead p50 (through - bare gRPC - direct REST)",
            hop["overhead50"], "us", "<= 25 us", hop["overhead50"] <= 25 and complete)
+    # The same overhead read against a relay that does nothing (bench_hop_floor
+    # --mode=transport: gRPC's callback API and the same Beast vendor client, no pipeline),
+    # measured in the same rounds: the cost of the gateway's own layers on this machine.
+    record("hop_latency", "gateway over a bare relay p50 (through - bench_hop_floor transport)",
+           hop["over_relay50"], "us", "reported", complete and hop["relay_complete"])
     record("hop_latency", "gateway CPU per uncached call", hop["cpu_us"], "us", "reported",
            complete)
     record("hop_latency", "vendor attempt (mean)", hop["attempt_us"], "us", "reported", complete)
@@ -408,9 +469,6 @@ def hop_floor(build, tmp, args):
     --mode=transport is the same through the gateway's BeastTransport; --mode=inline reads
     the answer on the gRPC thread itself, no hand-off. Their overhead, by hop_latency's
     formula, is the floor that hop_latency's gateway overhead is to be read against."""
-    binary = build / "bench_hop_floor"
-    if not os.access(binary, os.X_OK):
-        raise RuntimeError(f"{binary} missing: cmake --build {build} --target bench_hop_floor")
     tmp = pathlib.Path(tmp)
     keys = tmp / "floor-api-keys"
     keys.write_text(API_KEY + "\n")
@@ -418,17 +476,12 @@ def hop_floor(build, tmp, args):
                        f"--api-keys-file={keys}"])
     try:
         sandbox_url = sandbox.wait_json_line("inspection-sandbox serving")["base_url"]
-        vendor = sandbox_url.split("://", 1)[1].rstrip("/")
         for mode in ("loop", "transport", "inline"):
-            relay = Process([str(binary), f"--vendor={vendor}", f"--api-key-file={keys}",
-                             f"--mode={mode}"])
+            relay, via_url, bare_url = floor_relay(build, sandbox_url, keys, mode)
             try:
-                target = f"http://127.0.0.1:{relay.wait_json_line('bench_hop_floor')['port']}"
-                legs = interleaved_hop(
-                    f"{sandbox_url}/apiV1/eventmanager/configwebhook",
-                    f"{target}/inspection.v1.EventConfigService/GetWebhookConfig",
-                    f"{target}/grpc.health.v1.Health/Check", tmp, n=args.seconds * 1000,
-                    rounds=args.hop_rounds)
+                legs = interleaved_hop(f"{sandbox_url}/apiV1/eventmanager/configwebhook",
+                                       via_url, bare_url, tmp, n=args.seconds * 1000,
+                                       rounds=args.hop_rounds)
             finally:
                 relay.stop()
             stopped = relay.wait_json_line('"stopped"', timeout=5)
