@@ -146,6 +146,23 @@ class HttpTransportTest : public ::testing::TestWithParam<std::string> {
     return vendor_.BaseUrl() + path_and_query;
   }
 
+  // Sends one GET to a RawTcpServer that replies `answer` verbatim and closes, through a new
+  // transport with `limits`: for answers FakeVendor cannot send (no length, odd heads).
+  HttpResult ExchangeWithRawAnswer(const std::string& answer, TransportLimits limits = {}) {
+    // Declared first: the transport goes away before the server.
+    RawTcpServer server(RawTcpServer::Mode::kReply, answer);
+    if (!server.Start()) {
+      ADD_FAILURE() << "the raw server did not start";
+      return {};
+    }
+    std::unique_ptr<HttpTransport> transport = MakeTransport(limits);
+    if (transport == nullptr) {
+      ADD_FAILURE() << "no transport for " << GetParam();
+      return {};
+    }
+    return Exchange(Request("GET", server.BaseUrl() + "/x"), transport.get());
+  }
+
   // Declared first: the transport (and its connections) goes away before the fake.
   FakeVendor vendor_;
   std::unique_ptr<HttpTransport> transport_;
@@ -388,15 +405,11 @@ TEST_P(HttpTransportTest, ResponseAboveTheLimitIsTooLarge) {
 
 TEST_P(HttpTransportTest, ResponseWithoutLengthAboveTheLimitIsTooLarge) {
   // No Content-Length: the limit must be enforced while the body streams in.
-  RawTcpServer server(RawTcpServer::Mode::kReply,
-                      "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + std::string(8192, 'x'));
-  ASSERT_TRUE(server.Start());
   TransportLimits limits;
   limits.max_response_bytes = 1024;
-  std::unique_ptr<HttpTransport> small = MakeTransport(limits);
-  ASSERT_NE(small, nullptr);
 
-  HttpResult result = Exchange(Request("GET", server.BaseUrl() + "/big"), small.get());
+  HttpResult result = ExchangeWithRawAnswer(
+      "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + std::string(8192, 'x'), limits);
 
   EXPECT_EQ(result.error, TransportError::kTooLarge) << result.error_detail;
   EXPECT_THAT(result.error_detail, HasSubstr("response too large"));
@@ -407,26 +420,18 @@ TEST_P(HttpTransportTest, ResponseWithoutLengthAboveTheLimitIsTooLarge) {
 TEST_P(HttpTransportTest, AResponseHeadAboveItsLimitIsTooLarge) {
   const std::string answer = "HTTP/1.1 200 OK\r\nX-Big: " + std::string(4096, 'h') +
                              "\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
-  RawTcpServer server(RawTcpServer::Mode::kReply, answer);
-  ASSERT_TRUE(server.Start());
   TransportLimits limits;
   limits.max_response_head_bytes = 1024;
-  std::unique_ptr<HttpTransport> small_head = MakeTransport(limits);
-  ASSERT_NE(small_head, nullptr);
 
-  HttpResult result = Exchange(Request("GET", server.BaseUrl() + "/x"), small_head.get());
+  HttpResult result = ExchangeWithRawAnswer(answer, limits);
 
   EXPECT_EQ(result.error, TransportError::kTooLarge) << result.error_detail;
   EXPECT_THAT(result.error_detail, HasSubstr("response too large"));
   EXPECT_THAT(result.error_detail, HasSubstr("1024 bytes"));
   EXPECT_TRUE(result.request_sent);
 
-  RawTcpServer roomy(RawTcpServer::Mode::kReply, answer);
-  ASSERT_TRUE(roomy.Start());
   limits.max_response_head_bytes = 8192;
-  std::unique_ptr<HttpTransport> large_head = MakeTransport(limits);
-  ASSERT_NE(large_head, nullptr);
-  result = Exchange(Request("GET", roomy.BaseUrl() + "/x"), large_head.get());
+  result = ExchangeWithRawAnswer(answer, limits);
   EXPECT_EQ(result.error, TransportError::kNone) << result.error_detail;
   EXPECT_EQ(result.response.body, "ok");
 }
@@ -537,13 +542,10 @@ TEST_P(HttpTransportTest, AnswersReadAtOnceAreBoundedByTheBudget) {
 }
 
 TEST_P(HttpTransportTest, InterimResponseHeadersAreDroppedAndValuesTrimmed) {
-  RawTcpServer server(RawTcpServer::Mode::kReply,
-                      "HTTP/1.1 100 Continue\r\nX-Interim: yes\r\n\r\n"
-                      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Padded:   spaced value \t\r\n"
-                      "X-MiXeD-Case: v\r\nConnection: close\r\n\r\nok");
-  ASSERT_TRUE(server.Start());
-
-  HttpResult result = Exchange(Request("GET", server.BaseUrl() + "/x"));
+  HttpResult result = ExchangeWithRawAnswer(
+      "HTTP/1.1 100 Continue\r\nX-Interim: yes\r\n\r\n"
+      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Padded:   spaced value \t\r\n"
+      "X-MiXeD-Case: v\r\nConnection: close\r\n\r\nok");
 
   ASSERT_EQ(result.error, TransportError::kNone) << result.error_detail;
   EXPECT_EQ(result.response.status, 200);
@@ -555,10 +557,7 @@ TEST_P(HttpTransportTest, InterimResponseHeadersAreDroppedAndValuesTrimmed) {
 }
 
 TEST_P(HttpTransportTest, GarbledReplyIsAReceiveError) {
-  RawTcpServer server(RawTcpServer::Mode::kReply, "SMTP ready, not HTTP\r\n\r\n");
-  ASSERT_TRUE(server.Start());
-
-  HttpResult result = Exchange(Request("GET", server.BaseUrl() + "/x"));
+  HttpResult result = ExchangeWithRawAnswer("SMTP ready, not HTTP\r\n\r\n");
 
   EXPECT_EQ(result.error, TransportError::kReceive) << result.error_detail;
   EXPECT_TRUE(result.request_sent);
