@@ -93,8 +93,12 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResul
           /*as_is=*/true);
       return reactor;
     }
-    auto follow = [handle, context,
-                   account = call.account](const pipeline::IdempotentOutcome& outcome) {
+    key = ScopedIdempotencyKey(CallerIdentity(*context), key);
+    // Runs for a replay now and, for a waiter, when the first call completes: possibly
+    // after this call was cancelled and gRPC freed its context, so it reaches the call only
+    // through the handle, never through `context`.
+    reactor->SetContext(context);
+    auto follow = [handle, account = call.account](const pipeline::IdempotentOutcome& outcome) {
       if (!outcome.status.ok()) {
         handle.End(outcome.status, /*as_is=*/true);
         return;
@@ -102,7 +106,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResul
       v1::StreamDamageResultsResponse first;
       first.mutable_submitted()->ParseFromString(outcome.response);
       const std::string inspection_id = first.submitted().inspection_id();
-      context->AddInitialMetadata("idempotency-replayed", "true");
+      handle.AddInitialMetadata("idempotency-replayed", "true");
       handle.Send(first);
       streaming::EventFilter filter;
       filter.inspection_id = inspection_id;

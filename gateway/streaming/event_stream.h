@@ -98,6 +98,26 @@ class EventStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     if (finished_) hub_->Unsubscribe(id);
   }
 
+  // The call's context, for AddInitialMetadata(): valid until OnDone, and used only while
+  // the reactor is alive (through a Handle, under the link's lock).
+  void SetContext(grpc::CallbackServerContext* context) {
+    absl::MutexLock lock(&mu_);
+    context_ = context;
+  }
+
+  // Adds initial metadata to the call if none has gone out yet (no message written, not
+  // finished). False when it is too late, or without a context. Asynchronous work must call
+  // it through a Handle: gRPC frees the context once the call is done, which a cancelled
+  // call can be long before that work ends.
+  bool AddInitialMetadata(const std::string& key, const std::string& value) {
+    absl::MutexLock lock(&mu_);
+    if (context_ == nullptr || metadata_sent_ || finished_ || pending_finish_.has_value()) {
+      return false;
+    }
+    context_->AddInitialMetadata(key, value);
+    return true;
+  }
+
   // Queues a message that is not an event (the first message of StreamDamageResults).
   void Send(const Response& response) {
     grpc::Slice bytes(response.SerializeAsString());
@@ -144,6 +164,10 @@ class EventStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     void End(const grpc::Status& status, bool as_is = false) const {
       absl::MutexLock lock(&link_->mu_);
       if (link_->reactor_ != nullptr) link_->reactor_->End(status, as_is);
+    }
+    bool AddInitialMetadata(const std::string& key, const std::string& value) const {
+      absl::MutexLock lock(&link_->mu_);
+      return link_->reactor_ != nullptr && link_->reactor_->AddInitialMetadata(key, value);
     }
 
    private:
@@ -290,6 +314,7 @@ class EventStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writing_ || queue_.empty() || finished_) return;
     writing_ = true;
+    metadata_sent_ = true;  // the first write carries the initial metadata
     this->StartWrite(&queue_.front().message);
   }
 
@@ -359,6 +384,7 @@ class EventStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
   void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     finished_ = true;
+    metadata_sent_ = true;
     if (status.ok() || as_is_ || status.error_code() == grpc::StatusCode::CANCELLED) {
       LogEndLocked(status, status.ok()                                          ? "completed"
                            : status.error_code() == grpc::StatusCode::CANCELLED ? "cancelled"
@@ -399,6 +425,8 @@ class EventStreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool metadata_sent_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::CallbackServerContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);
   std::string last_cursor_ ABSL_GUARDED_BY(mu_);
   uint64_t subscription_ ABSL_GUARDED_BY(mu_) = 0;
