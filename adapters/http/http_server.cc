@@ -10,6 +10,7 @@
 #include <deque>
 #include <exception>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -301,6 +302,14 @@ class HttpServer::Impl {
       idle_.erase(connection);
     }
   }
+  // Connections without a complete request head (new ones that sent nothing yet, kept-alive
+  // ones part way through their next head), in the order they began to wait: at
+  // max_connections, with no idle kept-alive connection to close, the one that has waited
+  // longest is closed to admit a new one.
+  void SetAwaitingHead(Connection* connection, bool awaiting) {
+    std::lock_guard<std::mutex> lock(registry_mu_);
+    SetAwaitingHeadLocked(connection, awaiting);
+  }
   void Unregister(Connection* connection, const std::string& client);
 
   const HeadCheck head_check_;
@@ -320,6 +329,7 @@ class HttpServer::Impl {
   void OnAccept(beast::error_code error, tcp::socket socket);
   void Admit(tcp::socket socket);
   void Shed(tcp::socket& socket, std::atomic<int64_t>* counter);
+  void SetAwaitingHeadLocked(Connection* connection, bool awaiting);
 
   net::io_context io_;
   // Keeps the I/O threads running while nothing is pending (a handler running after the
@@ -342,6 +352,10 @@ class HttpServer::Impl {
   std::unordered_map<Connection*, std::weak_ptr<Connection>> connections_;  // registry_mu_
   std::unordered_map<std::string, size_t> per_client_;                      // registry_mu_
   std::unordered_set<Connection*> idle_;                                    // registry_mu_
+  // SetAwaitingHead: each waiting connection's place, and the connections by place.
+  std::unordered_map<Connection*, uint64_t> awaiting_head_;  // registry_mu_
+  std::map<uint64_t, Connection*> awaiting_head_order_;      // registry_mu_
+  uint64_t awaiting_head_places_ = 0;                        // registry_mu_
 
   std::atomic<int64_t> in_flight_{0};
   std::atomic<bool> accepting_{false};
@@ -350,6 +364,7 @@ class HttpServer::Impl {
   std::atomic<int64_t> shed_per_client_{0};
   std::atomic<int64_t> shed_in_flight_{0};
   std::atomic<int64_t> idle_closed_for_room_{0};
+  std::atomic<int64_t> awaiting_head_closed_for_room_{0};
   std::atomic<int64_t> accept_errors_{0};
 };
 
@@ -386,6 +401,16 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
   void CloseIfIdle() {
     net::post(socket_.get_executor(), [self = shared_from_this()] {
       if (self->state_ == State::kIdle && self->kept_alive_) self->Close();
+    });
+  }
+
+  // From any thread: closes the connection if it still has no complete request head (used
+  // to make room; one that completed its head meanwhile stays).
+  void CloseIfAwaitingHead() {
+    net::post(socket_.get_executor(), [self = shared_from_this()] {
+      if (self->state_ == State::kHead || (self->state_ == State::kIdle && !self->kept_alive_)) {
+        self->Close();
+      }
     });
   }
 
@@ -458,6 +483,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
   void StartHead() {
     if (kept_alive_) {
       server_->SetIdle(this, false);
+      server_->SetAwaitingHead(this, true);  // a new connection waits from its accept
       // The head timeout of a kept-alive connection counts from its next request's bytes.
       head_deadline_ = Clock::now() + server_->limits().head_timeout;
     }
@@ -466,6 +492,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     response_ = ServerResponse();
     body_unread_ = false;
     holds_in_flight_ = false;
+    head_bytes_ = 0;
     parser_.emplace(&request_, server_->limits().max_header_count);
     parser_->header_limit(
         static_cast<std::uint32_t>(std::min<size_t>(server_->limits().max_head_bytes, UINT32_MAX)));
@@ -530,6 +557,11 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
       beast::error_code ec;
       const size_t used = parser_->put(buffer_.data(), ec);
       buffer_.consume(used);
+      if (state_ == State::kHead && HeadTooLarge(used)) {
+        ++server_->head_too_large_;
+        Refuse(431);
+        return;
+      }
       if (ec == bhttp::error::need_more) {
         Read();
         return;
@@ -549,6 +581,16 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     }
   }
 
+  // Beast bounds only the head bytes it holds unparsed at once (header_limit): a field line
+  // it has parsed is consumed, so a head trickled in one complete line per read is never
+  // refused by it, and every line is kept in request_.headers. The head as a whole (request
+  // line, every field, and what is not parsed yet) is counted here against max_head_bytes.
+  bool HeadTooLarge(size_t parsed) {
+    head_bytes_ += parsed;
+    const size_t pending = parser_->is_header_done() ? 0 : buffer_.size();
+    return head_bytes_ + pending > server_->limits().max_head_bytes;
+  }
+
   void OnParseError(beast::error_code ec) {
     if (ec == bhttp::error::header_limit) {
       ++server_->head_too_large_;
@@ -564,6 +606,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
 
   // --- The head is complete ---
   void OnHead() {
+    server_->SetAwaitingHead(this, false);
     const size_t query = request_.target.find('?');
     request_.path = PercentDecode(request_.target.substr(0, query), /*plus_is_space=*/false);
     if (query != std::string::npos) request_.query = request_.target.substr(query + 1);
@@ -825,6 +868,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
   void Close() {
     if (state_ == State::kClosed) return;
     if (state_ == State::kIdle && kept_alive_) server_->SetIdle(this, false);
+    server_->SetAwaitingHead(this, false);
     state_ = State::kClosed;
     timer_.cancel();
     DisarmDeadline();
@@ -869,6 +913,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
   Clock::time_point linger_deadline_;
   size_t lingered_ = 0;
   std::optional<RequestParser> parser_;
+  size_t head_bytes_ = 0;  // of the request being read, parsed so far (HeadTooLarge)
   ServerRequest request_;
   ServerResponse response_;
   int version_ = 11;
@@ -884,10 +929,22 @@ void HttpServer::Impl::RunHandler(const std::shared_ptr<Connection>& connection)
   workers_.Post([connection] { connection->RunHandler(); });
 }
 
+void HttpServer::Impl::SetAwaitingHeadLocked(Connection* connection, bool awaiting) {
+  const auto at = awaiting_head_.find(connection);
+  if (awaiting && at == awaiting_head_.end()) {
+    awaiting_head_.emplace(connection, ++awaiting_head_places_);
+    awaiting_head_order_.emplace(awaiting_head_places_, connection);
+  } else if (!awaiting && at != awaiting_head_.end()) {
+    awaiting_head_order_.erase(at->second);
+    awaiting_head_.erase(at);
+  }
+}
+
 void HttpServer::Impl::Unregister(Connection* connection, const std::string& client) {
   std::lock_guard<std::mutex> lock(registry_mu_);
   connections_.erase(connection);
   idle_.erase(connection);
+  SetAwaitingHeadLocked(connection, false);
   auto at = per_client_.find(client);
   if (at != per_client_.end() && --at->second == 0) per_client_.erase(at);
   if (connections_.empty()) registry_empty_.notify_all();
@@ -977,23 +1034,37 @@ void HttpServer::Impl::Admit(tcp::socket socket) {
       Shed(socket, &shed_per_client_);
       return;
     }
+    bool room_from_idle = false;
     if (connections_.size() >= limits().max_connections) {
-      // Room is made by closing an idle kept-alive connection, as nginx does; a client
-      // holding connections open without using them cannot keep the vendor out.
-      if (idle_.empty()) {
+      // Room is made by closing an idle kept-alive connection, as nginx does, or else the
+      // connection that has waited longest without sending a complete request head: a
+      // client holding connections open without using them cannot keep the vendor out,
+      // and holding the port costs it a fresh connection every time one is taken back.
+      // Shed only when every connection is busy (a body being read, a handler, an answer).
+      if (!idle_.empty()) {
+        Connection* idle = *idle_.begin();
+        idle_.erase(idle_.begin());
+        make_room = connections_[idle].lock();
+        room_from_idle = true;
+        ++idle_closed_for_room_;
+      } else if (!awaiting_head_order_.empty()) {
+        Connection* waiting = awaiting_head_order_.begin()->second;
+        SetAwaitingHeadLocked(waiting, false);
+        make_room = connections_[waiting].lock();
+        ++awaiting_head_closed_for_room_;
+      } else {
         Shed(socket, &shed_max_connections_);
         return;
       }
-      Connection* idle = *idle_.begin();
-      idle_.erase(idle_.begin());
-      make_room = connections_[idle].lock();
-      ++idle_closed_for_room_;
     }
     connection = std::make_shared<Connection>(this, std::move(socket), client, address);
     connections_.emplace(connection.get(), connection);
     ++per_client_[client];
+    SetAwaitingHeadLocked(connection.get(), true);
+    if (make_room != nullptr) {
+      room_from_idle ? make_room->CloseIfIdle() : make_room->CloseIfAwaitingHead();
+    }
   }
-  if (make_room != nullptr) make_room->CloseIfIdle();
   connection->Start();
 }
 
@@ -1074,6 +1145,7 @@ HttpServerStats HttpServer::Impl::Stats() const {
   stats.shed_max_connections = shed_max_connections_.load();
   stats.shed_per_client = shed_per_client_.load();
   stats.shed_in_flight = shed_in_flight_.load();
+  stats.awaiting_head_closed_for_room = awaiting_head_closed_for_room_.load();
   stats.idle_closed_for_room = idle_closed_for_room_.load();
   stats.head_timeouts = head_timeouts_.load();
   stats.body_timeouts = body_timeouts_.load();

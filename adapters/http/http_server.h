@@ -39,9 +39,12 @@ struct HttpServerLimits {
   // chunked body: 413 as it passes the limit. 0: no request may carry a body (413).
   size_t max_body_bytes = 8 * 1024 * 1024;
   // Open connections in total, and from one client address (an IPv4 address, or an IPv6
-  // /64: one host usually holds a whole /64). A connection over either is
-  // answered 503 and closed at once (never queued). At the total, an idle kept-alive
-  // connection is closed first to make room, if there is one.
+  // /64: one host usually holds a whole /64). A connection over the per-client limit is
+  // answered 503 and closed at once (never queued). At the total, room is made for it by
+  // closing an idle kept-alive connection or, if there is none, the connection that has
+  // waited longest without sending a complete request head (so holding the port costs an
+  // attacker a fresh connection each time); only when every connection is busy (a body, a
+  // handler, an answer) is the new one answered 503 and closed.
   size_t max_connections = 10000;
   size_t max_connections_per_client = 256;
   // Requests past the head check at once (their bodies being read or their handlers
@@ -81,15 +84,18 @@ struct HttpServerStats {
   int64_t shed_per_client = 0;       // 503 + close: max_connections_per_client reached
   int64_t shed_in_flight = 0;        // 503: max_requests_in_flight reached
   int64_t idle_closed_for_room = 0;  // idle kept-alive connections closed to admit others
-  int64_t head_timeouts = 0;         // closed: the head did not arrive in head_timeout
-  int64_t body_timeouts = 0;         // 408: the body came slower than the minimum rate
-  int64_t write_timeouts = 0;        // closed: the client did not take the answer
-  int64_t head_too_large = 0;        // 431: max_head_bytes or max_header_count
-  int64_t body_too_large = 0;        // 413
-  int64_t malformed = 0;             // 400: not HTTP/1.1 as RFC 9112 has it
-  int64_t not_implemented = 0;       // 501: a method no route serves anywhere
-  int64_t accept_errors = 0;         // accept() failed (each is retried with backoff)
-  bool accepting = false;            // the listener accepts now (false after an error)
+  // Connections closed to admit others at max_connections, with no idle kept-alive one to
+  // close: the one that had waited longest without a complete request head.
+  int64_t awaiting_head_closed_for_room = 0;
+  int64_t head_timeouts = 0;    // closed: the head did not arrive in head_timeout
+  int64_t body_timeouts = 0;    // 408: the body came slower than the minimum rate
+  int64_t write_timeouts = 0;   // closed: the client did not take the answer
+  int64_t head_too_large = 0;   // 431: max_head_bytes or max_header_count
+  int64_t body_too_large = 0;   // 413
+  int64_t malformed = 0;        // 400: not HTTP/1.1 as RFC 9112 has it
+  int64_t not_implemented = 0;  // 501: a method no route serves anywhere
+  int64_t accept_errors = 0;    // accept() failed (each is retried with backoff)
+  bool accepting = false;       // the listener accepts now (false after an error)
 };
 
 // An HTTP/1.1 server on Boost.Beast's parser and Boost.Asio: event-driven, so an idle,

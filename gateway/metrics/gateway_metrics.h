@@ -126,8 +126,11 @@ enum class WebhookRefusal {
   kHeadTooLarge,             // 431: webhook.max_head_bytes or max_header_count
   kMalformed,                // 400/505: not HTTP/1.1, ambiguous framing
   kNotImplemented,           // 501: unknown method
+  // At webhook.max_connections with no idle kept-alive connection: the connection that had
+  // waited longest without a complete request head, closed to admit a new one.
+  kAwaitingHeadClosedForRoom,
 };
-inline constexpr size_t kNumWebhookRefusals = 10;
+inline constexpr size_t kNumWebhookRefusals = 11;
 std::string_view WebhookRefusalLabel(WebhookRefusal reason);
 
 // `reason` a streaming subscriber was ended by the gateway (not by the client).

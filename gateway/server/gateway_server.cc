@@ -347,6 +347,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
       beast.ca_file = opts.upstream_ca_file;
       beast.max_response_bytes = opts.max_response_bytes;
       beast.max_response_head_bytes = opts.max_response_head_bytes;
+      beast.max_response_header_count = opts.max_response_header_count;
       beast.max_buffered_response_bytes = opts.max_buffered_response_bytes;
       beast.guaranteed_response_bytes = opts.guaranteed_response_bytes;
       transport = http::BeastTransport::Create(beast);
@@ -357,6 +358,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
       curl.ca_file = opts.upstream_ca_file;
       curl.max_response_bytes = opts.max_response_bytes;
       curl.max_response_head_bytes = opts.max_response_head_bytes;
+      curl.max_response_header_count = opts.max_response_header_count;
       curl.max_buffered_response_bytes = opts.max_buffered_response_bytes;
       curl.guaranteed_response_bytes = opts.guaranteed_response_bytes;
       transport = http::CurlTransport::Create(curl);
@@ -816,6 +818,8 @@ void GatewayServer::SyncReceiverMetrics() {
       {WebhookRefusal::kWriteTimeout, &http::HttpServerStats::write_timeouts},
       {WebhookRefusal::kHeadTooLarge, &http::HttpServerStats::head_too_large},
       {WebhookRefusal::kNotImplemented, &http::HttpServerStats::not_implemented},
+      {WebhookRefusal::kAwaitingHeadClosedForRoom,
+       &http::HttpServerStats::awaiting_head_closed_for_room},
   };
   for (const auto& [reason, field] : refusals) {
     m.RecordWebhookRefusal(reason, delta(http_now.*field, http_seen.*field));

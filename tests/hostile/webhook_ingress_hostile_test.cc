@@ -241,6 +241,47 @@ TEST_F(HostileIngressTest, TenThousandIdleConnectionsCostNoThreadAndDeliveriesGo
   ExpectEveryLegitimateDeliveryStored();
 }
 
+// Issue 31, finding 7: connections that never send a byte, spread over addresses so that
+// none is over its per-address limit, filled webhook.max_connections, and the vendor's next
+// delivery got 503 until their head timeouts ran out. Now the one that has waited longest
+// without a complete head is closed for each newcomer. (2,000 connections against a limit
+// of 2,000: the mechanism is the same at the default of 10,000, in a fifth of the time.)
+TEST_F(HostileIngressTest, SilentConnectionsAtTheLimitMakeRoomForTheVendor) {
+  ASSERT_GE(RaiseOpenFileLimit(), 3000u);
+  Start({"--webhook-max-connections=2000", "--webhook-head-timeout-ms=120000"});
+  RssPeak peak(gateway_->process());
+  std::vector<int> silent;
+  for (int i = 0; i < 2000; ++i) {
+    const int fd = ConnectToLoopbackFrom(Attacker(i), gateway_->webhook_port());
+    ASSERT_GE(fd, 0) << "connection " << i;
+    silent.push_back(fd);
+  }
+  ASSERT_TRUE(WaitUntil([&] { return gateway_->Metric("inspection_webhook_connections") >= 2000; },
+                        kDeadline));
+  const std::string closed_for_room =
+      R"(inspection_webhook_http_refusals_total{reason="awaiting_head_closed_for_room"})";
+  ExpectLegitimateDeliveryGoesThrough("2,000 silent connections at the limit");
+  EXPECT_EQ(gateway_->Metric(closed_for_room), 1);
+  EXPECT_TRUE(PeerCloses(silent[0], kDeadline)) << "the longest waiting is the one closed";
+  EXPECT_FALSE(PeerCloses(silent[1], milliseconds(0)));
+  // The attacker fills the place again (the delivery's connection has closed): the next
+  // delivery takes the place of the one that now has waited longest, not of the newest.
+  ASSERT_TRUE(WaitUntil([&] { return gateway_->Metric("inspection_webhook_connections") <= 1999; },
+                        kDeadline));
+  silent.push_back(ConnectToLoopbackFrom(Attacker(2000), gateway_->webhook_port()));
+  ASSERT_TRUE(WaitUntil([&] { return gateway_->Metric("inspection_webhook_connections") >= 2000; },
+                        kDeadline));
+  ExpectLegitimateDeliveryGoesThrough("the port filled again");
+  EXPECT_EQ(gateway_->Metric(closed_for_room), 2);
+  EXPECT_TRUE(PeerCloses(silent[1], kDeadline));
+  EXPECT_FALSE(PeerCloses(silent.back(), milliseconds(0)));
+  EXPECT_EQ(gateway_->Metric(R"(inspection_webhook_http_refusals_total{reason="max_connections"})"),
+            0);
+  ExpectGrowthBelow(peak.Stop(), 16 * kMiB, "2,000 silent connections");
+  for (int fd : silent) ::close(fd);
+  ExpectEveryLegitimateDeliveryStored();
+}
+
 TEST_F(HostileIngressTest, ConnectionsOverThePerAddressLimitAreShedAtOnce) {
   ASSERT_GE(RaiseOpenFileLimit(), 3000u);
   Start();  // defaults: 256 per address
@@ -398,6 +439,76 @@ TEST_F(HostileIngressTest, AnUnterminated64MiBHeaderLineIs431) {
   EXPECT_EQ(StatusOf(answer), 431) << answer;
   ExpectGrowthBelow(peak.Stop(), 8 * kMiB, "a 64 MiB header line");
   ExpectEveryLegitimateDeliveryStored();
+}
+
+// 64 connections from one address each send a request line and then header lines of
+// 16,000 bytes, one line per write a few ms apart, and never the blank line (issue 31,
+// finding 5). Beast consumes each complete line as it arrives, so its own byte limit,
+// which counts only what it holds unparsed, never saw more than one line: the lines piled
+// up in each request's headers (47-100 MiB of RSS for 99 lines per connection) until the
+// header count stopped them. The server counts the whole head now. Returns each
+// connection's answer.
+std::vector<std::string> TrickleHeaderLines(int port, const std::string& request_line) {
+  std::vector<int> fds;
+  for (int i = 0; i < 64; ++i) {
+    const int fd = ConnectToLoopbackFrom("127.0.0.2", port);
+    if (fd < 0) break;
+    SendAll(fd, request_line + "\r\nX");
+    fds.push_back(fd);
+  }
+  const std::string line = "-i: " + std::string(16000, 'a') + "\r\nX";
+  std::vector<bool> answered(fds.size(), false);
+  for (int round = 0; round < 99; ++round) {
+    bool any = false;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      // A connection that has an answer waiting is left alone, so that the answer is read
+      // rather than lost to a reset.
+      char byte;
+      answered[i] = answered[i] || ::recv(fds[i], &byte, 1, MSG_PEEK | MSG_DONTWAIT) >= 0;
+      if (answered[i] || !SendAll(fds[i], line)) {
+        answered[i] = true;
+        continue;
+      }
+      any = true;
+    }
+    if (!any) break;
+    // The attack's own pacing (each line its own read on the server), not a wait.
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  std::vector<std::string> answers;
+  for (int fd : fds) {
+    answers.push_back(ReadToEnd(fd, kDeadline));
+    ::close(fd);
+  }
+  return answers;
+}
+
+TEST_F(HostileIngressTest, HeaderLinesTrickledInAre431AtTheHeadLimit) {
+  Start();
+  RssPeak peak(gateway_->process());
+  std::vector<std::string> answers;
+  std::thread attack([&] {
+    answers = TrickleHeaderLines(gateway_->webhook_port(), "POST /webhooks/v2 HTTP/1.1");
+  });
+  ExpectLegitimateDeliveryGoesThrough("64 connections trickling header lines");
+  attack.join();
+  ASSERT_EQ(answers.size(), 64u);
+  for (const std::string& answer : answers) EXPECT_EQ(StatusOf(answer), 431) << answer;
+  EXPECT_EQ(gateway_->Metric(R"(inspection_webhook_http_refusals_total{reason="head_too_large"})"),
+            64);
+  ExpectGrowthBelow(peak.Stop(), 8 * kMiB, "64 connections trickling header lines");
+  ExpectEveryLegitimateDeliveryStored();
+}
+
+TEST_F(HostileIngressTest, HeaderLinesTrickledInOnTheAdminPortAre431) {
+  Start();
+  RssPeak peak(gateway_->process());
+  const std::vector<std::string> answers =
+      TrickleHeaderLines(gateway_->admin_port(), "GET /metrics HTTP/1.1");
+  ASSERT_EQ(answers.size(), 64u);
+  for (const std::string& answer : answers) EXPECT_EQ(StatusOf(answer), 431) << answer;
+  EXPECT_EQ(StatusOf(gateway_->Admin("/healthz")), 200);
+  ExpectGrowthBelow(peak.Stop(), 8 * kMiB, "64 admin connections trickling header lines");
 }
 
 TEST_F(HostileIngressTest, AHundredThousandHeadersAre431) {

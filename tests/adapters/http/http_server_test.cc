@@ -488,23 +488,57 @@ TEST_F(HttpServerTest, AtTheConnectionLimitAnIdleKeptAliveConnectionMakesRoom) {
   ASSERT_THAT(ReadUntil(kept, "body=[]", kDeadline), HasSubstr("body=[]"));
   const int silent = ConnectToLoopback(port_);
   ASSERT_TRUE(WaitUntil([&] { return server_->stats().connections_open == 2; }, kDeadline));
-  // A third: the kept-alive idle one is closed for it.
+  // A third: the kept-alive idle one is closed for it, not the silent one.
   EXPECT_THAT(Exchange("GET /third HTTP/1.1\r\nConnection: close\r\n\r\n"),
               HasSubstr("GET /third body=[]"));
   EXPECT_TRUE(PeerCloses(kept, kDeadline));
   EXPECT_EQ(server_->stats().idle_closed_for_room, 1);
-  // Now only the silent one is open (besides the next): no idle one to close, so a new
-  // one beyond the limit is shed. The server may count the third's connection a moment
-  // after its client saw it closed: wait for that, or `another` could be shed in its place.
+  EXPECT_EQ(server_->stats().awaiting_head_closed_for_room, 0);
+  EXPECT_FALSE(PeerCloses(silent, std::chrono::milliseconds(0)));
+  for (int fd : {kept, silent}) ::close(fd);
+}
+
+// Issue 31, finding 7: connections that never send a complete head held the port until
+// their head timeouts ran out, and the vendor's deliveries got 503 meanwhile. At the limit,
+// with no idle kept-alive connection, the connection that has waited longest without a
+// complete head is closed for the newcomer; only when every connection is busy (here: a
+// body being read) is the newcomer shed.
+TEST_F(HttpServerTest, AtTheConnectionLimitTheLongestWaitingHeadMakesRoom) {
+  HttpServerLimits limits;
+  limits.max_connections = 2;
+  Start(limits);
+  const int silent = ConnectToLoopback(port_);  // sends nothing
   ASSERT_TRUE(WaitUntil([&] { return server_->stats().connections_open == 1; }, kDeadline));
-  const int another = ConnectToLoopback(port_);
+  const int partial = ConnectToLoopback(port_);  // part of a head, later
+  ASSERT_TRUE(SendAll(partial, "GET /partial HTTP/1.1\r\nX-Slow: a"));
+  ASSERT_TRUE(WaitUntil([&] { return server_->stats().connections_open == 2; }, kDeadline));
+  // The newcomer is admitted and answered; the silent one, the longest waiting, is closed.
+  const int newcomer = ConnectToLoopback(port_);
+  ASSERT_TRUE(SendAll(newcomer, "POST /b HTTP/1.1\r\nContent-Length: 4\r\n\r\nab"));
+  EXPECT_TRUE(PeerCloses(silent, kDeadline));
+  EXPECT_EQ(server_->stats().awaiting_head_closed_for_room, 1);
+  EXPECT_EQ(server_->stats().shed_max_connections, 0);
+  // The partial head is now the longest waiting: the next newcomer takes its place.
+  ASSERT_TRUE(WaitUntil([&] { return server_->stats().connections_open == 2; }, kDeadline));
+  const int second = ConnectToLoopback(port_);
+  ASSERT_TRUE(SendAll(second, "POST /c HTTP/1.1\r\nContent-Length: 4\r\n\r\nab"));
+  EXPECT_TRUE(PeerCloses(partial, kDeadline));
+  EXPECT_EQ(server_->stats().awaiting_head_closed_for_room, 2);
+  // Both open connections are reading bodies now (busy; their heads were checked): the
+  // next one is shed with 503.
+  ASSERT_TRUE(WaitUntil([&] { return heads_checked_ == 2; }, kDeadline));
   ASSERT_TRUE(WaitUntil([&] { return server_->stats().connections_open == 2; }, kDeadline));
   std::string answer;
   const int over = ConnectToLoopback(port_);
   EXPECT_TRUE(PeerCloses(over, kDeadline, &answer));
   EXPECT_THAT(answer, StartsWith("HTTP/1.1 503 "));
   EXPECT_EQ(server_->stats().shed_max_connections, 1);
-  for (int fd : {kept, silent, another, over}) ::close(fd);
+  // The busy ones finish their requests and are answered.
+  ASSERT_TRUE(SendAll(newcomer, "cd"));
+  EXPECT_THAT(ReadUntil(newcomer, "body=[abcd]", kDeadline), HasSubstr("POST /b body=[abcd]"));
+  ASSERT_TRUE(SendAll(second, "cd"));
+  EXPECT_THAT(ReadUntil(second, "body=[abcd]", kDeadline), HasSubstr("POST /c body=[abcd]"));
+  for (int fd : {silent, partial, newcomer, second, over}) ::close(fd);
 }
 
 TEST(ClientKeyTest, IPv4AddressesCountAloneAndIPv6ByTheir64) {
