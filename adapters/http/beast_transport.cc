@@ -49,6 +49,108 @@ constexpr char kShutDown[] = "transport shut down";
 // Read-buffer capacity an idle connection may keep (see ReleaseConnection).
 constexpr size_t kIdleBufferBytes = 16 * 1024;
 
+// A chunk extension means nothing to us; a chunk-size line carrying more than this fails
+// the exchange (as the HTTP server refuses one from a client).
+constexpr size_t kMaxChunkExtensionBytes = 1024;
+
+// What one read may add to a connection's read buffer: with eager parsing the buffer holds
+// only bytes not parsed yet (part of a head line, a chunk-size line, the trailers), so it is
+// bounded by the head limit plus one read (BeastClient::NewConnection).
+constexpr size_t kReadStep = 16 * 1024;
+
+// Beast's HTTP/1 response parser with the bounds Beast itself does not keep. Beast limits
+// the head bytes it holds unparsed at once (header_limit), but consumes every complete
+// field line as it arrives: a head trickled in one line per read was never refused, its
+// fields piling up in the message. This parser counts the whole head (status line, every
+// field; interim answers included through `head_bytes_before`) against the head limit,
+// counts the fields and the trailer fields, bounds chunk extensions, and keeps the body as
+// a string (trailers are counted, then dropped).
+class ResponseParser final : public bhttp::basic_parser<false> {
+ public:
+  ResponseParser(size_t max_head_bytes, size_t max_header_count, size_t head_bytes_before)
+      : max_head_bytes_(max_head_bytes),
+        max_header_count_(max_header_count),
+        head_bytes_(head_bytes_before) {}
+
+  unsigned status() const { return status_; }
+  size_t head_bytes() const { return head_bytes_; }
+  std::vector<std::pair<std::string, std::string>>& headers() { return headers_; }
+  std::string& body() { return body_; }
+  // Why the parser stopped with an error of its own, for the failure's detail; empty for
+  // Beast's errors.
+  const std::string& refusal() const { return refusal_; }
+
+ private:
+  void on_request_impl(bhttp::verb, beast::string_view, beast::string_view, int,
+                       beast::error_code& ec) override {
+    ec = bhttp::error::bad_method;  // never called for responses
+  }
+
+  void on_response_impl(int code, beast::string_view reason, int, beast::error_code& ec) override {
+    status_ = static_cast<unsigned>(code);
+    Count(sizeof "HTTP/1.1 200 \r\n" - 1 + reason.size(), ec);
+  }
+
+  void on_field_impl(bhttp::field, beast::string_view name, beast::string_view value,
+                     beast::error_code& ec) override {
+    if (++fields_ > max_header_count_) {
+      refusal_ = absl::StrCat("more than ", max_header_count_, " header and trailer fields");
+      ec = bhttp::error::header_limit;
+      return;
+    }
+    Count(name.size() + value.size() + 4, ec);  // "name: value\r\n"
+    if (ec || is_header_done()) return;         // a trailer: counted, not kept
+    headers_.emplace_back(absl::AsciiStrToLower(absl::string_view(name.data(), name.size())),
+                          std::string(value.data(), value.size()));
+  }
+
+  void on_header_impl(beast::error_code&) override {}
+
+  void on_body_init_impl(const boost::optional<std::uint64_t>& length,
+                         beast::error_code&) override {
+    // Beast checked a declared length against body_limit before this.
+    if (length) body_.reserve(static_cast<size_t>(*length));
+  }
+
+  size_t on_body_impl(beast::string_view body, beast::error_code&) override {
+    body_.append(body.data(), body.size());
+    return body.size();
+  }
+
+  void on_chunk_header_impl(std::uint64_t, beast::string_view extensions,
+                            beast::error_code& ec) override {
+    if (extensions.size() > kMaxChunkExtensionBytes) {
+      refusal_ = absl::StrCat("a chunk extension over ", kMaxChunkExtensionBytes, " bytes");
+      ec = bhttp::error::header_limit;
+    }
+  }
+
+  size_t on_chunk_body_impl(std::uint64_t, beast::string_view body, beast::error_code&) override {
+    body_.append(body.data(), body.size());
+    return body.size();
+  }
+
+  void on_finish_impl(beast::error_code&) override {}
+
+  // Head bytes (trailers included: they are a second head) against the limit.
+  void Count(size_t bytes, beast::error_code& ec) {
+    head_bytes_ += bytes;
+    if (head_bytes_ > max_head_bytes_) {
+      refusal_ = absl::StrCat("a head over ", max_head_bytes_, " bytes");
+      ec = bhttp::error::header_limit;
+    }
+  }
+
+  const size_t max_head_bytes_;
+  const size_t max_header_count_;
+  size_t head_bytes_;
+  size_t fields_ = 0;
+  unsigned status_ = 0;
+  std::vector<std::pair<std::string, std::string>> headers_;
+  std::string body_;
+  std::string refusal_;
+};
+
 HttpResult Failure(TransportError error, std::string detail, bool request_sent = false) {
   HttpResult result;
   result.error = error;
@@ -200,8 +302,9 @@ namespace internal {
 // One TCP (+TLS) connection to one origin. Counted against the limits from the moment its
 // slot is reserved (before the connect) until Close().
 struct Connection {
-  Connection(asio::io_context& io, std::string origin_key)
-      : socket(io), connect_timer(io), origin(std::move(origin_key)) {}
+  // `max_buffered`: the read buffer's bound (bytes read but not parsed yet).
+  Connection(asio::io_context& io, std::string origin_key, size_t max_buffered)
+      : socket(io), connect_timer(io), buffer(max_buffered), origin(std::move(origin_key)) {}
 
   tcp::socket socket;
   std::optional<asio::ssl::stream<tcp::socket&>> tls;
@@ -232,7 +335,7 @@ struct Exchange {
   // Connections this exchange gave up (a dead kept-alive one before the re-send); kept until
   // the exchange ends, since a cancelled operation may still refer to them.
   std::vector<std::unique_ptr<Connection>> retired ABSL_GUARDED_BY(mu);
-  std::optional<bhttp::response_parser<bhttp::string_body>> parser ABSL_GUARDED_BY(mu);
+  std::optional<ResponseParser> parser ABSL_GUARDED_BY(mu);
   // The body's share of the client's ResponseBudget, grown after each read; given back when
   // the exchange finishes.
   ResponseBudgetLease lease ABSL_GUARDED_BY(mu);
@@ -301,7 +404,13 @@ class BeastClient {
   void StartOnLocked(const ExchangePtr& ex, std::unique_ptr<Connection> conn)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(ex->mu);
   // A fresh response parser with the limits; for each request written and each 1xx answer.
-  void NewParserLocked(Exchange& ex) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ex.mu);
+  // `head_bytes_before`: the head bytes of the interim answers before this one.
+  void NewParserLocked(Exchange& ex, size_t head_bytes_before = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(ex.mu);
+  // A connection whose read buffer holds at most the head limit plus one read.
+  std::unique_ptr<Connection> NewConnection(const std::string& origin) {
+    return std::make_unique<Connection>(io_, origin, options_.max_response_head_bytes + kReadStep);
+  }
   // Writes the request (plain TCP: as much as the socket takes, on this thread) and starts
   // reading the answer. A failure is handled on the loop thread.
   void WriteLocked(const ExchangePtr& ex) ABSL_EXCLUSIVE_LOCKS_REQUIRED(ex->mu);
@@ -441,7 +550,7 @@ void BeastClient::Send(HttpRequest request, HttpCallback done) {
         // An idle kept-alive connection: the request is written on this thread.
         StartOnLocked(ex, std::move(conn));
       } else if (open_new) {
-        ex->conn = std::make_unique<Connection>(io_, ex->target.origin);
+        ex->conn = NewConnection(ex->target.origin);
         asio::post(io_, [this, ex] { Advance(ex, [&] { return ConnectLocked(ex); }); });
       }
     }
@@ -486,8 +595,9 @@ void BeastClient::StartOnLocked(const ExchangePtr& ex, std::unique_ptr<Connectio
   WriteLocked(ex);
 }
 
-void BeastClient::NewParserLocked(Exchange& ex) {
-  ex.parser.emplace();
+void BeastClient::NewParserLocked(Exchange& ex, size_t head_bytes_before) {
+  ex.parser.emplace(options_.max_response_head_bytes, options_.max_response_header_count,
+                    head_bytes_before);
   ex.parser->header_limit(
       static_cast<uint32_t>(std::min<size_t>(options_.max_response_head_bytes, UINT32_MAX)));
   ex.parser->body_limit(options_.max_response_bytes);
@@ -562,7 +672,7 @@ BeastClient::Step BeastClient::SendFailedLocked(const ExchangePtr& ex, const Err
 
 BeastClient::Step BeastClient::ResendLocked(const ExchangePtr& ex) {
   ex->resent = true;
-  auto fresh = std::make_unique<Connection>(io_, ex->target.origin);
+  auto fresh = NewConnection(ex->target.origin);
   // The slot goes with the exchange to its new connection.
   ex->conn->holds_slot = false;
   ErrorCode ignored;
@@ -672,11 +782,19 @@ BeastClient::Step BeastClient::OnRead(const ExchangePtr& ex, const ErrorCode& ec
       return ResendLocked(ex);
     }
     HttpResult result = Failure(TransportError::kReceive, "", /*request_sent=*/true);
-    if (ec == bhttp::error::body_limit || ec == bhttp::error::header_limit) {
+    if (ec == bhttp::error::body_limit || ec == bhttp::error::header_limit ||
+        ec == bhttp::error::buffer_overflow) {
       result.error = TransportError::kTooLarge;
-      result.error_detail =
-          absl::StrCat("response too large (limit ", options_.max_response_bytes,
-                       " bytes of body, ", options_.max_response_head_bytes, " bytes of head)");
+      result.error_detail = absl::StrCat(
+          "response too large (",
+          !ex->parser->refusal().empty()        ? ex->parser->refusal()
+          : ec == bhttp::error::buffer_overflow ? "a head, chunk-size or trailer line over the "
+                                                  "read buffer"
+                                                : "",
+          ex->parser->refusal().empty() && ec != bhttp::error::buffer_overflow ? "" : "; ",
+          "limit ", options_.max_response_bytes, " bytes of body, ",
+          options_.max_response_head_bytes, " bytes of head, ", options_.max_response_header_count,
+          " fields)");
     } else if (nothing_back && IsPeerGone(ec)) {
       result.error_detail = "connection closed before any response byte";
     } else {
@@ -687,7 +805,7 @@ BeastClient::Step BeastClient::OnRead(const ExchangePtr& ex, const ErrorCode& ec
   }
   // The memory the body holds is its capacity (Beast reserves a declared Content-Length at
   // once, and grows an undeclared one by doubling).
-  if (!ex->lease.GrowTo(ex->parser->get().body().capacity())) {
+  if (!ex->lease.GrowTo(ex->parser->body().capacity())) {
     HttpResult result = Failure(TransportError::kReceive, "", /*request_sent=*/true);
     result.error_detail = budget_.RefusalDetail();
     ReleaseConnection(std::move(ex->conn), false);
@@ -697,25 +815,20 @@ BeastClient::Step BeastClient::OnRead(const ExchangePtr& ex, const ErrorCode& ec
     ReadLocked(ex);  // more of the answer to come
     return std::nullopt;
   }
-  const auto& message = ex->parser->get();
-  const unsigned status = message.result_int();
+  const unsigned status = ex->parser->status();
   if (status >= 100 && status < 200 && status != 101) {
-    // An interim answer (100 Continue, 103 Early Hints): the final one follows.
-    NewParserLocked(*ex);
+    // An interim answer (100 Continue, 103 Early Hints): the final one follows, its head
+    // counted with this one's.
+    NewParserLocked(*ex, ex->parser->head_bytes());
     ReadLocked(ex);
     return std::nullopt;
   }
   HttpResult result;
   result.request_sent = true;
   result.response.status = static_cast<long>(status);
-  for (const auto& field : message) {
-    result.response.headers.emplace_back(
-        absl::AsciiStrToLower(
-            absl::string_view(field.name_string().data(), field.name_string().size())),
-        std::string(field.value()));
-  }
-  const bool keep = message.keep_alive() && !ex->parser->need_eof() && conn.buffer.size() == 0;
-  result.response.body = std::move(ex->parser->release().body());
+  result.response.headers = std::move(ex->parser->headers());
+  const bool keep = ex->parser->keep_alive() && !ex->parser->need_eof() && conn.buffer.size() == 0;
+  result.response.body = std::move(ex->parser->body());
   ReleaseConnection(std::move(ex->conn), keep);
   return result;
 }
@@ -876,7 +989,7 @@ void BeastClient::Dispatch() {
       if (conn != nullptr) {
         StartOnLocked(next, std::move(conn));
       } else {
-        next->conn = std::make_unique<Connection>(io_, next->target.origin);
+        next->conn = NewConnection(next->target.origin);
         result = ConnectLocked(next);
       }
       if (result) {

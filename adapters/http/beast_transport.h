@@ -31,7 +31,13 @@ struct BeastTransportOptions {
   // refused from its Content-Length, or as soon as the streamed bytes cross it. The head
   // (status line and headers) has its own bound, max_response_head_bytes.
   size_t max_response_bytes = size_t{64} << 20;
+  // The head: the status line and every field (interim 1xx answers included), and the
+  // trailers of a chunked answer on their own; past it kTooLarge. A connection's read buffer
+  // (bytes not parsed yet: a partial head line, a chunk-size line, trailers) holds at most
+  // this plus 16 KiB, and a chunk extension is at most 1 KiB.
   size_t max_response_head_bytes = size_t{64} << 10;
+  // Header fields of one answer, trailer fields included; past it kTooLarge.
+  size_t max_response_header_count = 256;
   // The bodies all unfinished exchanges may hold together (response_budget.h): an exchange
   // whose next read would cross it fails with kReceive "answers being read at once exceed
   // ...". 0 means unlimited.

@@ -63,6 +63,7 @@ struct CurlExchange {
   Clock::time_point start;
   size_t max_response_bytes = 0;
   size_t max_response_head_bytes = 0;
+  size_t max_response_header_count = 0;
 
   CURL* easy = nullptr;
   curl_slist* header_list = nullptr;
@@ -71,6 +72,7 @@ struct CurlExchange {
 
   HttpResponse response;
   size_t header_bytes = 0;
+  size_t header_fields = 0;  // interim answers' and trailers included
   bool too_large = false;
   bool head_too_large = false;  // too_large, by the head alone
   // The body's share of the transport's ResponseBudget; given back when the exchange goes.
@@ -117,6 +119,11 @@ size_t OnHeaderLine(char* data, size_t size, size_t count, void* user) {
   }
   const size_t colon = line.find(':');
   if (colon == absl::string_view::npos) return n;  // the blank line that ends the head
+  if (++exchange->header_fields > exchange->max_response_header_count) {
+    exchange->too_large = true;
+    exchange->head_too_large = true;
+    return 0;
+  }
   std::string name = absl::AsciiStrToLower(absl::StripAsciiWhitespace(line.substr(0, colon)));
   if (name.empty()) return n;
   headers.emplace_back(std::move(name),
@@ -388,6 +395,7 @@ void CurlTransport::Send(HttpRequest request, HttpCallback done) {
   exchange->done = std::move(done);
   exchange->max_response_bytes = options_.max_response_bytes;
   exchange->max_response_head_bytes = options_.max_response_head_bytes;
+  exchange->max_response_header_count = options_.max_response_header_count;
   exchange->lease = ResponseBudgetLease(&response_budget_);
   // Setting up the easy handle here spreads that CPU work over the callers' threads and keeps
   // the single loop thread for I/O. Handles come from a pool of idle ones, reset when they
@@ -693,7 +701,8 @@ void CurlTransport::Finish(std::unique_ptr<Exchange> exchange, CURLcode code) {
         result.error_detail =
             exchange->head_too_large
                 ? absl::StrCat("response too large: its head is over the limit of ",
-                               options_.max_response_head_bytes, " bytes")
+                               options_.max_response_head_bytes, " bytes or ",
+                               options_.max_response_header_count, " fields")
                 : absl::StrCat("response too large (limit ", options_.max_response_bytes,
                                " bytes)");
         break;

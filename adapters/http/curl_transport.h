@@ -41,6 +41,8 @@ struct CurlTransportOptions {
   // The head (status line and headers, interim responses included) alone may not be larger
   // than this either: kTooLarge.
   size_t max_response_head_bytes = size_t{64} << 10;
+  // Header fields of one answer (interim answers and trailers included); past it kTooLarge.
+  size_t max_response_header_count = 256;
   // The bodies all unfinished exchanges may hold together (response_budget.h): an exchange
   // whose next bytes would cross it fails with kReceive "answers being read at once exceed
   // ...". 0 means unlimited.

@@ -26,6 +26,8 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
   options.vendor.max_json_depth = config.upstream.max_json_depth;
   options.max_response_bytes = static_cast<size_t>(config.upstream.max_response_bytes);
   options.max_response_head_bytes = static_cast<size_t>(config.upstream.max_response_head_bytes);
+  options.max_response_header_count =
+      static_cast<size_t>(config.upstream.max_response_header_count);
   options.max_buffered_response_bytes =
       static_cast<size_t>(config.upstream.max_buffered_response_bytes);
   options.guaranteed_response_bytes =
@@ -44,6 +46,8 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
   options.caller_limits.requests_per_second = config.grpc.per_caller_requests_per_second;
   options.caller_limits.burst = config.grpc.per_caller_burst;
   options.caller_limits.max_streams = config.grpc.per_caller_max_streams;
+  options.caller_limits.max_tracked_callers =
+      static_cast<size_t>(config.grpc.per_caller_max_tracked_callers);
   options.authz_refresh_interval = std::chrono::seconds(config.grpc.authz_refresh_interval_seconds);
   options.health_check_interval = absl::ToChronoMilliseconds(config.grpc.health_check_interval);
   options.grpc_limits.max_receive_message_bytes = config.grpc.max_receive_message_bytes;

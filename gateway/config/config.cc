@@ -538,8 +538,14 @@ const std::vector<KeySpec>& Keys() {
           "upstream.max_response_head_bytes",
           [](auto& c) -> auto& { return c.upstream.max_response_head_bytes; }, 1024,
           int64_t{16} << 20, "BYTES",
-          "Largest head (status line and headers) of one vendor answer; larger: the call fails "
+          "Largest head (status line and headers, interim answers included; the trailers of a "
+          "chunked answer count on their own) of one vendor answer; larger: the call fails "
           "with RESOURCE_EXHAUSTED, VENDOR_RESPONSE_TOO_LARGE (not retried)."),
+      IntegerKey(
+          "upstream.max_response_header_count",
+          [](auto& c) -> auto& { return c.upstream.max_response_header_count; }, 1, 100000, "COUNT",
+          "Header fields of one vendor answer (trailers and interim answers included); more: "
+          "the call fails with RESOURCE_EXHAUSTED, VENDOR_RESPONSE_TOO_LARGE (not retried)."),
       IntegerKey(
           "upstream.max_buffered_response_bytes",
           [](auto& c) -> auto& { return c.upstream.max_buffered_response_bytes; }, 0,
@@ -649,6 +655,11 @@ const std::vector<KeySpec>& Keys() {
           [](auto& c) -> auto& { return c.grpc.per_caller_max_streams; }, 0, 10000000, "N",
           "Streams (Subscribe, StreamDamageResults, WatchTokenStatus) one caller may hold open "
           "on this replica; more: RESOURCE_EXHAUSTED. 0: no limit."),
+      IntegerKey(
+          "grpc.per_caller.max_tracked_callers",
+          [](auto& c) -> auto& { return c.grpc.per_caller_max_tracked_callers; }, 1, 100000000, "N",
+          "Callers the per-caller limits remember on this replica; past it the least recently "
+          "used caller holding no stream is forgotten (it starts again with a full bucket)."),
       EnumKey<Toggle>(
           "grpc.reflection", [](auto& c) -> auto& { return c.grpc.reflection; },
           {{"auto", Toggle::kAuto}, {"on", Toggle::kOn}, {"off", Toggle::kOff}},

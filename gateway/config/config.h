@@ -74,6 +74,10 @@ struct UpstreamSection {
   // headers) of a vendor answer; larger: VENDOR_RESPONSE_TOO_LARGE.
   int64_t max_response_head_bytes =
       static_cast<int64_t>(ComponentDefaults().max_response_head_bytes);
+  // upstream.max_response_header_count (default 256): header fields of a vendor answer
+  // (trailers and interim answers included); more: VENDOR_RESPONSE_TOO_LARGE.
+  int64_t max_response_header_count =
+      static_cast<int64_t>(ComponentDefaults().max_response_header_count);
   // upstream.max_buffered_response_bytes (default 256 MiB, 0 = unlimited): the bodies all
   // vendor calls being read may hold together; a call whose answer would cross it fails.
   int64_t max_buffered_response_bytes =
@@ -142,6 +146,8 @@ struct GrpcSection {
       static_cast<int>(ComponentDefaults().caller_limits.requests_per_second);
   int per_caller_burst = ComponentDefaults().caller_limits.burst;
   int per_caller_max_streams = ComponentDefaults().caller_limits.max_streams;
+  int64_t per_caller_max_tracked_callers =
+      static_cast<int64_t>(ComponentDefaults().caller_limits.max_tracked_callers);
   int max_receive_message_bytes = ComponentDefaults().grpc_limits.max_receive_message_bytes;
   int max_concurrent_streams = ComponentDefaults().grpc_limits.max_concurrent_streams;
   absl::Duration keepalive_min_client_interval =

@@ -147,6 +147,9 @@ struct GatewayServerOptions {
   size_t max_response_bytes = size_t{64} << 20;
   // Largest head (status line and headers) of one vendor answer; larger fails the call too.
   size_t max_response_head_bytes = size_t{64} << 10;
+  // Header fields of one vendor answer (trailers and interim answers included); more fails
+  // the call too.
+  size_t max_response_header_count = 256;
   // Bodies all vendor calls being read may hold together (http/response_budget.h); a call
   // whose answer would cross it fails. 0: unlimited.
   size_t max_buffered_response_bytes = size_t{256} << 20;

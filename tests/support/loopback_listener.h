@@ -62,19 +62,22 @@ class LoopbackListener {
 };
 
 // Plays a vendor whose answer never ends: accepts one connection on `listener` (giving up
-// after 30 s without one), reads the
-// request, sends a head without a length (the body runs until the connection closes) and
-// then 64 KiB writes until the client goes away (EPIPE/ECONNRESET), or `cap` bytes if it
-// never does; every byte sent is added to `streamed`.
+// after 30 s without one), reads the request, sends `start` (by default a head without a
+// length: the body runs until the connection closes) and then `chunk` (64 KiB of 'x') over
+// and over until the client goes away (EPIPE/ECONNRESET), or `cap` bytes if it never does;
+// every byte sent is added to `streamed`. Another `start` and `chunk` make other endless
+// answers: an endless chunk extension, trailer, or head of complete lines.
 inline void ServeOneEndlessAnswer(const LoopbackListener& listener, size_t cap,
-                                  std::atomic<size_t>& streamed) {
+                                  std::atomic<size_t>& streamed,
+                                  const std::string& start =
+                                      "HTTP/1.1 200 OK\r\nConnection: "
+                                      "close\r\n\r\n",
+                                  const std::string& chunk = std::string(64 * 1024, 'x')) {
   const int fd = listener.Accept(30000);
   if (fd < 0) return;
   char head[4096];
   [[maybe_unused]] ssize_t read_bytes = ::recv(fd, head, sizeof head, 0);
-  const std::string start = "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n";
   [[maybe_unused]] ssize_t sent = ::send(fd, start.data(), start.size(), MSG_NOSIGNAL);
-  const std::string chunk(64 * 1024, 'x');
   for (size_t mine = 0; mine < cap;) {
     const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
     if (n <= 0) break;

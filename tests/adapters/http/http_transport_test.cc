@@ -482,6 +482,98 @@ TEST_P(HttpTransportTest, AnEndlessBodyIsCutAtTheLimitAndCostsNoMoreMemory) {
               streamed.load(), rss_after - rss_before);
 }
 
+// Answers that never end outside the body, where neither max_response_bytes nor the
+// budget sees the bytes (issue 31, finding 6): an endless chunk extension, an endless
+// trailer, and a head of complete field lines that never ends (Beast consumes each line as
+// it arrives, so its own head limit never saw more than one). Eight such answers once took
+// the gateway from 29 MiB to 1.6 GiB. Each exchange now fails within the head limits, the
+// vendor's endless bytes are not all read, the memory stays near what the limits allow,
+// and a call to a healthy vendor meanwhile is answered.
+struct EndlessAnswer {
+  const char* name;
+  std::string start;
+  std::string chunk;
+  // beast refuses each as too large; libcurl skips extensions unread and buffers at most
+  // 100 KiB of one header line itself, so for those it only has to fail.
+  bool curl_too_large;
+  // libcurl skips a chunk extension without holding it, to its end however long: the
+  // memory stays flat, and the call ends at its timeout (here: when the vendor stops).
+  bool curl_reads_to_the_end = false;
+};
+
+std::string FieldLines(size_t bytes) {
+  std::string lines;
+  while (lines.size() < bytes) absl::StrAppend(&lines, "X-Line: ", std::string(1000, 'h'), "\r\n");
+  return lines;
+}
+
+TEST_P(HttpTransportTest, EndlessAnswersOutsideTheBodyFailWithinTheHeadLimits) {
+  const std::vector<EndlessAnswer> answers = {
+      {"an endless chunk extension", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1;",
+       std::string(64 * 1024, 'e'), false, true},
+      {"an endless trailer line",
+       "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX-Trailer: ",
+       std::string(64 * 1024, 't'), false},
+      {"endless trailer fields",
+       "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n",
+       FieldLines(64 * 1024), true},
+      {"endless head fields", "HTTP/1.1 200 OK\r\n", FieldLines(64 * 1024), true},
+  };
+  vendor_.RespondWith(Reply(200, R"({"ok":true})"));
+  for (const EndlessAnswer& answer : answers) {
+    SCOPED_TRACE(answer.name);
+    LoopbackListener listener;
+    ASSERT_TRUE(listener.ok());
+    std::unique_ptr<HttpTransport> transport = MakeTransport(TransportLimits{});
+    ASSERT_NE(transport, nullptr);
+    std::atomic<size_t> streamed{0};
+    std::thread vendor([&] {
+      ServeOneEndlessAnswer(listener, size_t{1} << 30, streamed, answer.start, answer.chunk);
+    });
+    const long rss_before = RssKib();
+    HttpResults endless;
+    transport->Send(Request("GET", listener.BaseUrl() + "/endless"), endless.Callback());
+    const HttpResult healthy = Exchange(Request("GET", Url("/meanwhile")), transport.get());
+    const bool ended = endless.WaitFor(1);
+    const long rss_after = RssKib();
+    transport.reset();
+    vendor.join();
+    ASSERT_TRUE(ended);
+
+    EXPECT_EQ(healthy.error, TransportError::kNone) << healthy.error_detail;
+    const HttpResult failed = endless.Take().front();
+    if (GetParam() == "beast" || answer.curl_too_large) {
+      EXPECT_EQ(failed.error, TransportError::kTooLarge) << failed.error_detail;
+      EXPECT_THAT(failed.error_detail, HasSubstr("response too large"));
+    } else {
+      EXPECT_NE(failed.error, TransportError::kNone) << failed.error_detail;
+    }
+    if (GetParam() == "beast" || !answer.curl_reads_to_the_end) {
+      EXPECT_LT(streamed.load(), size_t{1} << 30) << "the transport kept reading";
+    }
+    EXPECT_LT(rss_after - rss_before, 16 * 1024) << "KiB; the vendor sent " << streamed.load();
+    std::printf("[ memory   ] %s: %zu bytes sent by the vendor, RSS +%ld KiB\n", answer.name,
+                streamed.load(), rss_after - rss_before);
+  }
+}
+
+// More header fields than max_response_header_count is too large; as many is read.
+TEST_P(HttpTransportTest, MoreHeaderFieldsThanTheCountAreTooLarge) {
+  std::string fields;
+  for (int i = 0; i < 256; ++i) absl::StrAppend(&fields, "X-F", i, ": v\r\n");
+  const std::string tail = "Content-Length: 2\r\nConnection: close\r\n\r\nok";
+  // 256 fields and the two of the tail: over the default of 256.
+  HttpResult result = ExchangeWithRawAnswer("HTTP/1.1 200 OK\r\n" + fields + tail, {});
+  EXPECT_EQ(result.error, TransportError::kTooLarge) << result.error_detail;
+  EXPECT_THAT(result.error_detail, HasSubstr("256"));
+  fields.clear();
+  for (int i = 0; i < 254; ++i) absl::StrAppend(&fields, "X-F", i, ": v\r\n");
+  result = ExchangeWithRawAnswer("HTTP/1.1 200 OK\r\n" + fields + tail, {});
+  EXPECT_EQ(result.error, TransportError::kNone) << result.error_detail;
+  EXPECT_EQ(result.response.body, "ok");
+  EXPECT_EQ(result.response.headers.size(), 256u);
+}
+
 // Four answers streamed endlessly at once, each allowed 64 MiB on its own: without a budget
 // the transport would hold 4 x 64 MiB. With max_buffered_response_bytes at 8 MiB every one
 // of them is refused as its next bytes would cross the budget (the last one alone, at
