@@ -22,21 +22,27 @@ void CallerLimiter::RefillLocked(Caller& caller, absl::Time now) const {
 
 CallerLimiter::Caller& CallerLimiter::FindLocked(const std::string& key, absl::Time now) {
   auto at = callers_.find(key);
-  if (at != callers_.end()) return at->second;
-  if (callers_.size() >= options_.max_tracked_callers) {
-    // Forget callers at their starting state: a full bucket and no stream.
-    for (auto it = callers_.begin(); it != callers_.end();) {
-      RefillLocked(it->second, now);
-      if (it->second.streams == 0 && it->second.tokens >= burst_) {
-        it = callers_.erase(it);
-      } else {
-        ++it;
-      }
+  if (at != callers_.end()) {
+    Caller& caller = at->second;
+    if (caller.place != forgettable_.end()) {
+      forgettable_.splice(forgettable_.begin(), forgettable_, caller.place);
     }
+    return caller;
   }
-  Caller& caller = callers_[key];
+  // O(1) per new caller, however many are tracked: the least recently used caller holding
+  // no stream goes (a scan of the whole table for each new caller was a CPU cost an
+  // attacker with many identities could impose).
+  while (callers_.size() >= options_.max_tracked_callers && !forgettable_.empty()) {
+    const std::string* oldest = forgettable_.back();
+    forgettable_.pop_back();
+    callers_.erase(*oldest);
+  }
+  auto [inserted, added] = callers_.try_emplace(key);
+  Caller& caller = inserted->second;
   caller.tokens = burst_;
   caller.refilled = now;
+  forgettable_.push_front(&inserted->first);
+  caller.place = forgettable_.begin();
   return caller;
 }
 
@@ -62,7 +68,10 @@ std::shared_ptr<void> CallerLimiter::TryOpenStream(const std::string& key) {
     absl::MutexLock lock(&mu_);
     Caller& caller = FindLocked(key, options_.clock());
     if (caller.streams >= options_.max_streams) return nullptr;
-    ++caller.streams;
+    if (caller.streams++ == 0) {  // not forgettable while it holds a stream
+      forgettable_.erase(caller.place);
+      caller.place = forgettable_.end();
+    }
   }
   return std::shared_ptr<void>(new int(0), [self = shared_from_this(), key](void* p) {
     delete static_cast<int*>(p);
@@ -73,7 +82,11 @@ std::shared_ptr<void> CallerLimiter::TryOpenStream(const std::string& key) {
 void CallerLimiter::CloseStream(const std::string& key) {
   absl::MutexLock lock(&mu_);
   auto at = callers_.find(key);
-  if (at != callers_.end() && at->second.streams > 0) --at->second.streams;
+  if (at == callers_.end() || at->second.streams == 0) return;
+  if (--at->second.streams == 0) {
+    forgettable_.push_front(&at->first);
+    at->second.place = forgettable_.begin();
+  }
 }
 
 size_t CallerLimiter::tracked_callers() const {

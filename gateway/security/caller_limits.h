@@ -3,9 +3,10 @@
 
 #include <cstddef>
 #include <functional>
-#include <map>
+#include <list>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -22,8 +23,10 @@ struct CallerLimitsOptions {
   // Streams (Subscribe, StreamDamageResults, WatchTokenStatus) a caller may hold open at
   // once. 0: no limit.
   int max_streams = 0;
-  // Callers tracked at once; past it, callers whose bucket is full and who hold no stream
-  // are forgotten first (they are at their starting state anyway).
+  // Callers tracked at once; past it, the caller used least recently among those holding no
+  // stream is forgotten (it starts again with a full bucket). Callers holding streams are
+  // kept whatever their number (their count must stand), and those are bounded by the
+  // stream limits (streams.max_total), so the table holds at most this plus that many.
   size_t max_tracked_callers = 100000;
   std::function<absl::Time()> clock = [] { return absl::Now(); };
 };
@@ -51,15 +54,22 @@ class CallerLimiter : public std::enable_shared_from_this<CallerLimiter> {
     double tokens = 0;
     absl::Time refilled;
     int streams = 0;
+    // Its place in `forgettable_` while it holds no stream (end() while it holds one).
+    std::list<const std::string*>::iterator place;
   };
   void RefillLocked(Caller& caller, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The caller's entry (made with a full bucket if new), moved to the front of the
+  // forgettable ones if it holds no stream; the least recently used one is forgotten first
+  // when the table is full.
   Caller& FindLocked(const std::string& key, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseStream(const std::string& caller);
 
   const CallerLimitsOptions options_;
   const double burst_;
   mutable absl::Mutex mu_;
-  std::map<std::string, Caller> callers_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<std::string, Caller> callers_ ABSL_GUARDED_BY(mu_);
+  // Callers holding no stream, most recently used first (keys point into callers_).
+  std::list<const std::string*> forgettable_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace inspection::security

@@ -6,8 +6,10 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include "absl/strings/strip.h"
 #include "adapters/eventlog/event_log.h"
 #include "adapters/hashing/sha256.h"
+#include "adapters/http/http_server.h"
 #include "gateway/logging/log.h"
 
 namespace inspection::services {
@@ -39,6 +41,11 @@ std::string IdempotencyKeyFor(const grpc::CallbackServerContext& context,
   auto it = metadata.find("idempotency-key");
   if (it == metadata.end()) return {};
   return std::string(it->second.data(), it->second.size());
+}
+
+std::string ScopedIdempotencyKey(const std::string& caller_identity, const std::string& key) {
+  if (caller_identity.empty() || key.empty()) return key;
+  return absl::StrCat("c:", hashing::Sha256Hex(caller_identity).substr(0, 16), ":", key);
 }
 
 std::string RequestFingerprint(const google::protobuf::Message& request) {
@@ -107,12 +114,19 @@ std::optional<errors::ApiError> Authorize(const grpc::CallbackServerContext& con
 
 }  // namespace
 
-std::string CallerKey(const grpc::CallbackServerContext& context) {
-  std::string identity = CallerIdentity(context);
+std::string CallerKeyOf(const std::string& identity, const std::string& peer) {
   if (!identity.empty()) return identity;
-  // "ipv4:127.0.0.1:54321", "ipv6:[::1]:54321": the address without the port.
-  const std::string peer = context.peer();
-  return absl::StrCat("peer:", peer.substr(0, peer.rfind(':')));
+  absl::string_view address = peer;
+  if (absl::ConsumePrefix(&address, "ipv4:") || absl::ConsumePrefix(&address, "ipv6:")) {
+    address = address.substr(0, address.rfind(':'));  // the port
+    if (!absl::ConsumePrefix(&address, "[")) absl::ConsumePrefix(&address, "%5B");
+    if (!absl::ConsumeSuffix(&address, "]")) absl::ConsumeSuffix(&address, "%5D");
+  }
+  return absl::StrCat("peer:", http::ClientKey(std::string(address)));
+}
+
+std::string CallerKey(const grpc::CallbackServerContext& context) {
+  return CallerKeyOf(CallerIdentity(context), context.peer());
 }
 
 namespace {

@@ -141,9 +141,20 @@ struct ServiceDeps {
   std::function<void(const std::string& account, const std::string& uid)> on_token_created;
 };
 
+// The idempotency key as the store keeps it: the caller's own key, scoped by its
+// certificate identity when it has one ("c:<16 hex of its SHA-256>:<key>"). Keys were scoped
+// by vendor account only, so a caller who guessed another caller's key and parameters was
+// replayed that caller's outcome (a customer token, say). Without a certificate (no mTLS)
+// there is no identity to scope by, and the key is kept as it is.
+std::string ScopedIdempotencyKey(const std::string& caller_identity, const std::string& key);
+
 // What per-caller limits count a caller as: its certificate identity (CallerIdentity), or
-// "peer:<ip>" without a certificate.
+// "peer:<ip>" without a certificate, an IPv6 address by its /64 (one host usually holds a
+// whole /64: counting single addresses would be no limit at all).
 std::string CallerKey(const grpc::CallbackServerContext& context);
+// The same from the identity ("" without a certificate) and gRPC's peer text
+// ("ipv4:10.0.0.1:5000", "ipv6:[2001:db8::1]:5000", with the brackets percent-encoded too).
+std::string CallerKeyOf(const std::string& identity, const std::string& peer);
 
 // Whether this call of `grpc_method` may go on, asked first in every RPC (before validation
 // or any vendor call): the authorization policy (PERMISSION_DENIED, reason
@@ -374,6 +385,7 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
       FinishUnary(context, reactor, error.ToGrpcStatus(), request_id);
       return reactor;
     }
+    idempotency_key = ScopedIdempotencyKey(record.caller, idempotency_key);
   }
   if (!idempotency_key.empty()) {
     // Runs for a replay and, possibly on another thread, for a waiter: the metadata is

@@ -77,5 +77,45 @@ TEST_F(CallerLimiterTest, TrackedCallersAreBoundedByForgettingIdleOnes) {
   EXPECT_EQ(limiter->TryOpenStream("holder"), nullptr);
 }
 
+// Issue 31 (review): the table grew past max_tracked_callers whenever no tracked caller
+// was at its starting state (every bucket drained), and each new caller then scanned the
+// whole table. Now the least recently used caller holding no stream is forgotten, at once.
+TEST_F(CallerLimiterTest, TrackedCallersStayBoundedWhenEveryBucketIsDrained) {
+  auto limiter = Make(/*rps=*/1, /*burst=*/1, /*streams=*/1, /*tracked=*/10);
+  absl::Duration wait;
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(limiter->TryCall("caller-" + std::to_string(i), &wait)) << i;
+    ASSERT_LE(limiter->tracked_callers(), 10u) << i;
+  }
+  // A caller used recently is kept with its drained bucket...
+  EXPECT_TRUE(limiter->TryCall("keep", &wait));
+  for (int i = 0; i < 9; ++i) limiter->TryCall("new-" + std::to_string(i), &wait);
+  EXPECT_FALSE(limiter->TryCall("keep", &wait)) << "forgotten while among the 10 most recent";
+  // ...and forgotten once ten others were used after it: it starts again with a full bucket.
+  for (int i = 9; i < 19; ++i) limiter->TryCall("new-" + std::to_string(i), &wait);
+  EXPECT_TRUE(limiter->TryCall("keep", &wait));
+  EXPECT_EQ(limiter->tracked_callers(), 10u);
+}
+
+TEST_F(CallerLimiterTest, CallersHoldingStreamsAreNeverForgotten) {
+  auto limiter = Make(/*rps=*/1, /*burst=*/1, /*streams=*/1, /*tracked=*/10);
+  absl::Duration wait;
+  std::vector<std::shared_ptr<void>> held;
+  for (int i = 0; i < 20; ++i) {
+    held.push_back(limiter->TryOpenStream("holder-" + std::to_string(i)));
+    ASSERT_NE(held.back(), nullptr);
+  }
+  for (int i = 0; i < 100; ++i) limiter->TryCall("passer-" + std::to_string(i), &wait);
+  // The 20 holders and at most the bound of others.
+  EXPECT_LE(limiter->tracked_callers(), 30u);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(limiter->TryOpenStream("holder-" + std::to_string(i)), nullptr) << i;
+  }
+  // A stream closed makes its caller forgettable again, and the table shrinks to the bound.
+  held.clear();
+  for (int i = 0; i < 100; ++i) limiter->TryCall("later-" + std::to_string(i), &wait);
+  EXPECT_EQ(limiter->tracked_callers(), 10u);
+}
+
 }  // namespace
 }  // namespace inspection::security
