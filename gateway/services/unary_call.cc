@@ -9,6 +9,7 @@
 #include "adapters/eventlog/event_log.h"
 #include "adapters/hashing/sha256.h"
 #include "gateway/logging/log.h"
+#include "gateway/security/peer_identity.h"
 
 namespace inspection::services {
 
@@ -62,14 +63,7 @@ bool VendorNotReached(const errors::ApiError& error) {
 }
 
 std::string CallerIdentity(const grpc::ServerContextBase& context) {
-  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  if (auth == nullptr || !auth->IsPeerAuthenticated()) return "";
-  for (const char* property : {GRPC_PEER_SPIFFE_ID_PROPERTY_NAME, GRPC_X509_SAN_PROPERTY_NAME,
-                               GRPC_X509_CN_PROPERTY_NAME}) {
-    const std::vector<grpc::string_ref> values = auth->FindPropertyValues(property);
-    if (!values.empty()) return std::string(values.front().data(), values.front().size());
-  }
-  return "";
+  return security::CallerIdentityOf(security::PeerOf(context.auth_context().get()));
 }
 
 namespace {
@@ -79,15 +73,9 @@ std::optional<errors::ApiError> Authorize(const grpc::CallbackServerContext& con
   if (deps.authz == nullptr) return std::nullopt;
   security::AuthzRequest request;
   request.path = std::string(grpc_method);
-  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  if (auth != nullptr && auth->IsPeerAuthenticated()) {
-    for (const char* property : {GRPC_PEER_SPIFFE_ID_PROPERTY_NAME, GRPC_X509_SAN_PROPERTY_NAME,
-                                 GRPC_X509_CN_PROPERTY_NAME}) {
-      for (const grpc::string_ref& value : auth->FindPropertyValues(property)) {
-        request.principals.emplace_back(value.data(), value.size());
-      }
-    }
-  }
+  request.peer = security::PeerOf(context.auth_context().get());
+  // By key, and for one key in arrival order (a multimap keeps equal keys in insertion
+  // order): the order gRPC joins repeated values in.
   for (const auto& [key, value] : context.client_metadata()) {
     request.headers.emplace_back(std::string(key.data(), key.size()),
                                  std::string(value.data(), value.size()));

@@ -57,8 +57,9 @@ struct RpcRecord {
   std::chrono::microseconds duration{0};
   vendor::DecodeReport decode_report;
   bool idempotency_replayed = false;  // answered from an idempotency key's first outcome
-  // Who called: the peer certificate's SPIFFE ID, else its subject alternative name or
-  // common name (CallerIdentity); "" for a caller without a certificate.
+  // Who called: the peer certificate's first URI SAN (the SPIFFE ID), else its first DNS
+  // SAN, else its whole subject, never the bare common name (CallerIdentity); "" for a
+  // caller without a certificate.
   std::string caller;
   // The vendor account the call asked for (metadata x-vendor-account, at most 64
   // characters; "" for the default account).
@@ -82,7 +83,9 @@ struct RpcRecord {
 // under the caller's), otherwise a new trace.
 tracing::TraceContext TraceFor(const grpc::ServerContextBase& context);
 
-// The identity of the caller of `context` (see RpcRecord::caller).
+// The identity of the caller of `context` (see RpcRecord::caller): its certificate's first
+// URI SAN (the SPIFFE ID), else its first DNS SAN, else its whole subject
+// ("CN=claims-api,O=corp"), never a bare common name (security::CallerIdentityOf).
 std::string CallerIdentity(const grpc::ServerContextBase& context);
 
 // "inspection_id=..., event_name=..., urls=3": the identifying fields of a write request
