@@ -95,7 +95,7 @@ TEST(AuthzPolicyTest, MalformedPoliciesAreRefusedNamingThePlace) {
           "grpc-timeout", "values": ["x"]}]}}]})",
        "cannot be matched"},
       {R"({"name": "p", "deny_rules": [{"name": "r", "source": {"principals": "x"}}],
-          "allow_rules": []})",
+          "allow_rules": [{"name": "r"}]})",
        "deny_rules[0].source.principals"},
   };
   for (const auto& [text, message] : cases) {

@@ -133,7 +133,8 @@ class PeerIdentityTest : public ::testing::Test {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
     for (const std::string& account : accounts) context.AddMetadata("x-vendor-account", account);
-    grpc::ByteBuffer request;
+    grpc::Slice empty("");  // a ByteBuffer without a slice is no message at all
+    grpc::ByteBuffer request(&empty, 1);
     grpc::ByteBuffer response;
     absl::Notification done;
     grpc::Status status;
