@@ -17,14 +17,28 @@
 
 namespace inspection::security {
 
+// The peer as gRPC's authorization engine sees it (gRFC A43; EvaluateArgs in gRPC's
+// src/core/lib/security/authorization/evaluate_args.cc, read from the connection's auth
+// context; PeerOf in peer_identity.h builds it from grpc::AuthContext).
+struct AuthzPeer {
+  // The connection is TLS (auth property "transport_security_type" is "ssl" or "tls"), with
+  // or without a client certificate. A principal never matches a peer that is not.
+  bool authenticated = false;
+  // The client certificate's URI SANs ("peer_uri") and DNS SANs ("peer_dns"), in
+  // certificate order; empty without a certificate.
+  std::vector<std::string> uri_sans;
+  std::vector<std::string> dns_sans;
+  // The whole subject in RFC 2253 form ("x509_subject": "CN=claims-api,O=corp"); "" without
+  // a certificate. Never the bare common name.
+  std::string subject;
+};
+
 // The caller and the call, as the policy sees them.
 struct AuthzRequest {
-  // The peer's identities: its certificate's SPIFFE ID, subject alternative names and
-  // common name. Empty for a caller without a certificate.
-  std::vector<std::string> principals;
+  AuthzPeer peer;
   // "/inspection.v1.EventConfigService/UpdateWebhookConfig".
   std::string path;
-  // The call's metadata (lower-case keys).
+  // The call's metadata (lower-case keys), in arrival order for values of one key.
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
@@ -37,19 +51,38 @@ struct AuthzDecision {
 // A policy in gRPC's authorization policy format (gRFC A43), the JSON that
 // grpc::experimental::FileWatcherAuthorizationPolicyProvider reads:
 //   {"name": "...",
-//    "deny_rules":  [RULE, ...],   optional
-//    "allow_rules": [RULE, ...]}   required
+//    "deny_rules":  [RULE, ...],   optional, not empty
+//    "allow_rules": [RULE, ...]}   required, not empty
 //   RULE: {"name": "...",
 //          "source":  {"principals": ["spiffe://corp/ns/claims/sa/intake", "*"]},  optional
 //          "request": {"paths": ["/inspection.v1.TokenService/*"],                  optional
 //                      "headers": [{"key": "x-vendor-account", "values": ["preprod"]}]}}
-// A call is denied when a deny rule matches it; otherwise allowed when an allow rule
-// matches it; otherwise denied. A rule matches when its source and its request match: a
-// principal of the caller matches one of `principals` (absent: any caller, with or without
-// a certificate; "*": any caller with one); the path matches one of `paths` (absent: any);
-// and every header matcher matches (the header is present with one of `values`). Patterns
-// are exact, "prefix*", "*suffix" or "*". Header keys may not be pseudo-headers, "host" or
-// start with "grpc-". Immutable and thread-safe once parsed.
+//
+// Evaluated with the semantics of a current gRPC (master's src/core/lib/security/
+// authorization/rbac_translator.cc, matchers.cc, evaluate_args.cc and
+// grpc_authorization_engine.cc; gRPC's own cases are ported to
+// tests/gateway/authz_conformance_test.cc):
+// - A call is denied when a deny rule matches it; otherwise allowed when an allow rule
+//   matches it; otherwise denied. Rules of one list are tried in name order (gRPC keeps
+//   them in a std::map), so the rule reported is the first matching one by name.
+// - A rule matches when its source and its request match. Absent or empty "source",
+//   "principals", "request", "paths" or "headers": no condition.
+// - "principals" (one must match): only on an authenticated (TLS) peer; a pattern matches
+//   when it matches one of the URI SANs, else one of the DNS SANs, else the whole RFC 2253
+//   subject. So "" matches a TLS caller without a certificate, and a common name never
+//   matches on its own.
+// - "paths" (one must match) against the full method name.
+// - "headers" (all must match): a header matches when the values the call sent for that
+//   key, joined with "," in arrival order, match one of "values"; an absent header never
+//   matches ("*" included).
+// - Patterns: "*" matches any non-empty value (gRPC's regex ".+": no line feed either);
+//   "*abc" ends with "abc" (so "*abc*" ends with "abc*"); "abc*" starts with "abc";
+//   anything else is exact. Case-sensitive.
+// Parse refuses every policy gRPC's translator refuses, plus (deliberately, so nothing is
+// silently ignored): "audit_logging_options" (audit loggers, added to gRPC after 1.51; the gateway
+// has its own audit lines), two rules of one list with the same name (gRPC keeps the last one
+// only), header keys with upper-case letters (gRPC never matches them: metadata keys are
+// lower-case), and an empty policy name. Immutable and thread-safe once parsed.
 //
 // Debian bookworm's gRPC 1.51 ships the authorization filter but not the library that
 // parses these policies (grpc_authorization_policy_provider_*), so the gateway evaluates
@@ -63,23 +96,35 @@ class AuthzPolicy {
   AuthzDecision Evaluate(const AuthzRequest& request) const;
   const std::string& name() const { return name_; }
 
+  // A string pattern of the policy ("*", "*suffix", "prefix*" or exact), as gRPC's
+  // GetStringMatcher reads it.
+  class Pattern {
+   public:
+    explicit Pattern(absl::string_view pattern);
+    bool Matches(absl::string_view value) const;
+
+   private:
+    enum class Type { kExact, kPrefix, kSuffix, kNonEmpty };
+    Type type_;
+    std::string text_;
+  };
+
  private:
   struct HeaderMatcher {
     std::string key;
-    std::vector<std::string> values;
+    std::vector<Pattern> values;
   };
   struct Rule {
     std::string name;
-    bool any_principal = true;  // no "source", or no "principals"
-    std::vector<std::string> principals;
-    std::vector<std::string> paths;  // empty: any path
+    std::vector<Pattern> principals;  // empty: any caller
+    std::vector<Pattern> paths;       // empty: any path
     std::vector<HeaderMatcher> headers;
   };
   static bool Matches(const Rule& rule, const AuthzRequest& request);
 
   std::string name_;
-  std::vector<Rule> deny_;
-  std::vector<Rule> allow_;
+  std::vector<Rule> deny_;   // by name
+  std::vector<Rule> allow_;  // by name
 };
 
 // The policy of a file, read now and again every `interval` without a restart. A file

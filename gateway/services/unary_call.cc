@@ -1,5 +1,6 @@
 #include "gateway/services/unary_call.h"
 
+#include <iterator>
 #include <random>
 #include <utility>
 
@@ -11,19 +12,40 @@
 #include "adapters/hashing/sha256.h"
 #include "adapters/http/http_server.h"
 #include "gateway/logging/log.h"
+#include "gateway/security/peer_identity.h"
 
 namespace inspection::services {
 
-std::string RequestIdFor(const grpc::CallbackServerContext& context) {
+std::optional<std::string_view> SingleMetadata(const grpc::ServerContextBase& context,
+                                               std::string_view key) {
   const auto& metadata = context.client_metadata();
-  auto it = metadata.find("x-request-id");
-  if (it != metadata.end() && !it->second.empty() && it->second.size() <= 64) {
+  const auto [first, last] = metadata.equal_range(grpc::string_ref(key.data(), key.size()));
+  if (first == last || std::next(first) != last) return std::nullopt;
+  return std::string_view(first->second.data(), first->second.size());
+}
+
+std::optional<errors::ApiError> RefuseRepeatedMetadata(const grpc::ServerContextBase& context) {
+  validation::Violations violations;
+  for (std::string_view key : kSingleValuedMetadata) {
+    const size_t count = context.client_metadata().count(grpc::string_ref(key.data(), key.size()));
+    if (count > 1) {
+      violations.push_back(
+          {std::string(key), absl::StrCat("metadata sent ", count, " times; send it once")});
+    }
+  }
+  if (violations.empty()) return std::nullopt;
+  return errors::ApiError::InvalidRequest(std::move(violations));
+}
+
+std::string RequestIdFor(const grpc::CallbackServerContext& context) {
+  const std::optional<std::string_view> sent = SingleMetadata(context, "x-request-id");
+  if (sent.has_value() && !sent->empty() && sent->size() <= 64) {
     bool plain = true;
-    for (char c : it->second) {
+    for (char c : *sent) {
       plain = plain && (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
                         c == '.' || c == ':');
     }
-    if (plain) return std::string(it->second.data(), it->second.size());
+    if (plain) return std::string(*sent);
   }
   // 64 random bits as hex: unique enough to find one call in the logs.
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -37,10 +59,7 @@ std::string RequestIdFor(const grpc::CallbackServerContext& context) {
 std::string IdempotencyKeyFor(const grpc::CallbackServerContext& context,
                               const std::string& field_value) {
   if (!field_value.empty()) return field_value;
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find("idempotency-key");
-  if (it == metadata.end()) return {};
-  return std::string(it->second.data(), it->second.size());
+  return std::string(SingleMetadata(context, "idempotency-key").value_or(""));
 }
 
 std::string ScopedIdempotencyKey(const std::string& caller_identity, const std::string& key) {
@@ -69,14 +88,7 @@ bool VendorNotReached(const errors::ApiError& error) {
 }
 
 std::string CallerIdentity(const grpc::ServerContextBase& context) {
-  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  if (auth == nullptr || !auth->IsPeerAuthenticated()) return "";
-  for (const char* property : {GRPC_PEER_SPIFFE_ID_PROPERTY_NAME, GRPC_X509_SAN_PROPERTY_NAME,
-                               GRPC_X509_CN_PROPERTY_NAME}) {
-    const std::vector<grpc::string_ref> values = auth->FindPropertyValues(property);
-    if (!values.empty()) return std::string(values.front().data(), values.front().size());
-  }
-  return "";
+  return security::CallerIdentityOf(security::PeerOf(context.auth_context().get()));
 }
 
 namespace {
@@ -86,15 +98,9 @@ std::optional<errors::ApiError> Authorize(const grpc::CallbackServerContext& con
   if (deps.authz == nullptr) return std::nullopt;
   security::AuthzRequest request;
   request.path = std::string(grpc_method);
-  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  if (auth != nullptr && auth->IsPeerAuthenticated()) {
-    for (const char* property : {GRPC_PEER_SPIFFE_ID_PROPERTY_NAME, GRPC_X509_SAN_PROPERTY_NAME,
-                                 GRPC_X509_CN_PROPERTY_NAME}) {
-      for (const grpc::string_ref& value : auth->FindPropertyValues(property)) {
-        request.principals.emplace_back(value.data(), value.size());
-      }
-    }
-  }
+  request.peer = security::PeerOf(context.auth_context().get());
+  // By key, and for one key in arrival order (a multimap keeps equal keys in insertion
+  // order): the order gRPC joins repeated values in.
   for (const auto& [key, value] : context.client_metadata()) {
     request.headers.emplace_back(std::string(key.data(), key.size()),
                                  std::string(value.data(), value.size()));
@@ -222,7 +228,10 @@ void LogRefused(const grpc::CallbackServerContext& context, const ServiceDeps& d
 std::optional<errors::ApiError> AdmitCall(const grpc::CallbackServerContext& context,
                                           const ServiceDeps& deps, std::string_view grpc_method,
                                           const tracing::TraceContext* trace) {
-  std::optional<errors::ApiError> refused = Authorize(context, deps, grpc_method);
+  // Repeated metadata first: no later than the policy, so such a call never reaches the
+  // vendor whatever the policy says.
+  std::optional<errors::ApiError> refused = RefuseRepeatedMetadata(context);
+  if (!refused.has_value()) refused = Authorize(context, deps, grpc_method);
   if (!refused.has_value()) refused = Throttle(context, deps);
   if (refused.has_value()) LogRefused(context, deps, grpc_method, *refused, trace);
   return refused;
@@ -342,19 +351,25 @@ std::optional<errors::ApiError> CallOptionsFor(const grpc::CallbackServerContext
                                                const ServiceDeps& deps, std::string request_id,
                                                upstream::CallOptions* out) {
   out->request_id = std::move(request_id);
-  const auto& metadata = context.client_metadata();
-  if (auto it = metadata.find("x-vendor-account"); it != metadata.end()) {
-    std::string account(it->second.data(), it->second.size());
+  // AdmitCall refused these already; a caller that did not ask it still never gets the
+  // default account for "default, preprod".
+  if (auto refused = RefuseRepeatedMetadata(context); refused.has_value()) return refused;
+  if (auto sent = SingleMetadata(context, "x-vendor-account"); sent.has_value()) {
+    std::string account(*sent);
     if (account == kDefaultAccountName) account.clear();
     if (!account.empty() && deps.vendor_accounts.count(account) == 0) {
       return errors::ApiError::UnknownVendorAccount();
     }
     out->account = std::move(account);
   }
-  if (auto it = metadata.find("cache-control"); it != metadata.end()) {
+  // cache-control is a list: sent as one value or several, any no-cache/no-store counts.
+  const auto [first, last] = context.client_metadata().equal_range("cache-control");
+  for (auto it = first; it != last; ++it) {
     const std::string_view value(it->second.data(), it->second.size());
-    out->bypass_cache = value.find("no-cache") != std::string_view::npos ||
-                        value.find("no-store") != std::string_view::npos;
+    if (value.find("no-cache") != std::string_view::npos ||
+        value.find("no-store") != std::string_view::npos) {
+      out->bypass_cache = true;
+    }
   }
   return std::nullopt;
 }

@@ -57,8 +57,9 @@ struct RpcRecord {
   std::chrono::microseconds duration{0};
   vendor::DecodeReport decode_report;
   bool idempotency_replayed = false;  // answered from an idempotency key's first outcome
-  // Who called: the peer certificate's SPIFFE ID, else its subject alternative name or
-  // common name (CallerIdentity); "" for a caller without a certificate.
+  // Who called: the peer certificate's first URI SAN (the SPIFFE ID), else its first DNS
+  // SAN, else its whole subject, never the bare common name (CallerIdentity); "" for a
+  // caller without a certificate.
   std::string caller;
   // The vendor account the call asked for (metadata x-vendor-account, at most 64
   // characters; "" for the default account).
@@ -82,8 +83,27 @@ struct RpcRecord {
 // under the caller's), otherwise a new trace.
 tracing::TraceContext TraceFor(const grpc::ServerContextBase& context);
 
-// The identity of the caller of `context` (see RpcRecord::caller).
+// The identity of the caller of `context` (see RpcRecord::caller): its certificate's first
+// URI SAN (the SPIFFE ID), else its first DNS SAN, else its whole subject
+// ("CN=claims-api,O=corp"), never a bare common name (security::CallerIdentityOf).
 std::string CallerIdentity(const grpc::ServerContextBase& context);
+
+// The metadata the gateway reads one value of: the vendor account, the idempotency key and
+// the request id. A call that sends one of them more than once is refused (AdmitCall), so
+// that the gateway never acts on a value other than the one the authorization policy saw
+// (the policy matches the values joined with ",").
+inline constexpr std::string_view kSingleValuedMetadata[] = {"x-vendor-account", "idempotency-key",
+                                                             "x-request-id"};
+
+// The value of metadata `key` when the call sent it exactly once; nullopt when it is absent
+// or repeated. Every read of kSingleValuedMetadata goes through it.
+std::optional<std::string_view> SingleMetadata(const grpc::ServerContextBase& context,
+                                               std::string_view key);
+
+// INVALID_ARGUMENT (reason INVALID_REQUEST) with one field violation per key of
+// kSingleValuedMetadata the call sent more than once (field: the key; description:
+// "metadata sent N times; send it once"); nullopt when there is none.
+std::optional<errors::ApiError> RefuseRepeatedMetadata(const grpc::ServerContextBase& context);
 
 // "inspection_id=..., event_name=..., urls=3": the identifying fields of a write request
 // that are set (inspection_id, uid, webhook_url_v2, event_name, event_name_raw, and the
@@ -156,10 +176,12 @@ std::string CallerKey(const grpc::CallbackServerContext& context);
 // ("ipv4:10.0.0.1:5000", "ipv6:[2001:db8::1]:5000", with the brackets percent-encoded too).
 std::string CallerKeyOf(const std::string& identity, const std::string& peer);
 
-// Whether this call of `grpc_method` may go on, asked first in every RPC (before validation
-// or any vendor call): the authorization policy (PERMISSION_DENIED, reason
-// PERMISSION_DENIED_BY_POLICY, counted through ServiceDeps::on_denied), then the caller's
-// rate (RESOURCE_EXHAUSTED, reason CALLER_RATE_LIMITED, with RetryInfo). nullopt: go on.
+// Whether this call of `grpc_method` may go on, asked first in every RPC, unary or
+// streaming (before validation or any vendor call): metadata of kSingleValuedMetadata sent
+// more than once (INVALID_ARGUMENT, RefuseRepeatedMetadata), then the authorization policy
+// (PERMISSION_DENIED, reason PERMISSION_DENIED_BY_POLICY, counted through
+// ServiceDeps::on_denied), then the caller's rate (RESOURCE_EXHAUSTED, reason
+// CALLER_RATE_LIMITED, with RetryInfo). nullopt: go on.
 // `trace`: the call's trace, for the refusal's log line (null: read from the metadata).
 std::optional<errors::ApiError> AdmitCall(const grpc::CallbackServerContext& context,
                                           const ServiceDeps& deps, std::string_view grpc_method,
@@ -203,8 +225,8 @@ std::string RequestFingerprint(const google::protobuf::Message& request);
 // True when the outcome proves nothing reached the vendor (so the key may be reused).
 bool VendorNotReached(const errors::ApiError& error);
 
-// The request id of a call: the caller's `x-request-id` metadata when it is short and
-// plain, otherwise a fresh random one.
+// The request id of a call: the caller's `x-request-id` metadata when it is sent once,
+// short and plain, otherwise a fresh random one.
 std::string RequestIdFor(const grpc::CallbackServerContext& context);
 
 void NotifyFinished(const ServiceDeps& deps, RpcRecord& record,
@@ -212,8 +234,9 @@ void NotifyFinished(const ServiceDeps& deps, RpcRecord& record,
 
 // The pipeline options of a call, from its metadata: `x-vendor-account` (must name a
 // configured account: otherwise INVALID_ARGUMENT naming the metadata key; absent, empty
-// or "default": the default account, "") and
-// `cache-control: no-cache` (skip the response cache). Sets `out` or returns the error.
+// or "default": the default account, ""; read through SingleMetadata) and `cache-control`
+// (skip the response cache when any of its values says no-cache or no-store). Sets `out`
+// or returns the error.
 std::optional<errors::ApiError> CallOptionsFor(const grpc::CallbackServerContext& context,
                                                const ServiceDeps& deps, std::string request_id,
                                                upstream::CallOptions* out);
@@ -327,9 +350,8 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
   record.caller = CallerIdentity(*context);
   record.peer = context->peer();
   record.trace = TraceFor(*context);
-  if (auto it = context->client_metadata().find("x-vendor-account");
-      it != context->client_metadata().end()) {
-    record.account = std::string(it->second.data(), std::min<size_t>(it->second.size(), 64));
+  if (auto account = SingleMetadata(*context, "x-vendor-account"); account.has_value()) {
+    record.account = std::string(account->substr(0, 64));
   }
   if (record.route->audited) record.resource = AuditResource(*request);
   // Sent with the answer (FinishUnary): in the headers on success, in the trailers on an

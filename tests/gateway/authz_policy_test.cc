@@ -37,9 +37,18 @@ constexpr char kPolicy[] = R"({
   ]
 })";
 
-AuthzRequest Call(std::vector<std::string> principals, std::string path,
+// A TLS caller whose certificate has these URI SANs and subject.
+AuthzPeer Cert(std::vector<std::string> uri_sans, std::string subject = "CN=workload") {
+  AuthzPeer peer;
+  peer.authenticated = true;
+  peer.uri_sans = std::move(uri_sans);
+  peer.subject = std::move(subject);
+  return peer;
+}
+
+AuthzRequest Call(AuthzPeer peer, std::string path,
                   std::vector<std::pair<std::string, std::string>> headers = {}) {
-  return AuthzRequest{std::move(principals), std::move(path), std::move(headers)};
+  return AuthzRequest{std::move(peer), std::move(path), std::move(headers)};
 }
 
 TEST(AuthzPolicyTest, DenyRulesFirstThenAllowRulesThenDeny) {
@@ -50,27 +59,34 @@ TEST(AuthzPolicyTest, DenyRulesFirstThenAllowRulesThenDeny) {
   const std::string get = "/inspection.v1.EventConfigService/GetWebhookConfig";
   // A: only with x-vendor-account: preprod.
   EXPECT_TRUE(
-      p.Evaluate(Call({"spiffe://test/client-a"}, get, {{"x-vendor-account", "preprod"}})).allowed);
-  EXPECT_FALSE(p.Evaluate(Call({"spiffe://test/client-a"}, get)).allowed);
+      p.Evaluate(Call(Cert({"spiffe://test/client-a"}), get, {{"x-vendor-account", "preprod"}}))
+          .allowed);
+  EXPECT_FALSE(p.Evaluate(Call(Cert({"spiffe://test/client-a"}), get)).allowed);
   EXPECT_FALSE(
-      p.Evaluate(Call({"spiffe://test/client-a"}, get, {{"x-vendor-account", "prod"}})).allowed);
+      p.Evaluate(Call(Cert({"spiffe://test/client-a"}), get, {{"x-vendor-account", "prod"}}))
+          .allowed);
   // B: everything but the EventConfigService writes (deny rules win).
-  EXPECT_TRUE(p.Evaluate(Call({"spiffe://test/client-b"}, get)).allowed);
-  const AuthzDecision denied = p.Evaluate(Call({"spiffe://test/client-b"}, update));
+  EXPECT_TRUE(p.Evaluate(Call(Cert({"spiffe://test/client-b"}), get)).allowed);
+  const AuthzDecision denied = p.Evaluate(Call(Cert({"spiffe://test/client-b"}), update));
   EXPECT_FALSE(denied.allowed);
   EXPECT_EQ(denied.rule, "b-no-webhook-writes");
   // Without a certificate: only what a rule without a source allows.
-  EXPECT_TRUE(p.Evaluate(Call({}, "/grpc.health.v1.Health/Check")).allowed);
-  EXPECT_FALSE(p.Evaluate(Call({}, get)).allowed);
-  // A principal matches when any of the caller's identities does.
-  EXPECT_TRUE(p.Evaluate(Call({"client-a-cn", "spiffe://test/client-b"}, get)).allowed);
+  EXPECT_TRUE(p.Evaluate(Call(AuthzPeer(), "/grpc.health.v1.Health/Check")).allowed);
+  EXPECT_FALSE(p.Evaluate(Call(AuthzPeer(), get)).allowed);
+  // A principal matches when any of the caller's URI SANs does.
+  EXPECT_TRUE(
+      p.Evaluate(Call(Cert({"spiffe://test/other", "spiffe://test/client-b"}), get)).allowed);
+  // Never the common name on its own: the subject is matched whole.
+  EXPECT_FALSE(p.Evaluate(Call(Cert({}, "CN=spiffe://test/client-a"), get,
+                               {{"x-vendor-account", "preprod"}}))
+                   .allowed);
 }
 
 TEST(AuthzPolicyTest, MalformedPoliciesAreRefusedNamingThePlace) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"not json", "not a JSON object"},
       {R"({"name": "p"})", "allow_rules"},
-      {R"({"name": "p", "allow_rules": [], "extra": 1})", "unknown field \"extra\""},
+      {R"({"name": "p", "allow_rules": [{"name": "r"}], "extra": 1})", "unknown field \"extra\""},
       {R"({"allow_rules": []})", "\"name\""},
       {R"({"name": "p", "allow_rules": [{"name": "r", "request": {"headers": [{"key": ":path",
           "values": ["x"]}]}}]})",
@@ -79,7 +95,7 @@ TEST(AuthzPolicyTest, MalformedPoliciesAreRefusedNamingThePlace) {
           "grpc-timeout", "values": ["x"]}]}}]})",
        "cannot be matched"},
       {R"({"name": "p", "deny_rules": [{"name": "r", "source": {"principals": "x"}}],
-          "allow_rules": []})",
+          "allow_rules": [{"name": "r"}]})",
        "deny_rules[0].source.principals"},
   };
   for (const auto& [text, message] : cases) {
@@ -106,7 +122,7 @@ TEST(AuthzPolicyWatcherTest, AChangedFileTakesEffectAndABrokenOneKeepsTheLastGoo
   });
   ASSERT_TRUE(watcher.ok()) << watcher.status();
   const AuthzRequest a_default =
-      Call({"spiffe://test/client-a"}, "/inspection.v1.TokenService/CreateToken");
+      Call(Cert({"spiffe://test/client-a"}), "/inspection.v1.TokenService/CreateToken");
   EXPECT_FALSE((*watcher)->Evaluate(a_default).allowed);
   write(R"({"name": "open", "allow_rules": [{"name": "all"}]})");
   EXPECT_TRUE(

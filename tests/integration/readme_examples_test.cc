@@ -184,19 +184,26 @@ TEST(ReadmeExamplesTest, TheShippedAuthorizationPoliciesParseAndMeanWhatTheySay)
   ASSERT_FALSE(policy_text.empty()) << "no ```json block in README \"Access control\"";
   auto readme_policy = security::AuthzPolicy::Parse(policy_text);
   ASSERT_TRUE(readme_policy.ok()) << readme_policy.status();
-  const std::string claims = "spiffe://corp.example/ns/claims/sa/claims-api";
+  // A caller with a certificate whose URI SAN is `spiffe_id`.
+  auto peer = [](const std::string& spiffe_id) {
+    security::AuthzPeer out;
+    out.authenticated = true;
+    out.uri_sans = {spiffe_id};
+    out.subject = "CN=workload";
+    return out;
+  };
+  const security::AuthzPeer claims = peer("spiffe://corp.example/ns/claims/sa/claims-api");
   const std::string update = "/inspection.v1.EventConfigService/UpdateWebhookConfig";
-  EXPECT_FALSE((*readme_policy)->Evaluate({{claims}, update, {}}).allowed);
+  EXPECT_FALSE((*readme_policy)->Evaluate({claims, update, {}}).allowed);
+  EXPECT_TRUE(
+      (*readme_policy)->Evaluate({claims, "/inspection.v1.TokenService/CreateToken", {}}).allowed);
   EXPECT_TRUE((*readme_policy)
-                  ->Evaluate({{claims}, "/inspection.v1.TokenService/CreateToken", {}})
-                  .allowed);
-  EXPECT_TRUE((*readme_policy)
-                  ->Evaluate({{"spiffe://corp.example/ns/qa/sa/tests"},
+                  ->Evaluate({peer("spiffe://corp.example/ns/qa/sa/tests"),
                               "/inspection.v1.TokenService/CreateToken",
                               {{"x-vendor-account", "preprod"}}})
                   .allowed);
   EXPECT_FALSE((*readme_policy)
-                   ->Evaluate({{"spiffe://corp.example/ns/qa/sa/tests"},
+                   ->Evaluate({peer("spiffe://corp.example/ns/qa/sa/tests"),
                                "/inspection.v1.TokenService/CreateToken",
                                {}})
                    .allowed);
@@ -205,13 +212,13 @@ TEST(ReadmeExamplesTest, TheShippedAuthorizationPoliciesParseAndMeanWhatTheySay)
   auto overlay = security::ReadAuthzPolicyFile(
       std::string(SOURCE_DIR) + "/deploy/kustomize/overlays/production/authz-policy.json", &text);
   ASSERT_TRUE(overlay.ok()) << overlay.status();
-  const std::string reporting = "spiffe://corp.example/ns/reporting/sa/dashboards";
-  EXPECT_FALSE((*overlay)->Evaluate({{reporting}, update, {}}).allowed);
+  const security::AuthzPeer reporting = peer("spiffe://corp.example/ns/reporting/sa/dashboards");
+  EXPECT_FALSE((*overlay)->Evaluate({reporting, update, {}}).allowed);
+  EXPECT_TRUE((*overlay)
+                  ->Evaluate({reporting, "/inspection.v1.InspectionService/SearchInspections", {}})
+                  .allowed);
   EXPECT_TRUE(
-      (*overlay)
-          ->Evaluate({{reporting}, "/inspection.v1.InspectionService/SearchInspections", {}})
-          .allowed);
-  EXPECT_TRUE((*overlay)->Evaluate({{}, "/grpc.health.v1.Health/Check", {}}).allowed);
+      (*overlay)->Evaluate({security::AuthzPeer(), "/grpc.health.v1.Health/Check", {}}).allowed);
 }
 
 }  // namespace

@@ -38,7 +38,8 @@ type EventServiceClient interface {
 	// queue is bounded) and UNAVAILABLE on shutdown — both carry the last delivered cursor
 	// in ErrorInfo.metadata["last_cursor"] so the client can resume without a gap.
 	// Only the events of one vendor account are streamed: the one named by metadata
-	// `x-vendor-account`, or the default account when there is none.
+	// `x-vendor-account`, or the default account when there is none. Send it once: a
+	// repeated `x-vendor-account` is INVALID_ARGUMENT (INVALID_REQUEST) before anything else.
 	Subscribe(ctx context.Context, in *SubscribeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SubscribeResponse], error)
 }
 
@@ -85,7 +86,8 @@ type EventServiceServer interface {
 	// queue is bounded) and UNAVAILABLE on shutdown — both carry the last delivered cursor
 	// in ErrorInfo.metadata["last_cursor"] so the client can resume without a gap.
 	// Only the events of one vendor account are streamed: the one named by metadata
-	// `x-vendor-account`, or the default account when there is none.
+	// `x-vendor-account`, or the default account when there is none. Send it once: a
+	// repeated `x-vendor-account` is INVALID_ARGUMENT (INVALID_REQUEST) before anything else.
 	Subscribe(*SubscribeRequest, grpc.ServerStreamingServer[SubscribeResponse]) error
 	mustEmbedUnimplementedEventServiceServer()
 }
