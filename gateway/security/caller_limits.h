@@ -19,8 +19,8 @@ struct CallerLimitsOptions {
   double requests_per_second = 0;
   // The bucket's size; 0: one second's worth (at least 1).
   int burst = 0;
-  // Streams (Subscribe, StreamDamageResults, WatchTokenStatus) a caller may hold open at
-  // once. 0: no limit.
+  // Streams (Subscribe, StreamDamageResults, WatchTokenStatus, Health/Watch, reflection) a
+  // caller may hold open at once. 0: no limit.
   int max_streams = 0;
   // Callers tracked at once; past it, callers whose bucket is full and who hold no stream
   // are forgotten first (they are at their starting state anyway).
