@@ -653,8 +653,9 @@ const std::vector<KeySpec>& Keys() {
       IntegerKey(
           "grpc.per_caller.max_streams",
           [](auto& c) -> auto& { return c.grpc.per_caller_max_streams; }, 0, 10000000, "N",
-          "Streams (Subscribe, StreamDamageResults, WatchTokenStatus) one caller may hold open "
-          "on this replica; more: RESOURCE_EXHAUSTED. 0: no limit."),
+          "Streams (Subscribe, StreamDamageResults, WatchTokenStatus, Health/Watch, "
+          "reflection) one caller may hold open on this replica; more: RESOURCE_EXHAUSTED. 0: "
+          "no limit."),
       IntegerKey(
           "grpc.per_caller.max_tracked_callers",
           [](auto& c) -> auto& { return c.grpc.per_caller_max_tracked_callers; }, 1, 100000000, "N",
@@ -663,8 +664,8 @@ const std::vector<KeySpec>& Keys() {
       EnumKey<Toggle>(
           "grpc.reflection", [](auto& c) -> auto& { return c.grpc.reflection; },
           {{"auto", Toggle::kAuto}, {"on", Toggle::kOn}, {"off", Toggle::kOff}},
-          "gRPC server reflection (grpcurl list/describe): auto is on with --sandbox and off "
-          "otherwise."),
+          "gRPC server reflection (grpcurl list/describe), decided by grpc.authz_policy_file like "
+          "every RPC: auto is on with --sandbox and off otherwise."),
       IntegerKey(
           "search.max_limit", [](auto& c) -> auto& { return c.search.max_limit; }, 1, kMaxInt, "N",
           "Largest page size a search may request."),

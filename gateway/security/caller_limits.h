@@ -20,8 +20,8 @@ struct CallerLimitsOptions {
   double requests_per_second = 0;
   // The bucket's size; 0: one second's worth (at least 1).
   int burst = 0;
-  // Streams (Subscribe, StreamDamageResults, WatchTokenStatus) a caller may hold open at
-  // once. 0: no limit.
+  // Streams (Subscribe, StreamDamageResults, WatchTokenStatus, Health/Watch, reflection) a
+  // caller may hold open at once. 0: no limit.
   int max_streams = 0;
   // Callers tracked at once; past it, the caller used least recently among those holding no
   // stream is forgotten (it starts again with a full bucket). Callers holding streams are

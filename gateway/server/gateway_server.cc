@@ -12,8 +12,6 @@
 #include <unistd.h>
 
 #include <grpc/grpc.h>
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/impl/server_builder_option.h>
 #include <grpcpp/impl/server_builder_plugin.h>
 #include <grpcpp/security/server_credentials.h>
@@ -32,13 +30,14 @@
 #include "gateway/services/damage_service.h"
 #include "gateway/services/event_config_service.h"
 #include "gateway/services/event_service.h"
+#include "gateway/services/health_service.h"
 #include "gateway/services/image_service.h"
 #include "gateway/services/inspection_service.h"
+#include "gateway/services/reflection_service.h"
 #include "gateway/services/token_service.h"
 #include "gateway/token_watch/token_watch.h"
 #include "gateway/tracing/trace_context.h"
 #include "google/protobuf/wrappers.pb.h"
-#include "grpc/health/v1/health.pb.h"
 
 namespace inspection::server {
 namespace {
@@ -88,7 +87,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(
   return grpc::experimental::TlsServerCredentials(options);
 }
 
-// A ServerBuilderOption that removes gRPC's server reflection plugin from one builder.
+// A ServerBuilderOption that removes gRPC's server reflection plugin from one builder. The
+// gateway serves reflection itself (services/reflection_service.h, behind the authorization
+// policy) and does not link libgrpc++_reflection; should anything load it into the process
+// (its static initializer registers the plugin for every server), its ungated service
+// must still not be served.
 class WithoutReflection final : public grpc::ServerBuilderOption {
  public:
   void UpdateArguments(grpc::ChannelArguments*) override {}
@@ -573,20 +576,19 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   server->services_.push_back(std::make_unique<services::EventConfigServiceImpl>(deps));
   server->services_.push_back(std::make_unique<services::EventServiceImpl>(deps));
 
-  // gRPC's built-in health service registers no descriptor; the generated health.proto
-  // (linked here, so its descriptor is in the generated pool) lets server reflection
-  // describe it, so `grpcurl ADDR grpc.health.v1.Health/Check` works.
-  if (grpc::health::v1::HealthCheckRequest::descriptor()->file()->FindServiceByName("Health") ==
-      nullptr) {
-    return absl::InternalError("grpc.health.v1.Health has no descriptor");
+  // gRPC's health service and server reflection, served by our own code so that the
+  // authorization policy (and the stream limits) decide who may call them like any RPC:
+  // gRPC's built-in health service and reflection plugin never call into the gateway.
+  server->health_ = std::make_unique<services::HealthService>(deps);
+  if (opts.reflection) {
+    std::vector<std::string> names(std::begin(kServiceNames), std::end(kServiceNames));
+    names.push_back(services::HealthService::kServiceName);
+    names.push_back(services::ReflectionService::kV1ServiceName);
+    names.push_back(services::ReflectionService::kV1AlphaServiceName);
+    server->reflection_ = std::make_unique<services::ReflectionService>(deps, std::move(names));
   }
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  // libgrpc++_reflection registers its plugin for every server of the process as soon as it
-  // is loaded (a static initializer): switching reflection off means taking the plugin out
-  // of this builder's list.
-  if (!opts.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
+  builder.SetOption(std::make_unique<WithoutReflection>());
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       ListenerCredentials(opts.tls);
   if (!credentials.ok()) return credentials.status();
@@ -608,6 +610,12 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, limits.keepalive_time_ms);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, limits.keepalive_timeout_ms);
   for (auto& service : server->services_) builder.RegisterService(service.get());
+  builder.RegisterService(server->health_.get());
+  if (server->reflection_ != nullptr) {
+    for (grpc::Service* service : server->reflection_->grpc_services()) {
+      builder.RegisterService(service);
+    }
+  }
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   server->in_flight_ = std::make_shared<metrics::InFlightCalls>();
   interceptors.push_back(std::make_unique<metrics::GrpcServerMetricsInterceptorFactory>(
@@ -642,9 +650,8 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
     }
   }
   if (reconciler != nullptr) reconciler->Start();
-  auto* health = server->server_->GetHealthCheckService();
-  health->SetServingStatus("", true);
-  for (const char* name : kServiceNames) health->SetServingStatus(name, true);
+  server->health_->SetServingStatus("", true);
+  for (const char* name : kServiceNames) server->health_->SetServingStatus(name, true);
   server->StartHealthChecks();
   return server;
 }
@@ -688,8 +695,8 @@ void GatewayServer::StartHealthChecks() {
       if (health_stop_) return;
       if (writable.ok() != serving) {
         serving = writable.ok();
-        // Ignored by gRPC once Shutdown has set every service NOT_SERVING.
-        server_->GetHealthCheckService()->SetServingStatus(kEventService, serving);
+        // Ignored once Shutdown has set every service NOT_SERVING.
+        health_->SetServingStatus(kEventService, serving);
         if (serving) {
           logging::Info("health: the event log takes writes again; EventService SERVING");
         } else {
@@ -846,7 +853,8 @@ void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
     health_stop_ = true;
   }
   if (health_thread_.joinable()) health_thread_.join();
-  server_->GetHealthCheckService()->Shutdown();
+  // Every service NOT_SERVING; health watches are told so and end.
+  health_->Shutdown();
   // No new webhooks (the vendor retries them, here or on another replica), then every
   // stream ends with UNAVAILABLE and its resumable cursor.
   if (admin_ != nullptr) admin_->Stop();
@@ -896,6 +904,8 @@ GatewayServer::~GatewayServer() {
   if (metrics_ != nullptr) metrics_->SetCollectHook(nullptr);
   server_.reset();
   services_.clear();
+  health_.reset();
+  reflection_.reset();
   receiver_.reset();
   hub_.reset();
   reconciler_.reset();

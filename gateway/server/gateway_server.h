@@ -23,6 +23,8 @@
 #include "gateway/pipeline/retrying_caller.h"
 #include "gateway/reconcile/reconciler.h"
 #include "gateway/security/caller_limits.h"
+#include "gateway/services/health_service.h"
+#include "gateway/services/reflection_service.h"
 #include "gateway/services/unary_call.h"
 #include "gateway/streaming/event_hub.h"
 #include "gateway/streaming/stream_slots.h"
@@ -125,8 +127,8 @@ struct GatewayServerOptions {
   // (grpc.health_check_interval_ms): inspection.v1.EventService is NOT_SERVING while the
   // event log refuses writes.
   std::chrono::milliseconds health_check_interval{5000};
-  // gRPC server reflection (grpc.reflection.v1alpha). Note that gRPC registers the
-  // reflection plugin for every server the process builds after the first that asks.
+  // gRPC server reflection (grpc.reflection.v1 and v1alpha; services/reflection_service.h),
+  // behind the authorization policy like every RPC.
   bool reflection = false;
   // The default vendor account (calls without `x-vendor-account`). Its attempt timeout,
   // deadline margin and clock apply to every account.
@@ -333,6 +335,10 @@ class GatewayServer {
   std::shared_ptr<streaming::StreamSlots> stream_slots_;
   services::ServiceDeps deps_;
   std::vector<std::unique_ptr<grpc::Service>> services_;
+  // grpc.health.v1.Health, and server reflection when options.reflection is on (null
+  // otherwise): registered after services_, destroyed after the server.
+  std::unique_ptr<services::HealthService> health_;
+  std::unique_ptr<services::ReflectionService> reflection_;
   // Calls in flight, so that Shutdown does not wait for idle client connections.
   std::shared_ptr<metrics::InFlightCalls> in_flight_;
   std::unique_ptr<grpc::Server> server_;

@@ -246,6 +246,16 @@ std::optional<errors::ApiError> AdmitStream(const grpc::CallbackServerContext& c
   return refused;
 }
 
+std::optional<errors::ApiError> AdmitHealthCheck(const grpc::CallbackServerContext& context,
+                                                 const ServiceDeps& deps,
+                                                 std::string_view grpc_method,
+                                                 std::shared_ptr<void>* slot) {
+  std::optional<errors::ApiError> refused = Authorize(context, deps, grpc_method);
+  if (!refused.has_value() && slot != nullptr) refused = OpenStreamSlot(context, deps, slot);
+  if (refused.has_value()) LogRefused(context, deps, grpc_method, *refused, nullptr);
+  return refused;
+}
+
 std::string AuditResource(const google::protobuf::Message& request) {
   const google::protobuf::Descriptor* descriptor = request.GetDescriptor();
   const google::protobuf::Reflection* reflection = request.GetReflection();

@@ -196,6 +196,19 @@ std::optional<errors::ApiError> AdmitStream(const grpc::CallbackServerContext& c
                                             const ServiceDeps& deps, std::string_view grpc_method,
                                             std::shared_ptr<void>* slot);
 
+// Admission of gRPC's health service (Health/Check, and Health/Watch with `slot`): the
+// authorization policy exactly as AdmitCall (same refusal, log line and on_denied), but not
+// the caller's rate. Probes (a kubelet's, a load balancer's) come often and from addresses
+// other callers share (a node address after SNAT): a rate limit would turn another
+// caller's burst into a failed liveness probe and a restarted pod, and a Check costs less
+// than the limiter's own bookkeeping. With `slot` (Watch, a stream held open) it also
+// takes a stream slot as AdmitStream does, so watches are bounded by streams.max_total,
+// streams.max_per_connection and grpc.per_caller.max_streams.
+std::optional<errors::ApiError> AdmitHealthCheck(const grpc::CallbackServerContext& context,
+                                                 const ServiceDeps& deps,
+                                                 std::string_view grpc_method,
+                                                 std::shared_ptr<void>* slot = nullptr);
+
 // How one unary RPC maps onto its vendor route. Built once per service.
 template <class Request, class Response>
 struct UnaryEndpoint {

@@ -13,7 +13,7 @@ namespace inspection::streaming {
 
 struct StreamSlotOptions {
   // streams.max_per_connection: server streams (Subscribe, StreamDamageResults,
-  // WatchTokenStatus) one client connection may hold open at once. Below
+  // WatchTokenStatus, Health/Watch, reflection) one client connection may hold open at once. Below
   // grpc.max_concurrent_streams, so long-lived streams never take every HTTP/2 stream of a
   // connection and its unary calls still go through. 0: no limit.
   int max_per_connection = 500;

@@ -246,6 +246,45 @@ TEST(GatewayProcessTest, ReflectionListsEveryServiceThroughGrpcurl) {
     EXPECT_NE(check.output().find(R"("status": "SERVING")"), std::string::npos)
         << service << ": " << check.output();
   }
+  // describe: each file comes with what it imports.
+  Subprocess token(
+      {grpcurl, "-plaintext", gateway.target(), "describe", "inspection.v1.TokenService"});
+  ASSERT_EQ(token.Wait(std::chrono::seconds(30)), 0) << token.output();
+  EXPECT_NE(token.output().find("rpc CreateToken ( .inspection.v1.CreateTokenRequest )"),
+            std::string::npos)
+      << token.output();
+  Subprocess message(
+      {grpcurl, "-plaintext", gateway.target(), "describe", "inspection.v1.CreateTokenRequest"});
+  ASSERT_EQ(message.Wait(std::chrono::seconds(30)), 0) << message.output();
+  EXPECT_NE(message.output().find("is a message"), std::string::npos) << message.output();
+  Subprocess health({grpcurl, "-plaintext", gateway.target(), "describe", "grpc.health.v1.Health"});
+  ASSERT_EQ(health.Wait(std::chrono::seconds(30)), 0) << health.output();
+  EXPECT_NE(health.output().find("rpc Watch"), std::string::npos) << health.output();
+}
+
+// Under an authorization policy whose only rule is the README's "probes", grpcurl may ask
+// health (given the proto, since reflection is refused to it) but not list the services.
+TEST(GatewayProcessTest, GrpcurlUnderAProbesOnlyPolicyChecksHealthButCannotList) {
+  const char* grpcurl = std::getenv("GRPCURL");
+  ASSERT_NE(grpcurl, nullptr) << "GRPCURL must name the grpcurl binary (make test sets it)";
+  TempDir dir;
+  const std::string policy = dir.File("policy.json");
+  std::ofstream(policy) << R"({"name": "probes-only", "allow_rules": [
+      {"name": "probes", "request": {"paths": ["/grpc.health.v1.Health/*"]}}]})";
+  FakeVendor vendor;
+  ASSERT_TRUE(vendor.Start());
+  GatewayProcess gateway(vendor.BaseUrl(),
+                         {"--grpc-reflection=on", "--grpc-authz-policy-file=" + policy});
+  ASSERT_GT(gateway.port(), 0) << gateway.process().output();
+  Subprocess list({grpcurl, "-plaintext", gateway.target(), "list"});
+  EXPECT_NE(list.Wait(std::chrono::seconds(30)), 0) << list.output();
+  EXPECT_NE(list.output().find("PermissionDenied"), std::string::npos) << list.output();
+  EXPECT_EQ(list.output().find("inspection.v1.TokenService"), std::string::npos) << list.output();
+  Subprocess check({grpcurl, "-plaintext", "-import-path", GRPC_PROTO_DIR, "-proto",
+                    "grpc/health/v1/health.proto", "-d", "{}", gateway.target(),
+                    "grpc.health.v1.Health/Check"});
+  ASSERT_EQ(check.Wait(std::chrono::seconds(30)), 0) << check.output();
+  EXPECT_NE(check.output().find(R"("status": "SERVING")"), std::string::npos) << check.output();
 }
 
 // grpc.reflection defaults to off outside the sandbox: a production gateway does not hand

@@ -1,9 +1,11 @@
 // The gRPC health service's per-service status means something: inspection.v1.EventService
-// is NOT_SERVING while the event log refuses writes and SERVING again once it takes them;
-// every service is NOT_SERVING once the gateway drains (a Watch sees it).
+// is NOT_SERVING while the event log refuses writes and SERVING again once it takes them (a
+// Watch sees each change); every service is NOT_SERVING once the gateway drains (a Watch
+// sees it, then its stream ends).
 #include <atomic>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -155,9 +157,16 @@ class HealthWatch final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
     }
     StartRead(&response_);
   }
-  void OnDone(const grpc::Status&) override {
+  void OnDone(const grpc::Status& status) override {
     absl::MutexLock lock(&mu_);
+    code_ = status.error_code();
     done_ = true;
+  }
+  // How the stream ended; nullopt while it is open.
+  std::optional<grpc::StatusCode> ended() {
+    absl::MutexLock lock(&mu_);
+    if (!done_) return std::nullopt;
+    return code_;
   }
   std::vector<int> statuses() {
     absl::MutexLock lock(&mu_);
@@ -171,6 +180,7 @@ class HealthWatch final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc:
   absl::Mutex mu_;
   std::vector<int> statuses_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::StatusCode code_ ABSL_GUARDED_BY(mu_) = grpc::StatusCode::OK;
 };
 
 TEST(HealthTest, EveryServiceIsNotServingOnceTheGatewayDrains) {
@@ -224,8 +234,51 @@ TEST(HealthTest, EveryServiceIsNotServingOnceTheGatewayDrains) {
   }
   vendor.ReleaseHeld();
   drain.join();
+  // Then each watch ends, so that it does not hold the drain up: UNAVAILABLE, as the other
+  // streams (watch another replica).
+  for (size_t i = 0; i < watches.size(); ++i) {
+    EXPECT_TRUE(
+        WaitUntil([&] { return watches[i]->ended().has_value(); }, std::chrono::seconds(10)));
+    EXPECT_EQ(watches[i]->ended(), grpc::StatusCode::UNAVAILABLE) << services[i];
+  }
   EXPECT_TRUE(call_done.get_future().get().ok()) << "the call in flight finished during the drain";
   watches.clear();
+  vendor.Stop();
+}
+
+// Watch is the gateway's own (services/health_service.h): a watcher is sent the current
+// status at once, then each change, here NOT_SERVING while the event log refuses writes and
+// SERVING again after.
+TEST(HealthTest, AWatchSeesEventServiceTurnNotServingAndServingAgain) {
+  TempDir temp;
+  auto sqlite = eventlog::OpenSqliteEventLog(temp.File("events.db"), eventlog::RetentionPolicy{});
+  ASSERT_TRUE(sqlite.ok()) << sqlite.status();
+  auto log = std::make_shared<BreakableLog>(std::move(*sqlite));
+  FakeVendor vendor;
+  ASSERT_TRUE(vendor.Start());
+  server::GatewayServerOptions options = Options(vendor);
+  options.event_log = log;
+  options.health_check_interval = std::chrono::milliseconds(20);
+  auto gateway = server::GatewayServer::Start(std::move(options));
+  ASSERT_TRUE(gateway.ok()) << gateway.status();
+  grpc::GenericStub stub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*gateway)->grpc_port()),
+                                             grpc::InsecureChannelCredentials()));
+  constexpr int kServing = HealthCheckResponse::SERVING;
+  constexpr int kNotServing = HealthCheckResponse::NOT_SERVING;
+  auto watch = std::make_unique<HealthWatch>(stub, "inspection.v1.EventService");
+  auto last_is = [&](int status) {
+    const std::vector<int> seen = watch->statuses();
+    return !seen.empty() && seen.back() == status;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return last_is(kServing); }, std::chrono::seconds(10)));
+  EXPECT_EQ((*gateway)->open_streams(), 1u) << "a watch holds a stream slot";
+  log->broken_ = true;
+  ASSERT_TRUE(WaitUntil([&] { return last_is(kNotServing); }, std::chrono::seconds(10)));
+  log->broken_ = false;
+  ASSERT_TRUE(WaitUntil([&] { return last_is(kServing); }, std::chrono::seconds(10)));
+  EXPECT_EQ(watch->statuses(), (std::vector<int>{kServing, kNotServing, kServing}));
+  watch.reset();  // cancelled: the slot is given back
+  EXPECT_TRUE(WaitUntil([&] { return (*gateway)->open_streams() == 0; }, std::chrono::seconds(10)));
   vendor.Stop();
 }
 
