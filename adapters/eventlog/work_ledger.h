@@ -47,8 +47,10 @@ class WorkLedger {
                                const std::string& id) = 0;
 
   // Claims up to `limit` unresolved items due at `now_ms` (next_poll_at_ms <= now_ms) that
-  // nobody holds (never claimed, released, or the lease ended), the longest due first, and
-  // leases them to `owner` until now_ms + lease_ms. A held item is not claimed again before
+  // nobody holds (never claimed, released, or the lease ended), and leases them to `owner`
+  // until now_ms + lease_ms. New work first: the fewest attempts first, and among equals
+  // the longest due (counted from the end of an ended lease), so items polled again and
+  // again cannot keep a new one waiting (issue 31). A held item is not claimed again before
   // its lease ends, not even by its holder: a replica that dies mid-poll leaves its items
   // to the others (or to itself, restarted) one lease later.
   virtual absl::StatusOr<std::vector<WorkItem>> ClaimDue(int64_t now_ms, size_t limit,
@@ -84,6 +86,7 @@ absl::StatusOr<std::unique_ptr<WorkLedger>> OpenSqliteWorkLedger(
 // INVALID_ARGUMENT for a bad URL (never echoing the password); UNAVAILABLE when Redis
 // cannot be reached.
 absl::StatusOr<std::unique_ptr<WorkLedger>> OpenRedisWorkLedger(const std::string& url);
+
 
 }  // namespace inspection::eventlog
 

@@ -11,6 +11,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "adapters/eventlog/sqlite/sqlite_event_log.h"
 #include "adapters/eventlog/work_ledger.h"
 #include "nlohmann/json.hpp"
@@ -330,6 +332,42 @@ TEST_F(ReconcilerTest, ItemsOlderThanMaxAgeAreForgotten) {
   absl::StatusOr<int64_t> pending = ledger_->CountPending(INT64_MAX);
   ASSERT_TRUE(pending.ok());
   EXPECT_EQ(*pending, 0);
+}
+
+// Issue 31: items that never finish are polled every max_interval until max_age. 1,200 of
+// them want 120 polls a minute, twice the budget; a new submission must not wait behind
+// them (new work is claimed first).
+TEST_F(ReconcilerTest, ANewSubmissionIsPolledWhenDueDespiteThousandsOfStaleItems) {
+  // In memory: the scenario makes thousands of ledger writes, each a sync on a file.
+  auto ledger = eventlog::OpenSqliteWorkLedger(":memory:");
+  ASSERT_TRUE(ledger.ok()) << ledger.status();
+  ledger_ = std::move(*ledger);
+  options_.max_interval = absl::Minutes(10);  // the defaults: 10 min, 60 polls a minute
+  options_.max_polls_per_minute = 60;
+  Reconciler& reconciler = Make();
+  constexpr int kStale = 1200;
+  for (int i = 0; i < kStale; ++i) {
+    ASSERT_TRUE(reconciler.Submitted("", absl::StrCat("stale-", i)).ok());
+  }
+  // An hour of passes every scan_interval (5 s): the stale items take the whole budget.
+  int t = 0;
+  for (; t < 3600; t += 5) At(t);
+  ASSERT_GE(polled_.size(), 3000u) << "the budget was spent on the stale items";
+  now_ = start_ + absl::Seconds(t);
+  ASSERT_TRUE(reconciler.Submitted("", "new").ok());
+  const int due = t + 600;  // reconcile.after
+  int first_poll = -1;
+  for (; t <= due + 7200 && first_poll < 0; t += 5) {
+    const size_t before = polled_.size();
+    At(t);
+    for (size_t i = before; i < polled_.size(); ++i) {
+      if (absl::StartsWith(polled_[i], "/new@")) first_poll = t;
+    }
+  }
+  ASSERT_GE(first_poll, due) << "never before its due time";
+  EXPECT_LE(first_poll - due, 5) << "the new submission's first poll came " << first_poll - due
+                                 << " s after it was due";
+  EXPECT_GT(reconciler.stats().budget_limited, 0) << "the budget was the limit all along";
 }
 
 // The background thread: queued work wakes it (no scan interval to wait for), and an
