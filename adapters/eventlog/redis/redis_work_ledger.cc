@@ -125,13 +125,16 @@ end
 return count
 )lua";
 
-// KEYS: items, due, started. ARGV: started_before (exclusive). Returns how many went.
+// KEYS: items, due, started. ARGV: started_before (exclusive), batch. Forgets at most
+// `batch` of the items started before, the oldest first; returns how many went (fewer
+// than `batch`: none are left).
 constexpr char kTrimScript[] = R"lua(
-local fields = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[1])
-for _, f in ipairs(fields) do
-  redis.call('HDEL', KEYS[1], f)
-  redis.call('ZREM', KEYS[2], f)
-  redis.call('ZREM', KEYS[3], f)
+local fields = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[1], 'LIMIT', 0,
+                          tonumber(ARGV[2]))
+if #fields > 0 then
+  redis.call('HDEL', KEYS[1], unpack(fields))
+  redis.call('ZREM', KEYS[2], unpack(fields))
+  redis.call('ZREM', KEYS[3], unpack(fields))
 end
 return #fields
 )lua";
@@ -226,10 +229,20 @@ class RedisWorkLedger final : public WorkLedger {
     return Integer({"EVAL", count_script_, "1", due_, std::to_string(due_by_ms)}, "count");
   }
 
+  // One script per kRedisWorkLedgerTrimBatch items: the server serves the event log's
+  // commands between them, where one script for everything (a week of work after an
+  // outage of the trim) would hold the server for as long as it runs.
   absl::StatusOr<int64_t> Trim(int64_t started_before_ms) override {
-    return Integer(
-        {"EVAL", kTrimScript, "3", items_, due_, started_, std::to_string(started_before_ms)},
-        "trim");
+    int64_t total = 0;
+    while (true) {
+      absl::StatusOr<int64_t> went =
+          Integer({"EVAL", kTrimScript, "3", items_, due_, started_,
+                   std::to_string(started_before_ms), std::to_string(kRedisWorkLedgerTrimBatch)},
+                  "trim");
+      if (!went.ok()) return went.status();
+      total += *went;
+      if (*went < kRedisWorkLedgerTrimBatch) return total;
+    }
   }
 
  private:
