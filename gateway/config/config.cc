@@ -847,6 +847,12 @@ const std::vector<KeySpec>& Keys() {
           "Vendor calls one replica's reconciler may make per minute (a burst of at most this "
           "many); what is due beyond it waits (inspection_reconcile_overdue_items)."),
       IntegerKey(
+          "reconcile.max_polls_per_item",
+          [](auto& c) -> auto& { return c.reconcile.max_polls_per_item; }, 1, 1000000, "N",
+          "Polls of one inspection or token without a result, at most; then it is given up "
+          "(logged, inspection_reconcile_given_up_total). The default covers about 3 days with "
+          "the default intervals; items polled fewer times are polled first."),
+      IntegerKey(
           "reconcile.lease_ms", [](auto& c) -> auto& { return c.reconcile.lease; }, 100, kDayMs,
           "MS",
           "How long an item being polled is one replica's; a replica that dies mid-poll leaves "

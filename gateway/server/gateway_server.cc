@@ -766,6 +766,7 @@ void GatewayServer::SyncReconcileMetrics() {
   m.RecordReconcilePolls(/*token=*/true, delta(now.token_polls, seen.token_polls));
   m.RecordReconcileRecovered(webhook_less_, delta(now.recovered, seen.recovered));
   m.RecordReconcileLedgerErrors(delta(now.ledger_errors, seen.ledger_errors));
+  m.RecordReconcileGivenUp(delta(now.given_up, seen.given_up));
   m.SetReconcileOverdue(now.overdue);
 }
 

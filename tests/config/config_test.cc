@@ -806,6 +806,20 @@ TEST_F(ConfigTest, AReconcileLeaseNotLongerThanAPollIsRefused) {
       << "no reconciler, no lease to check";
 }
 
+TEST_F(ConfigTest, ReconcileMaxPollsPerItemHasADefaultARangeAndHelp) {
+  absl::StatusOr<GatewayConfig> defaults = Load({});
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->reconcile.max_polls_per_item, 450);
+  absl::StatusOr<GatewayConfig> set = Load({"--reconcile-max-polls-per-item=3"});
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->reconcile.max_polls_per_item, 3);
+  EXPECT_THAT(ErrorOf(Load({"--reconcile-max-polls-per-item=0"})),
+              HasSubstr("reconcile.max_polls_per_item"));
+  const std::string usage = UsageText();
+  EXPECT_THAT(usage, HasSubstr("--reconcile-max-polls-per-item"));
+  EXPECT_THAT(usage, HasSubstr("inspection_reconcile_given_up_total"));
+}
+
 }  // namespace
 }  // namespace inspection::config
 

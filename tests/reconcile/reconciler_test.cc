@@ -16,11 +16,13 @@
 #include "adapters/eventlog/sqlite/sqlite_event_log.h"
 #include "adapters/eventlog/work_ledger.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/captured_log.h"
 #include "tests/support/temp_dir.h"
 
 namespace inspection::reconcile {
 namespace {
 
+using ::inspection::testing::CapturedLog;
 using ::inspection::testing::TempDir;
 using ::testing::ElementsAre;
 
@@ -368,6 +370,60 @@ TEST_F(ReconcilerTest, ANewSubmissionIsPolledWhenDueDespiteThousandsOfStaleItems
   EXPECT_LE(first_poll - due, 5) << "the new submission's first poll came " << first_poll - due
                                  << " s after it was due";
   EXPECT_GT(reconciler.stats().budget_limited, 0) << "the budget was the limit all along";
+}
+
+// reconcile.max_polls_per_item: an inspection or token without a result after that many
+// polls is given up: never polled again, counted, and logged once.
+TEST_F(ReconcilerTest, AnItemIsGivenUpAfterMaxPollsPerItem) {
+  options_.max_polls_per_item = 3;
+  CapturedLog log;
+  Reconciler& reconciler = Make();
+  ASSERT_TRUE(reconciler.Submitted("prod", "insp-1").ok());
+  ASSERT_TRUE(reconciler.TokenCreated("prod", "tok-1").ok());
+  tokens_["tok-1"] = TokenState{};  // never completed
+  for (int t = 0; t <= 7200; t += 30) At(t);
+  EXPECT_THAT(polled_,
+              ElementsAre("token:prod/tok-1@60", "token:prod/tok-1@120", "token:prod/tok-1@240",
+                          "prod/insp-1@600", "prod/insp-1@660", "prod/insp-1@780"));
+  EXPECT_EQ(reconciler.stats().given_up, 2);
+  EXPECT_EQ(reconciler.stats().not_ready, 6);
+  absl::StatusOr<int64_t> pending = ledger_->CountPending(INT64_MAX);
+  ASSERT_TRUE(pending.ok());
+  EXPECT_EQ(*pending, 0);
+  std::vector<nlohmann::json> lines = log.With(
+      "reconcile: gave up on an item after reconcile.max_polls_per_item polls without a result");
+  ASSERT_EQ(lines.size(), 2u) << "once per item";
+  EXPECT_EQ(lines[0]["kind"], "token");
+  EXPECT_EQ(lines[0]["id"], "tok-1");
+  EXPECT_EQ(lines[0]["polls"], "3");
+  EXPECT_EQ(lines[1]["kind"], "inspection");
+  EXPECT_EQ(lines[1]["account"], "prod");
+  EXPECT_EQ(lines[1]["id"], "insp-1");
+}
+
+// A cap lowered below what an item had already been polled (a restart with a new config):
+// it is given up when next due, without another vendor call, and costs no budget.
+TEST_F(ReconcilerTest, AnItemPastALoweredCapIsGivenUpWithoutAPoll) {
+  {
+    Reconciler& before = Make();
+    ASSERT_TRUE(before.Submitted("", "insp-1").ok());
+    now_ = start_ + absl::Seconds(30);
+    ASSERT_TRUE(before.Submitted("", "insp-2").ok());
+    EXPECT_EQ(At(600), 1);
+    EXPECT_EQ(At(630), 1);
+    EXPECT_EQ(At(660), 1);
+    EXPECT_EQ(At(690), 1);
+  }
+  EXPECT_THAT(polled_, ElementsAre("/insp-1@600", "/insp-2@630", "/insp-1@660", "/insp-2@690"));
+  options_.max_polls_per_item = 2;
+  Reconciler& after = Make();
+  EXPECT_EQ(At(2000), 0) << "both were polled twice: given up, not polled";
+  EXPECT_EQ(after.stats().given_up, 2);
+  EXPECT_EQ(after.stats().polls, 0);
+  EXPECT_EQ(polled_.size(), 4u);
+  absl::StatusOr<int64_t> pending = ledger_->CountPending(INT64_MAX);
+  ASSERT_TRUE(pending.ok());
+  EXPECT_EQ(*pending, 0);
 }
 
 // The background thread: queued work wakes it (no scan interval to wait for), and an
