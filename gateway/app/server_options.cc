@@ -105,6 +105,7 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
   options.reconcile.reconciler.interval = config.reconcile.interval;
   options.reconcile.reconciler.max_interval = config.reconcile.max_interval;
   options.reconcile.reconciler.max_polls_per_minute = config.reconcile.max_polls_per_minute;
+  options.reconcile.reconciler.max_polls_per_item = config.reconcile.max_polls_per_item;
   options.reconcile.reconciler.lease = config.reconcile.lease;
   options.reconcile.reconciler.max_age = absl::Hours(config.reconcile.max_age_hours);
   options.reconcile.reconciler.ready_pointers = config.reconcile.ready_pointers;

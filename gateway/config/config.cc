@@ -859,10 +859,17 @@ const std::vector<KeySpec>& Keys() {
           "Vendor calls one replica's reconciler may make per minute (a burst of at most this "
           "many); what is due beyond it waits (inspection_reconcile_overdue_items)."),
       IntegerKey(
+          "reconcile.max_polls_per_item",
+          [](auto& c) -> auto& { return c.reconcile.max_polls_per_item; }, 1, 1000000, "N",
+          "Polls of one inspection or token without a result, at most; then it is given up "
+          "(logged, inspection_reconcile_given_up_total). The default covers about 3 days with "
+          "the default intervals; items polled fewer times are polled first."),
+      IntegerKey(
           "reconcile.lease_ms", [](auto& c) -> auto& { return c.reconcile.lease; }, 100, kDayMs,
           "MS",
           "How long an item being polled is one replica's; a replica that dies mid-poll leaves "
-          "it to the others after this."),
+          "it to the others after this. Must be longer than a poll's vendor call may take (10 "
+          "s, the damages report route's deadline)."),
       IntegerKey(
           "reconcile.max_age_hours", [](auto& c) -> auto& { return c.reconcile.max_age_hours; }, 1,
           24 * 366, "HOURS",
@@ -1519,6 +1526,20 @@ absl::Status CheckWebhookKeys(const GatewayConfig& config) {
   return absl::OkStatus();
 }
 
+// A lease that ends while its poll may still be at the vendor lets a second replica claim
+// and poll the same item (issue 31).
+absl::Status CheckReconcileLease(const GatewayConfig& config) {
+  const absl::Duration poll = server::ReconcilePollDeadline();
+  if (!config.reconcile.enabled || config.reconcile.lease > poll) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "`reconcile.lease_ms` (", absl::ToInt64Milliseconds(config.reconcile.lease),
+      ") must be longer than a reconcile poll's vendor call may take: ",
+      absl::ToInt64Milliseconds(poll),
+      " ms, its deadline (retries included; `upstream.timeout_ms` shortens each attempt, not "
+      "the call). A shorter lease lets another replica claim and poll an item whose poll is "
+      "still in flight"));
+}
+
 // Rules that tie two keys together.
 absl::Status CheckConsistent(const GatewayConfig& config) {
   if (config.retry.cap < config.retry.base) {
@@ -1553,7 +1574,7 @@ absl::Status CheckConsistent(const GatewayConfig& config) {
                                                      ": every account needs its own webhook path"));
     }
   }
-  return absl::OkStatus();
+  return CheckReconcileLease(config);
 }
 
 absl::Status CheckRequired(const GatewayConfig& config) {

@@ -240,6 +240,7 @@ struct ReconcileSection {
   absl::Duration interval = ComponentDefaults().reconcile.reconciler.interval;
   absl::Duration max_interval = ComponentDefaults().reconcile.reconciler.max_interval;
   int max_polls_per_minute = ComponentDefaults().reconcile.reconciler.max_polls_per_minute;
+  int max_polls_per_item = ComponentDefaults().reconcile.reconciler.max_polls_per_item;
   absl::Duration lease = ComponentDefaults().reconcile.reconciler.lease;
   int max_age_hours =
       static_cast<int>(absl::ToInt64Hours(ComponentDefaults().reconcile.reconciler.max_age));

@@ -621,6 +621,14 @@ void GatewayMetrics::BuildCacheAndEvents() {
            .Help("Work ledger or event log operations of the reconciler that failed.")
            .Register(registry)
            .Add({});
+  reconcile_given_up_ =
+      &prometheus::BuildCounter()
+           .Name("inspection_reconcile_given_up_total")
+           .Help(
+               "Inspections and tokens the reconciler gave up on: polled "
+               "reconcile.max_polls_per_item times without a result, never polled again.")
+           .Register(registry)
+           .Add({});
   trace_spans_exported_ = &prometheus::BuildCounter()
                                .Name("inspection_trace_spans_exported_total")
                                .Help("Spans the OTLP collector accepted (tracing.otlp_endpoint).")
@@ -812,6 +820,9 @@ void GatewayMetrics::RecordTraceSpans(uint64_t exported, uint64_t dropped_queue_
 }
 void GatewayMetrics::RecordReconcileLedgerErrors(uint64_t count) {
   reconcile_ledger_errors_->Increment(static_cast<double>(count));
+}
+void GatewayMetrics::RecordReconcileGivenUp(uint64_t count) {
+  reconcile_given_up_->Increment(static_cast<double>(count));
 }
 void GatewayMetrics::RecordEventLogAppendError(uint64_t count) {
   event_log_append_errors_->Increment(static_cast<double>(count));

@@ -365,6 +365,8 @@ class GatewayMetrics final : public prometheus::Collectable {
   void SetReconcileOverdue(int64_t items);
   // inspection_reconcile_ledger_errors_total
   void RecordReconcileLedgerErrors(uint64_t count);
+  // inspection_reconcile_given_up_total
+  void RecordReconcileGivenUp(uint64_t count);
 
   // --- tracing (tracing.*) ------------------------------------------------------------------
   // inspection_trace_spans_exported_total, inspection_trace_spans_dropped_total{reason=
@@ -437,6 +439,7 @@ class GatewayMetrics final : public prometheus::Collectable {
   prometheus::Counter* reconcile_recovered_[2] = {};  // missed_webhook, webhook_less
   prometheus::Gauge* reconcile_overdue_ = nullptr;
   prometheus::Counter* reconcile_ledger_errors_ = nullptr;
+  prometheus::Counter* reconcile_given_up_ = nullptr;
   prometheus::Counter* trace_spans_exported_ = nullptr;
   prometheus::Counter* trace_spans_dropped_[2] = {};  // queue_full, export_failed
   prometheus::Counter* trace_export_failures_ = nullptr;

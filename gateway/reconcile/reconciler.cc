@@ -175,13 +175,23 @@ absl::StatusOr<int> Reconciler::RunOnce() {
     ++stats_.ledger_errors;
     return due.status();
   }
+  // Items polled max_polls_per_item times already (the cap was lowered since) go without a
+  // further poll, and cost no budget.
+  const size_t claimed = due->size();
+  due->erase(std::remove_if(due->begin(), due->end(),
+                            [this](const eventlog::WorkItem& item) {
+                              if (item.attempts < options_.max_polls_per_item) return false;
+                              GiveUp(item, item.attempts);
+                              return true;
+                            }),
+             due->end());
   {
     absl::MutexLock lock(&mu_);
     tokens_ -= static_cast<double>(due->size());
     for (const eventlog::WorkItem& item : *due) {
       ++(item.kind == eventlog::WorkKind::kToken ? stats_.token_polls : stats_.polls);
     }
-    if (due->size() == budget) ++stats_.budget_limited;
+    if (claimed == budget) ++stats_.budget_limited;
   }
   for (const eventlog::WorkItem& item : *due) {
     if (item.kind == eventlog::WorkKind::kToken) {
@@ -301,6 +311,11 @@ void Reconciler::OnToken(const eventlog::WorkItem& item, absl::StatusOr<TokenSta
 }
 
 void Reconciler::Retry(const eventlog::WorkItem& item) {
+  // item.attempts counts the polls before this one.
+  if (item.attempts + 1 >= options_.max_polls_per_item) {
+    GiveUp(item, item.attempts + 1);
+    return;
+  }
   const absl::Time next = clock_() + NextInterval(item.attempts);
   if (absl::Status s = ledger_->Reschedule(item, options_.owner, Ms(next)); !s.ok()) {
     // FAILED_PRECONDITION: another replica took it over (our lease ended), or it was
@@ -309,6 +324,22 @@ void Reconciler::Retry(const eventlog::WorkItem& item) {
       logging::Warn("work ledger: reschedule failed", {{"error", std::string(s.message())}});
     }
   }
+}
+
+void Reconciler::GiveUp(const eventlog::WorkItem& item, int polls) {
+  // Resolved: never claimed again, and trimmed with the rest at max_age.
+  if (absl::Status s = ledger_->Resolve(item.kind, item.account, item.id); !s.ok()) {
+    CountLedgerFailure(s, item.id);  // claimed again after the lease, given up then
+    return;
+  }
+  logging::Warn(
+      "reconcile: gave up on an item after reconcile.max_polls_per_item polls without a result",
+      {{"kind", item.kind == eventlog::WorkKind::kToken ? "token" : "inspection"},
+       {"account", item.account},
+       {"id", item.id},
+       {"polls", std::to_string(polls)}});
+  absl::MutexLock lock(&mu_);
+  ++stats_.given_up;
 }
 
 bool Reconciler::Ready(const nlohmann::json& report) const {

@@ -14,6 +14,10 @@
 // In webhook-less mode (webhooks.mode=poll) polling is the only source: the first poll of
 // an inspection is `interval` after its submission, and of a completed token's
 // inspection at once.
+//
+// New work first (issue 31): the ledger hands out the items polled fewest times first, so
+// items that never finish (polled every max_interval) cannot hold the budget against a
+// new submission; and an item is polled max_polls_per_item times at most.
 #ifndef GATEWAY_RECONCILE_RECONCILER_H_
 #define GATEWAY_RECONCILE_RECONCILER_H_
 
@@ -55,6 +59,13 @@ struct ReconcilerOptions {
   // Items (resolved or not) older than this are forgotten: an inspection whose report
   // never came, a token never completed.
   absl::Duration max_age = absl::Hours(24 * 7);
+  // Polls of one item without a result, at most; after the last one the item is given up
+  // (Stats::given_up, one log line). Items that never finish would otherwise be polled
+  // every max_interval until max_age (about 1,000 polls each with the defaults). 450 polls
+  // cover about 3 days with the default intervals (10 min, then 1, 2, 4, 8 and every 10
+  // min): a report held up over a long weekend's vendor incident, a customer finishing a
+  // token's inspection within three days. Polls that failed count too.
+  int max_polls_per_item = 450;
   // Where the spec is silent (what a finished report looks like): the report counts as
   // ready when every RFC 6901 pointer here resolves to a value that is not null, not
   // false, and not an empty string, array or object. Empty: any 2xx answer is ready.
@@ -138,6 +149,7 @@ class Reconciler {
     int64_t ledger_errors = 0;     // ledger or log operations that failed, and queued work
                                    // dropped because the queue was full
     int64_t overdue = 0;           // unresolved items due now (after the last pass)
+    int64_t given_up = 0;          // items forgotten after max_polls_per_item polls
   };
   Stats stats() const;
 
@@ -162,6 +174,9 @@ class Reconciler {
   void OnReport(const eventlog::WorkItem& item, absl::StatusOr<std::string> body);
   void OnToken(const eventlog::WorkItem& item, absl::StatusOr<TokenState> state);
   void Retry(const eventlog::WorkItem& item);
+  // max_polls_per_item reached: never claimed again (resolved in the ledger), counted and
+  // logged once.
+  void GiveUp(const eventlog::WorkItem& item, int polls);
   absl::Status Record(eventlog::WorkKind kind, const std::string& account, const std::string& id,
                       absl::Duration first_poll_in);
   // Whether a parsed 2xx report is finished (ready_pointers).

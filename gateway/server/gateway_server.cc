@@ -283,6 +283,12 @@ std::string ReplicaName() {
 
 }  // namespace
 
+absl::Duration ReconcilePollDeadline() {
+  // The deadline BackgroundCall gives ReportFetch's and TokenFetch's calls.
+  return absl::FromChrono(std::max(routes::GetRoute(routes::RouteId::kGetDamagesReport).timeout,
+                                   routes::GetRoute(routes::RouteId::kGetTokenStatus).timeout));
+}
+
 absl::StatusOr<std::unique_ptr<eventlog::WorkLedger>> OpenWorkLedger(
     const std::string& ledger_url, const std::string& event_log_url) {
   const std::string& url = ledger_url.empty() ? event_log_url : ledger_url;
@@ -769,6 +775,7 @@ void GatewayServer::SyncReconcileMetrics() {
   m.RecordReconcilePolls(/*token=*/true, delta(now.token_polls, seen.token_polls));
   m.RecordReconcileRecovered(webhook_less_, delta(now.recovered, seen.recovered));
   m.RecordReconcileLedgerErrors(delta(now.ledger_errors, seen.ledger_errors));
+  m.RecordReconcileGivenUp(delta(now.given_up, seen.given_up));
   m.SetReconcileOverdue(now.overdue);
 }
 

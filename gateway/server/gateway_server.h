@@ -212,6 +212,12 @@ struct GatewayServerOptions {
 // Opens "sqlite:<path>" or "redis://..." (config key event_log).
 absl::StatusOr<std::unique_ptr<eventlog::EventLog>> OpenEventLog(
     const std::string& url, const eventlog::RetentionPolicy& retention);
+// The longest a reconciler poll's vendor call may take: its deadline, the timeout of the
+// GET damagesReport or token status route (retries happen within it; upstream.timeout_ms
+// only shortens each attempt). A lease must outlast it, or a second replica claims and
+// polls an item whose poll is still in flight: config refuses a reconcile.lease_ms that
+// is not longer.
+absl::Duration ReconcilePollDeadline();
 // Opens the work ledger at `ledger_url`, or beside the event log at `event_log_url` when it
 // is empty (ReconcileSettings::ledger_url).
 absl::StatusOr<std::unique_ptr<eventlog::WorkLedger>> OpenWorkLedger(

@@ -785,6 +785,41 @@ TEST_F(ConfigTest, PipelineKnobsHaveDefaultsAndCrossChecks) {
   EXPECT_THAT(ErrorOf(Load({"--retry-max-attempts=0"})), HasSubstr("retry.max_attempts"));
 }
 
+// Issue 31: a lease that ends while its item's poll may still be at the vendor lets a second
+// replica claim and poll the same item. A poll's vendor call may take up to 10 s (the
+// deadline of GET damagesReport, retries included): a lease not longer is refused.
+TEST_F(ConfigTest, AReconcileLeaseNotLongerThanAPollIsRefused) {
+  const std::string error = ErrorOf(Load({"--reconcile-lease-ms=5000"}));
+  EXPECT_THAT(error, HasSubstr("`reconcile.lease_ms` (5000)"));
+  EXPECT_THAT(error, HasSubstr("10000 ms"));
+  EXPECT_THAT(error, HasSubstr("`upstream.timeout_ms`"));
+  EXPECT_THAT(ErrorOf(Load({"--reconcile-lease-ms=10000"})), HasSubstr("`reconcile.lease_ms`"))
+      << "as long as the poll is not longer";
+  EXPECT_THAT(ErrorOf(Load({"--reconcile-lease-ms=9000", "--upstream-timeout-ms=2000"})),
+              HasSubstr("`reconcile.lease_ms`"))
+      << "shorter attempts are retried within the same 10 s";
+  EXPECT_TRUE(Load({"--reconcile-lease-ms=10001"}).ok());
+  absl::StatusOr<GatewayConfig> defaults = Load({});
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->reconcile.lease, absl::Seconds(30));
+  EXPECT_TRUE(Load({"--reconcile-lease-ms=5000", "--reconcile-enabled=false"}).ok())
+      << "no reconciler, no lease to check";
+}
+
+TEST_F(ConfigTest, ReconcileMaxPollsPerItemHasADefaultARangeAndHelp) {
+  absl::StatusOr<GatewayConfig> defaults = Load({});
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->reconcile.max_polls_per_item, 450);
+  absl::StatusOr<GatewayConfig> set = Load({"--reconcile-max-polls-per-item=3"});
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->reconcile.max_polls_per_item, 3);
+  EXPECT_THAT(ErrorOf(Load({"--reconcile-max-polls-per-item=0"})),
+              HasSubstr("reconcile.max_polls_per_item"));
+  const std::string usage = UsageText();
+  EXPECT_THAT(usage, HasSubstr("--reconcile-max-polls-per-item"));
+  EXPECT_THAT(usage, HasSubstr("inspection_reconcile_given_up_total"));
+}
+
 }  // namespace
 }  // namespace inspection::config
 

@@ -388,8 +388,10 @@ TEST_F(ReconcileTest, KillNineMidPollAndTheRestartedGatewayStillReconciles) {
   auto start = [&] {
     std::vector<std::string> argv =
         LoopbackGatewayArgv(GATEWAY_BINARY, sandbox_->BaseUrl(), events_file);
+    // The shortest lease allowed: longer than a poll's 10 s deadline. The restarted
+    // gateway waits for it to end.
     for (const char* flag : {"--webhook-mode=poll", "--reconcile-interval-ms=200",
-                             "--reconcile-lease-ms=1000", "--reconcile-scan-interval-ms=20"}) {
+                             "--reconcile-lease-ms=10001", "--reconcile-scan-interval-ms=20"}) {
       argv.push_back(flag);
     }
     argv.push_back("--webapp-url=" + sandbox_->WebappUrl());

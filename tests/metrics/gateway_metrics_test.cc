@@ -226,6 +226,7 @@ TEST(GatewayMetricsTest, RegistersEveryFamilyAndSeriesAtConstruction) {
       {"inspection_reconcile_recovered_total", {MetricType::Counter, 2}},
       {"inspection_reconcile_overdue_items", {MetricType::Gauge, 1}},
       {"inspection_reconcile_ledger_errors_total", {MetricType::Counter, 1}},
+      {"inspection_reconcile_given_up_total", {MetricType::Counter, 1}},
       {"inspection_trace_spans_exported_total", {MetricType::Counter, 1}},
       {"inspection_trace_spans_dropped_total", {MetricType::Counter, 2}},
       {"inspection_trace_export_failures_total", {MetricType::Counter, 1}},
@@ -546,6 +547,7 @@ TEST(GatewayMetricsTest, GlobalFamiliesCountExactly) {
   metrics->RecordReconcileRecovered(/*webhook_less=*/false, 2);
   metrics->SetReconcileOverdue(7);
   metrics->RecordReconcileLedgerErrors(1);
+  metrics->RecordReconcileGivenUp(4);
   metrics->RecordTraceSpans(5, 2, 3, 1);
   metrics->RecordTraceSpans(1, 0, 0, 0);
 
@@ -560,6 +562,7 @@ TEST(GatewayMetricsTest, GlobalFamiliesCountExactly) {
   EXPECT_EQ(Value(f, "inspection_reconcile_recovered_total", {{"cause", "webhook_less"}}), 0);
   EXPECT_EQ(Value(f, "inspection_reconcile_overdue_items"), 7);
   EXPECT_EQ(Value(f, "inspection_reconcile_ledger_errors_total"), 1);
+  EXPECT_EQ(Value(f, "inspection_reconcile_given_up_total"), 4);
   EXPECT_EQ(Value(f, "inspection_gateway_build_info",
                   {{"version", version::Version()}, {"revision", version::Revision()}}),
             1);

@@ -11,14 +11,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "adapters/eventlog/sqlite/sqlite_event_log.h"
 #include "adapters/eventlog/work_ledger.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/captured_log.h"
 #include "tests/support/temp_dir.h"
 
 namespace inspection::reconcile {
 namespace {
 
+using ::inspection::testing::CapturedLog;
 using ::inspection::testing::TempDir;
 using ::testing::ElementsAre;
 
@@ -327,6 +331,96 @@ TEST_F(ReconcilerTest, ItemsOlderThanMaxAgeAreForgotten) {
   ASSERT_TRUE(reconciler.Submitted("", "insp-1").ok());
   EXPECT_EQ(At(600), 1);
   EXPECT_EQ(At(3601 + 60), 0) << "older than max_age: trimmed before the claim";
+  absl::StatusOr<int64_t> pending = ledger_->CountPending(INT64_MAX);
+  ASSERT_TRUE(pending.ok());
+  EXPECT_EQ(*pending, 0);
+}
+
+// Issue 31: items that never finish are polled every max_interval until max_age. 1,200 of
+// them want 120 polls a minute, twice the budget; a new submission must not wait behind
+// them (new work is claimed first).
+TEST_F(ReconcilerTest, ANewSubmissionIsPolledWhenDueDespiteThousandsOfStaleItems) {
+  // In memory: the scenario makes thousands of ledger writes, each a sync on a file.
+  auto ledger = eventlog::OpenSqliteWorkLedger(":memory:");
+  ASSERT_TRUE(ledger.ok()) << ledger.status();
+  ledger_ = std::move(*ledger);
+  options_.max_interval = absl::Minutes(10);  // the defaults: 10 min, 60 polls a minute
+  options_.max_polls_per_minute = 60;
+  Reconciler& reconciler = Make();
+  constexpr int kStale = 1200;
+  for (int i = 0; i < kStale; ++i) {
+    ASSERT_TRUE(reconciler.Submitted("", absl::StrCat("stale-", i)).ok());
+  }
+  // An hour of passes every scan_interval (5 s): the stale items take the whole budget.
+  int t = 0;
+  for (; t < 3600; t += 5) At(t);
+  ASSERT_GE(polled_.size(), 3000u) << "the budget was spent on the stale items";
+  now_ = start_ + absl::Seconds(t);
+  ASSERT_TRUE(reconciler.Submitted("", "new").ok());
+  const int due = t + 600;  // reconcile.after
+  int first_poll = -1;
+  for (; t <= due + 7200 && first_poll < 0; t += 5) {
+    const size_t before = polled_.size();
+    At(t);
+    for (size_t i = before; i < polled_.size(); ++i) {
+      if (absl::StartsWith(polled_[i], "/new@")) first_poll = t;
+    }
+  }
+  ASSERT_GE(first_poll, due) << "never before its due time";
+  EXPECT_LE(first_poll - due, 5) << "the new submission's first poll came " << first_poll - due
+                                 << " s after it was due";
+  EXPECT_GT(reconciler.stats().budget_limited, 0) << "the budget was the limit all along";
+}
+
+// reconcile.max_polls_per_item: an inspection or token without a result after that many
+// polls is given up: never polled again, counted, and logged once.
+TEST_F(ReconcilerTest, AnItemIsGivenUpAfterMaxPollsPerItem) {
+  options_.max_polls_per_item = 3;
+  CapturedLog log;
+  Reconciler& reconciler = Make();
+  ASSERT_TRUE(reconciler.Submitted("prod", "insp-1").ok());
+  ASSERT_TRUE(reconciler.TokenCreated("prod", "tok-1").ok());
+  tokens_["tok-1"] = TokenState{};  // never completed
+  for (int t = 0; t <= 7200; t += 30) At(t);
+  EXPECT_THAT(polled_,
+              ElementsAre("token:prod/tok-1@60", "token:prod/tok-1@120", "token:prod/tok-1@240",
+                          "prod/insp-1@600", "prod/insp-1@660", "prod/insp-1@780"));
+  EXPECT_EQ(reconciler.stats().given_up, 2);
+  EXPECT_EQ(reconciler.stats().not_ready, 6);
+  absl::StatusOr<int64_t> pending = ledger_->CountPending(INT64_MAX);
+  ASSERT_TRUE(pending.ok());
+  EXPECT_EQ(*pending, 0);
+  std::vector<nlohmann::json> lines = log.With(
+      "reconcile: gave up on an item after reconcile.max_polls_per_item polls without a result");
+  ASSERT_EQ(lines.size(), 2u) << "once per item";
+  EXPECT_EQ(lines[0]["kind"], "token");
+  EXPECT_EQ(lines[0]["id"], "tok-1");
+  EXPECT_EQ(lines[0]["polls"], "3");
+  EXPECT_EQ(lines[1]["kind"], "inspection");
+  EXPECT_EQ(lines[1]["account"], "prod");
+  EXPECT_EQ(lines[1]["id"], "insp-1");
+}
+
+// A cap lowered below what an item had already been polled (a restart with a new config):
+// it is given up when next due, without another vendor call, and costs no budget.
+TEST_F(ReconcilerTest, AnItemPastALoweredCapIsGivenUpWithoutAPoll) {
+  {
+    Reconciler& before = Make();
+    ASSERT_TRUE(before.Submitted("", "insp-1").ok());
+    now_ = start_ + absl::Seconds(30);
+    ASSERT_TRUE(before.Submitted("", "insp-2").ok());
+    EXPECT_EQ(At(600), 1);
+    EXPECT_EQ(At(630), 1);
+    EXPECT_EQ(At(660), 1);
+    EXPECT_EQ(At(690), 1);
+  }
+  EXPECT_THAT(polled_, ElementsAre("/insp-1@600", "/insp-2@630", "/insp-1@660", "/insp-2@690"));
+  options_.max_polls_per_item = 2;
+  Reconciler& after = Make();
+  EXPECT_EQ(At(2000), 0) << "both were polled twice: given up, not polled";
+  EXPECT_EQ(after.stats().given_up, 2);
+  EXPECT_EQ(after.stats().polls, 0);
+  EXPECT_EQ(polled_.size(), 4u);
   absl::StatusOr<int64_t> pending = ledger_->CountPending(INT64_MAX);
   ASSERT_TRUE(pending.ok());
   EXPECT_EQ(*pending, 0);

@@ -1,8 +1,17 @@
 // The Redis backend of WorkLedger (adapters/eventlog/work_ledger.h). Each operation is one
 // Lua script (atomic on the server), so replicas sharing the Redis never claim one item
 // twice. An item is a field of `<stream>:work:items` holding its JSON (cjson in the script);
-// `<stream>:work:due` scores unresolved items by when they may next be claimed (the later
-// of their next poll and their lease's end), `<stream>:work:started` by start time.
+// `<stream>:work:started` scores items by start time, and `<stream>:work:due` scores
+// unresolved items by how often they were polled and then by when they may next be claimed
+// (the later of their next poll and their lease's end):
+//
+//   score = level * 2^42 + when_ms, level = min(attempts, 2047)
+//
+// so the due items of one level are one ZRANGEBYSCORE, in due order, and a claim reads the
+// levels from 0 up: new work first (issue 31). 2^42 ms is 139 years of Unix time, and the
+// largest score, 2047 * 2^42 + (2^42 - 1) < 2^53, is an exact double (a Redis score, a Lua
+// number). Items polled more than 2047 times share the last level. Entries written before
+// levels existed read as level 0 until their next claim or reschedule re-scores them.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,6 +29,16 @@ namespace inspection::eventlog {
 namespace {
 
 constexpr size_t kMaxIdle = 4;
+
+// The start of the claim, reschedule and count scripts: the `due` score (see above), as
+// the exact decimal text Redis reads (Lua's own number-to-text keeps 14 digits only).
+constexpr char kLevels[] = R"lua(
+local SPAN = 4398046511104
+local function at(n) return string.format('%.0f', n) end
+local function score(attempts, when) return at(math.min(attempts, 2047) * SPAN + when) end
+)lua";
+
+std::string WithLevels(const char* script) { return absl::StrCat(kLevels, script); }
 
 // KEYS: items, due, started. ARGV: field, item JSON, next, started.
 constexpr char kRecordScript[] = R"lua(
@@ -41,24 +60,36 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 return 1
 )lua";
 
-// KEYS: items, due. ARGV: now, limit, owner, lease_ms. Returns the claimed items' JSON.
+// KEYS: items, due. ARGV: now, limit, owner, lease_ms. Returns the claimed items' JSON:
+// the due ones of the lowest level first, each level in due order. One ZRANGEBYSCORE finds
+// the next level that has items at all, so a claim costs two lookups per level in use.
 constexpr char kClaimScript[] = R"lua(
 local now = tonumber(ARGV[1])
-local fields = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+local limit = tonumber(ARGV[2])
 local out = {}
-for _, f in ipairs(fields) do
-  local v = redis.call('HGET', KEYS[1], f)
-  if v then
-    local item = cjson.decode(v)
-    item.owner = ARGV[3]
-    item.lease = now + tonumber(ARGV[4])
-    local encoded = cjson.encode(item)
-    redis.call('HSET', KEYS[1], f, encoded)
-    redis.call('ZADD', KEYS[2], math.max(item.lease, item.next), f)
-    out[#out + 1] = encoded
-  else
-    redis.call('ZREM', KEYS[2], f)
+local level = 0
+while #out < limit do
+  local first = redis.call('ZRANGEBYSCORE', KEYS[2], at(level * SPAN), '+inf', 'WITHSCORES',
+                           'LIMIT', 0, 1)
+  if #first == 0 then break end
+  level = math.floor(tonumber(first[2]) / SPAN)
+  local fields = redis.call('ZRANGEBYSCORE', KEYS[2], at(level * SPAN), at(level * SPAN + now),
+                            'LIMIT', 0, limit - #out)
+  for _, f in ipairs(fields) do
+    local v = redis.call('HGET', KEYS[1], f)
+    if v then
+      local item = cjson.decode(v)
+      item.owner = ARGV[3]
+      item.lease = now + tonumber(ARGV[4])
+      local encoded = cjson.encode(item)
+      redis.call('HSET', KEYS[1], f, encoded)
+      redis.call('ZADD', KEYS[2], score(item.attempts, math.max(item.lease, item.next)), f)
+      out[#out + 1] = encoded
+    else
+      redis.call('ZREM', KEYS[2], f)
+    end
   end
+  level = level + 1
 end
 return out
 )lua";
@@ -74,17 +105,36 @@ item.next = tonumber(ARGV[3])
 item.owner = ''
 item.lease = 0
 redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(item))
-redis.call('ZADD', KEYS[2], item.next, ARGV[1])
+redis.call('ZADD', KEYS[2], score(item.attempts, item.next), ARGV[1])
 return 1
 )lua";
 
-// KEYS: items, due, started. ARGV: started_before (exclusive). Returns how many went.
+// KEYS: due. ARGV: due_by. How many items of any level are due by then.
+constexpr char kCountScript[] = R"lua(
+local due_by = math.min(tonumber(ARGV[1]), SPAN - 1)
+local count = 0
+local level = 0
+while true do
+  local first = redis.call('ZRANGEBYSCORE', KEYS[1], at(level * SPAN), '+inf', 'WITHSCORES',
+                           'LIMIT', 0, 1)
+  if #first == 0 then break end
+  level = math.floor(tonumber(first[2]) / SPAN)
+  count = count + redis.call('ZCOUNT', KEYS[1], at(level * SPAN), at(level * SPAN + due_by))
+  level = level + 1
+end
+return count
+)lua";
+
+// KEYS: items, due, started. ARGV: started_before (exclusive), batch. Forgets at most
+// `batch` of the items started before, the oldest first; returns how many went (fewer
+// than `batch`: none are left).
 constexpr char kTrimScript[] = R"lua(
-local fields = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[1])
-for _, f in ipairs(fields) do
-  redis.call('HDEL', KEYS[1], f)
-  redis.call('ZREM', KEYS[2], f)
-  redis.call('ZREM', KEYS[3], f)
+local fields = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[1], 'LIMIT', 0,
+                          tonumber(ARGV[2]))
+if #fields > 0 then
+  redis.call('HDEL', KEYS[1], unpack(fields))
+  redis.call('ZREM', KEYS[2], unpack(fields))
+  redis.call('ZREM', KEYS[3], unpack(fields))
 end
 return #fields
 )lua";
@@ -143,8 +193,8 @@ class RedisWorkLedger final : public WorkLedger {
                                                  const std::string& owner,
                                                  int64_t lease_ms) override {
     absl::StatusOr<redis::RedisReply> reply =
-        Run({"EVAL", kClaimScript, "2", items_, due_, std::to_string(now_ms), std::to_string(limit),
-             owner, std::to_string(lease_ms)},
+        Run({"EVAL", claim_script_, "2", items_, due_, std::to_string(now_ms),
+             std::to_string(limit), owner, std::to_string(lease_ms)},
             "claim");
     if (!reply.ok()) return reply.status();
     if ((*reply)->type != REDIS_REPLY_ARRAY) {
@@ -163,7 +213,7 @@ class RedisWorkLedger final : public WorkLedger {
   absl::Status Reschedule(const WorkItem& item, const std::string& owner,
                           int64_t next_poll_at_ms) override {
     absl::StatusOr<int64_t> done =
-        Integer({"EVAL", kRescheduleScript, "2", items_, due_,
+        Integer({"EVAL", reschedule_script_, "2", items_, due_,
                  Field(item.kind, item.account, item.id), owner, std::to_string(next_poll_at_ms)},
                 "reschedule");
     if (!done.ok()) return done.status();
@@ -176,13 +226,23 @@ class RedisWorkLedger final : public WorkLedger {
   }
 
   absl::StatusOr<int64_t> CountPending(int64_t due_by_ms) override {
-    return Integer({"ZCOUNT", due_, "-inf", std::to_string(due_by_ms)}, "count");
+    return Integer({"EVAL", count_script_, "1", due_, std::to_string(due_by_ms)}, "count");
   }
 
+  // One script per kRedisWorkLedgerTrimBatch items: the server serves the event log's
+  // commands between them, where one script for everything (a week of work after an
+  // outage of the trim) would hold the server for as long as it runs.
   absl::StatusOr<int64_t> Trim(int64_t started_before_ms) override {
-    return Integer(
-        {"EVAL", kTrimScript, "3", items_, due_, started_, std::to_string(started_before_ms)},
-        "trim");
+    int64_t total = 0;
+    while (true) {
+      absl::StatusOr<int64_t> went =
+          Integer({"EVAL", kTrimScript, "3", items_, due_, started_,
+                   std::to_string(started_before_ms), std::to_string(kRedisWorkLedgerTrimBatch)},
+                  "trim");
+      if (!went.ok()) return went.status();
+      total += *went;
+      if (*went < kRedisWorkLedgerTrimBatch) return total;
+    }
   }
 
  private:
@@ -207,6 +267,9 @@ class RedisWorkLedger final : public WorkLedger {
   const std::string items_;
   const std::string due_;
   const std::string started_;
+  const std::string claim_script_ = WithLevels(kClaimScript);
+  const std::string reschedule_script_ = WithLevels(kRescheduleScript);
+  const std::string count_script_ = WithLevels(kCountScript);
   redis::RedisConnectionPool pool_;
 };
 

@@ -53,7 +53,7 @@ class SqliteWorkLedger final : public WorkLedger {
         {&due_,
          "SELECT kind, account, id, started_at_ms, next_poll_at_ms, attempts FROM work "
          "WHERE resolved = 0 AND next_poll_at_ms <= ?1 AND lease_until_ms <= ?1 "
-         "ORDER BY MAX(next_poll_at_ms, lease_until_ms) LIMIT ?2"},
+         "ORDER BY attempts, MAX(next_poll_at_ms, lease_until_ms) LIMIT ?2"},
         {&claim_,
          "UPDATE work SET owner = ?4, lease_until_ms = ?5 "
          "WHERE kind = ?1 AND account = ?2 AND id = ?3"},

@@ -68,6 +68,46 @@ TEST_P(WorkLedgerConformanceTest, AnItemIsClaimedOnceDueOldestFirst) {
   EXPECT_EQ((*due)[0].attempts, 0);
 }
 
+// New work first (issue 31): items polled fewer times are claimed before those polled more
+// often, however long the latter have been due; among equals the longest due goes first.
+TEST_P(WorkLedgerConformanceTest, FewestAttemptsAreClaimedFirstThenTheLongestDue) {
+  ASSERT_TRUE(ledger_->Record(Inspection("twice", 100, 1000)).ok());
+  ASSERT_TRUE(ledger_->Record(Inspection("once", 100, 1000)).ok());
+  // "twice" polled twice (due again at 1300), "once" once (due again at 1500).
+  auto first = ledger_->ClaimDue(1000, 10, "r1", 1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->size(), 2u);
+  for (const WorkItem& item : *first) {
+    ASSERT_TRUE(ledger_->Reschedule(item, "r1", item.id == "twice" ? 1200 : 1500).ok());
+  }
+  auto second = ledger_->ClaimDue(1200, 10, "r1", 1);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_THAT(Ids(*second), ::testing::ElementsAre("twice"));
+  ASSERT_TRUE(ledger_->Reschedule((*second)[0], "r1", 1300).ok());
+  // Never polled: due at 2500 and 2000, and one not due yet.
+  ASSERT_TRUE(ledger_->Record(Inspection("new-later", 2000, 2500)).ok());
+  ASSERT_TRUE(ledger_->Record(Inspection("new-earlier", 2000, 2000)).ok());
+  ASSERT_TRUE(ledger_->Record(Inspection("new-not-due", 2000, 3001)).ok());
+
+  EXPECT_EQ(*ledger_->CountPending(3000), 4) << "the order changes nothing of what is due";
+  auto two = ledger_->ClaimDue(3000, 2, "r2", 500);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_THAT(Ids(*two), ::testing::ElementsAre("new-earlier", "new-later"));
+  auto rest = ledger_->ClaimDue(3000, 10, "r2", 1000);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  EXPECT_THAT(Ids(*rest), ::testing::ElementsAre("once", "twice"));
+  ASSERT_EQ(rest->size(), 2u);
+  EXPECT_EQ((*rest)[0].attempts, 1);
+  EXPECT_EQ((*rest)[1].attempts, 2);
+  // Leases that ended (r2 died mid-poll) keep their items' places: no attempt was counted.
+  auto again = ledger_->ClaimDue(4000, 10, "r3", 500);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ(again->size(), 5u);
+  EXPECT_EQ((*again)[0].id, "new-not-due") << "never polled, due since 3001";
+  EXPECT_EQ((*again)[3].id, "once");
+  EXPECT_EQ((*again)[4].id, "twice");
+}
+
 TEST_P(WorkLedgerConformanceTest, ARepeatedRecordKeepsTheFirst) {
   ASSERT_TRUE(ledger_->Record(Inspection("a", 100, 1000)).ok());
   ASSERT_TRUE(ledger_->Record(Inspection("a", 500, 9000)).ok());
