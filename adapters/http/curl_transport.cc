@@ -635,6 +635,16 @@ void CurlTransport::Finish(std::unique_ptr<Exchange> exchange, CURLcode code) {
       result.error = TransportError::kNone;
       result.request_sent = true;
       curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &result.response.status);
+      if (result.response.status < 100 || result.response.status > 999) {
+        // libcurl completes some status lines that carry no HTTP status: "HTTP/2 1 200 OK"
+        // on an HTTP/1.1 connection gives 1, "HTTP/1.1 000" gives 0 (which is also
+        // HttpResponse's "no answer"). A garbled reply, as for Beast's parser.
+        result.error = TransportError::kReceive;
+        result.error_detail = absl::StrCat("garbled reply: status ", result.response.status,
+                                           " is not a three-digit HTTP status");
+        result.response.status = 0;
+        break;
+      }
       result.response.headers = std::move(exchange->response.headers);
       result.response.body = std::move(exchange->response.body);
       break;

@@ -563,6 +563,17 @@ TEST_P(HttpTransportTest, GarbledReplyIsAReceiveError) {
   EXPECT_TRUE(result.request_sent);
 }
 
+// An HTTP/2 status line on an HTTP/1.1 connection: libcurl completed it with status 1
+// (fuzz/corpus/curl_transport/regress-http2-status-line). No three-digit status, no answer.
+TEST_P(HttpTransportTest, AStatusLineWithoutAThreeDigitStatusIsAReceiveError) {
+  HttpResult result =
+      ExchangeWithRawAnswer("HTTP/2 1 200 OK\r\nConnection: close\r\n\r\n{\"status\":\"send\"}");
+
+  EXPECT_EQ(result.error, TransportError::kReceive) << result.error_detail;
+  EXPECT_EQ(result.response.status, 0);
+  EXPECT_TRUE(result.request_sent);
+}
+
 TEST_P(HttpTransportTest, HeaderInjectionIsRefusedWithoutEchoingTheValue) {
   HttpRequest request = Request("GET", Url("/x"));
   request.headers = {{"x-api-key", std::string(kApiKey) + "\r\nX-Evil: 1"}};
