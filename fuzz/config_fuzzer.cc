@@ -53,7 +53,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::FILE* key = std::fopen(kAccountKeyFile, "wb");
     if (key == nullptr || std::fputs(kAccountKey, key) < 0) Fail("cannot write the account key");
     std::fclose(key);
-    return new std::string(ScratchPath());
+    static std::string scratch = ScratchPath();
+    std::atexit([] {
+      std::remove(scratch.c_str());
+      std::remove(kAccountKeyFile);
+    });
+    return &scratch;
   }();
   const std::string text(reinterpret_cast<const char*>(data), size);
   for (const char* special : {"/dev", "/proc", "/sys"}) {
