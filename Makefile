@@ -7,7 +7,7 @@ export PATH := $(TOOLS):$(PATH)
 export GRPCURL := $(TOOLS)/grpcurl
 SOURCES = $(shell git ls-files '*.h' '*.cc' 2>/dev/null)
 
-.PHONY: deps deps-build configure build build-binaries run test bench clients format format-check lint-proto clean
+.PHONY: deps deps-build configure build build-binaries run test bench fuzz clients format format-check lint-proto clean
 
 # Everything building and testing need (scripts/install-deps.sh, install-deploy-tools.sh).
 deps:
@@ -48,6 +48,21 @@ bench: build
 	@scripts/install-bench-tools.sh
 	@cmake --build $(BUILD_DIR) --target bench_fanout_client bench_hop_floor
 	@.tools/venv/bin/python bench/run.py --build-dir $(BUILD_DIR) $(BENCH_ARGS)
+
+# The libFuzzer targets of fuzz/ (BUILD.md, "Fuzzing"): installs clang-16 and libFuzzer
+# (scripts/install-fuzz-deps.sh), builds them in $(FUZZ_BUILD_DIR) with clang (ASan, UBSan),
+# replays the committed corpora, then runs each target for FUZZ_SECONDS, one at a time;
+# exit code 1 on any crash, leak, timeout or out-of-memory. FUZZ_TARGETS="config" narrows it.
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_TARGETS ?=
+fuzz:
+	@scripts/install-fuzz-deps.sh
+	@cmake -S . -B $(FUZZ_BUILD_DIR) -G Ninja -DCMAKE_CXX_COMPILER=clang++-16 \
+	  -DINSPECTION_GATEWAY_FUZZ=ON -DINSPECTION_GATEWAY_BUILD_TESTS=OFF >/dev/null
+	@cmake --build $(FUZZ_BUILD_DIR) --target fuzzers
+	@scripts/run-fuzzers.sh --replay $(FUZZ_BUILD_DIR)
+	@scripts/run-fuzzers.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # Client code for Go, Python, Java and TypeScript and a descriptor set, into clients/
 # (README, "Using the API from another language").

@@ -361,7 +361,25 @@ CURL* CurlTransport::AcquireHandle() const {
   return easy;
 }
 
+// Whether a finished easy handle may serve another exchange. Not before libcurl 8.1.0:
+// its header store keeps a pointer to the previous transfer's last header past that
+// transfer (curl/curl#11101, fixed by #11103), and an answer on the reused handle whose
+// first header line is folded (" X: 1" right after the status line) appends to the freed
+// header: a heap use-after-free on the loop thread that any vendor answer can trigger
+// (found by fuzz/curl_transport_fuzzer, fuzz/corpus/curl_transport/regress-folded-first-header).
+// Debian bookworm ships 7.88.1, so there every exchange gets a fresh handle.
+namespace {
+bool HandlesMayBeReused() {
+  static const bool may = curl_version_info(CURLVERSION_NOW)->version_num >= 0x080100;
+  return may;
+}
+}  // namespace
+
 void CurlTransport::ReleaseHandle(CURL* easy) const {
+  if (!HandlesMayBeReused()) {
+    curl_easy_cleanup(easy);
+    return;
+  }
   // Back to a freshly initialised state (options, private pointer, callbacks); libcurl keeps
   // the handle's buffers, and the connections stay in the multi handle's pool.
   curl_easy_reset(easy);
@@ -643,6 +661,16 @@ void CurlTransport::Finish(std::unique_ptr<Exchange> exchange, CURLcode code) {
       result.error = TransportError::kNone;
       result.request_sent = true;
       curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &result.response.status);
+      if (result.response.status < 100 || result.response.status > 999) {
+        // libcurl completes some status lines that carry no HTTP status: "HTTP/2 1 200 OK"
+        // on an HTTP/1.1 connection gives 1, "HTTP/1.1 000" gives 0 (which is also
+        // HttpResponse's "no answer"). A garbled reply, as for Beast's parser.
+        result.error = TransportError::kReceive;
+        result.error_detail = absl::StrCat("garbled reply: status ", result.response.status,
+                                           " is not a three-digit HTTP status");
+        result.response.status = 0;
+        break;
+      }
       result.response.headers = std::move(exchange->response.headers);
       result.response.body = std::move(exchange->response.body);
       break;
@@ -679,6 +707,17 @@ void CurlTransport::Finish(std::unique_ptr<Exchange> exchange, CURLcode code) {
       // After the request went out this is libcurl's "Received HTTP/0.9 when not allowed":
       // the peer answered with something that is not HTTP, a garbled reply. Before it, the
       // URL's scheme is not http(s).
+      if (maybe_written) {
+        result.error = TransportError::kReceive;
+        result.request_sent = true;
+        break;
+      }
+      result.error = TransportError::kOther;
+      result.request_sent = false;
+      break;
+    case CURLE_BAD_FUNCTION_ARGUMENT:
+      // After the request went out this is libcurl 7.88's header store refusing a folded
+      // first header line (" X: 1" right after the status line): a garbled reply.
       if (maybe_written) {
         result.error = TransportError::kReceive;
         result.request_sent = true;

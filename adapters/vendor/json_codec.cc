@@ -33,10 +33,17 @@ using ::google::protobuf::Struct;
 using ::google::protobuf::Value;
 using ::nlohmann::json;
 
-// Struct/Value nest three proto levels per JSON level and the codec recurses once per
-// JSON level. Past this depth a subtree is replaced by null rather than risking the
-// stack on a hostile body (nlohmann parses iteratively, so it would accept one).
-// gRPC's own 100-level parse limit makes anything deeper unusable by clients anyway.
+// Struct/Value nest three proto levels per JSON level (Value, Struct, the fields map's
+// entry; a ListValue two), and a caller's protobuf library refuses a message nested deeper
+// than 100 levels (its default recursion limit, gRPC's C++ included): a Value 34 JSON
+// levels deep already makes the whole answer unreadable to the caller. So JSON turned into
+// a Value keeps 24 levels (72 proto levels, the rest left to the message the Value sits
+// in); past them a subtree is replaced by null. That also keeps the recursion off the end
+// of the stack on a hostile body (nlohmann parses iteratively, so it would accept one).
+// Found by fuzz/vendor_codec_fuzzer (fuzz/corpus/vendor_codec/regress-deep-detect-damage).
+constexpr int kMaxValueDepth = 24;
+// Back to JSON, a Value comes from a message that was parsed already (within the 100
+// levels): this bound only guards the recursion.
 constexpr int kMaxJsonDepth = 100;
 
 // Doubles that are integers of at most 53 bits are exact in a double, so writing them
@@ -288,7 +295,7 @@ void JsonToListInto(const json& array, ListValue* out, int depth) {
 }
 
 void JsonToValueInto(const json& value, Value* out, int depth) {
-  if (depth > kMaxJsonDepth) {
+  if (depth > kMaxValueDepth) {
     out->set_null_value(google::protobuf::NULL_VALUE);
     return;
   }

@@ -655,6 +655,41 @@ TEST_P(HttpTransportTest, GarbledReplyIsAReceiveError) {
   EXPECT_TRUE(result.request_sent);
 }
 
+// An HTTP/2 status line on an HTTP/1.1 connection: libcurl completed it with status 1
+// (fuzz/corpus/curl_transport/regress-http2-status-line). No three-digit status, no answer.
+TEST_P(HttpTransportTest, AStatusLineWithoutAThreeDigitStatusIsAReceiveError) {
+  HttpResult result =
+      ExchangeWithRawAnswer("HTTP/2 1 200 OK\r\nConnection: close\r\n\r\n{\"status\":\"send\"}");
+
+  EXPECT_EQ(result.error, TransportError::kReceive) << result.error_detail;
+  EXPECT_EQ(result.response.status, 0);
+  EXPECT_TRUE(result.request_sent);
+}
+
+// libcurl before 8.1.0 appended a folded first header line to the previous transfer's
+// freed last header when the easy handle was reused (curl/curl#11101): a heap
+// use-after-free (fuzz/corpus/curl_transport/regress-folded-first-header; visible under
+// ASan). Two answers through one transport, the second one folded first.
+TEST_P(HttpTransportTest, AFoldedFirstHeaderLineAfterAnEarlierAnswerIsSafe) {
+  std::unique_ptr<HttpTransport> transport = MakeTransport({});
+  ASSERT_NE(transport, nullptr);
+  RawTcpServer first(RawTcpServer::Mode::kReply,
+                     "HTTP/1.1 200 OK\r\nX-A: 1\r\nContent-Length: 2\r\n\r\n{}");
+  RawTcpServer second(RawTcpServer::Mode::kReply,
+                      "HTTP/1.1 200 OK\r\n X-Folded: 2\r\nContent-Length: 2\r\n\r\n{}");
+  ASSERT_TRUE(first.Start());
+  ASSERT_TRUE(second.Start());
+
+  EXPECT_EQ(Exchange(Request("GET", first.BaseUrl() + "/a"), transport.get()).error,
+            TransportError::kNone);
+  const HttpResult folded = Exchange(Request("GET", second.BaseUrl() + "/b"), transport.get());
+  // Either transport may take or refuse the obsolete folding; it must answer, and stay usable.
+  EXPECT_TRUE(folded.error == TransportError::kNone || folded.error == TransportError::kReceive)
+      << folded.error_detail;
+  EXPECT_EQ(Exchange(Request("GET", first.BaseUrl() + "/c"), transport.get()).error,
+            TransportError::kNone);
+}
+
 TEST_P(HttpTransportTest, HeaderInjectionIsRefusedWithoutEchoingTheValue) {
   HttpRequest request = Request("GET", Url("/x"));
   request.headers = {{"x-api-key", std::string(kApiKey) + "\r\nX-Evil: 1"}};

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "inspection/v1/common.pb.h"
+#include "inspection/v1/damage.pb.h"
 #include "inspection/v1/event_config.pb.h"
 #include "inspection/v1/image.pb.h"
 #include "inspection/v1/inspection.pb.h"
@@ -964,6 +965,26 @@ TEST(JsonCodecValueTest, VeryDeepJsonDoesNotExhaustTheStack) {
   const google::protobuf::Value value = JsonToValue(deep);
   EXPECT_EQ(value.kind_case(), google::protobuf::Value::kListValue);
   EXPECT_TRUE(ValueToJson(value).is_array());
+}
+
+// A vendor answer nested 60 objects deep (well within upstream.max_json_depth) once
+// became a Value 180 proto levels deep: serialized by the gateway, refused by its caller's
+// parser (fuzz/corpus/vendor_codec/regress-deep-detect-damage). Now the caller parses it,
+// with the first levels kept.
+TEST(JsonCodecValueTest, ADeepValueStaysParseableByTheCaller) {
+  std::string text;
+  for (int i = 0; i < 60; ++i) text += R"({"a":)";
+  text += "1" + std::string(60, '}');
+  v1::DetectDamageResponse response;
+  *response.mutable_body() = JsonToValue(Parse(text));
+
+  v1::DetectDamageResponse parsed;
+  ASSERT_TRUE(parsed.ParseFromString(response.SerializeAsString()));
+  const google::protobuf::Value* level = &parsed.body();
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(level->kind_case(), google::protobuf::Value::kStructValue) << "level " << i;
+    level = &level->struct_value().fields().at("a");
+  }
 }
 
 TEST(JsonCodecValueTest, TopLevelWellKnownTypes) {
