@@ -88,6 +88,12 @@ class ResponseParser final : public bhttp::basic_parser<false> {
 
   void on_response_impl(int code, beast::string_view reason, int, beast::error_code& ec) override {
     status_ = static_cast<unsigned>(code);
+    if (code < 100) {
+      // Beast takes any three digits; "000" would read as status 0, the "no answer" of
+      // HttpResponse (found by fuzz/beast_transport_fuzzer.cc). A garbled reply, as with curl.
+      ec = bhttp::error::bad_status;
+      return;
+    }
     Count(sizeof "HTTP/1.1 200 \r\n" - 1 + reason.size(), ec);
   }
 

@@ -666,6 +666,17 @@ TEST_P(HttpTransportTest, AStatusLineWithoutAThreeDigitStatusIsAReceiveError) {
   EXPECT_TRUE(result.request_sent);
 }
 
+// A status under 100 ("000"): Beast's parser took any three digits, and the answer read as
+// status 0, HttpResponse's "no answer" (fuzz/corpus/beast_transport/regress-status-000).
+TEST_P(HttpTransportTest, AStatusUnder100IsAReceiveError) {
+  for (const char* line : {"HTTP/1.1 000 OK", "HTTP/1.1 099 Odd"}) {
+    HttpResult result = ExchangeWithRawAnswer(
+        std::string(line) + "\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}");
+    EXPECT_EQ(result.error, TransportError::kReceive) << line << ": " << result.error_detail;
+    EXPECT_TRUE(result.request_sent) << line;
+  }
+}
+
 // libcurl before 8.1.0 appended a folded first header line to the previous transfer's
 // freed last header when the easy handle was reused (curl/curl#11101): a heap
 // use-after-free (fuzz/corpus/curl_transport/regress-folded-first-header; visible under
