@@ -42,6 +42,23 @@ void* Real(const char* symbol) {
 
 #define REAL(type, symbol) static const auto real = reinterpret_cast<type>(Real(symbol))
 
+// Abseil calls some of these entry points from others (AwaitWithTimeout calls
+// AwaitWithDeadline, Notify locks the notification's Mutex), and those inner calls come here
+// too: only the outermost one on a thread is annotated, or TSan would see a mutex released
+// twice.
+thread_local int depth = 0;
+class Entry {
+ public:
+  Entry() : outer_(depth++ == 0) {}
+  ~Entry() { --depth; }
+  Entry(const Entry&) = delete;
+  Entry& operator=(const Entry&) = delete;
+  bool outer() const { return outer_; }
+
+ private:
+  const bool outer_;
+};
+
 constexpr unsigned kRead = __tsan_mutex_read_lock;
 constexpr unsigned kTry = __tsan_mutex_try_lock;
 constexpr unsigned kFailed = __tsan_mutex_try_lock_failed;
@@ -49,6 +66,8 @@ constexpr unsigned kFailed = __tsan_mutex_try_lock_failed;
 // Acquisition of `mu` that cannot fail (Lock, LockWhen*, ReaderLock*).
 template <typename Fn>
 auto Acquire(void* mu, unsigned flags, Fn&& call) {
+  Entry entry;
+  if (!entry.outer()) return call();
   __tsan_mutex_pre_lock(mu, flags);
   auto result = call();
   __tsan_mutex_post_lock(mu, flags, 0);
@@ -60,6 +79,8 @@ auto Acquire(void* mu, unsigned flags, Fn&& call) {
 // meanwhile.
 template <typename Fn>
 auto ReleaseAndReacquire(void* mu, Fn&& call) {
+  Entry entry;
+  if (!entry.outer()) return call();
   __tsan_mutex_pre_unlock(mu, 0);
   auto result = call();
   __tsan_mutex_post_unlock(mu, 0);
@@ -75,7 +96,8 @@ ABSL_NAMESPACE_BEGIN
 
 Mutex::~Mutex() {
   REAL(void (*)(Mutex*), "_ZN4absl7debian35MutexD2Ev");
-  __tsan_mutex_destroy(this, 0);
+  Entry entry;
+  if (entry.outer()) __tsan_mutex_destroy(this, 0);
   real(this);
 }
 
@@ -91,6 +113,8 @@ void Mutex::ReaderLock() {
 
 bool Mutex::TryLock() {
   REAL(bool (*)(Mutex*), "_ZN4absl7debian35Mutex7TryLockEv");
+  Entry entry;
+  if (!entry.outer()) return real(this);
   __tsan_mutex_pre_lock(this, kTry);
   const bool locked = real(this);
   __tsan_mutex_post_lock(this, kTry | (locked ? 0 : kFailed), 0);
@@ -99,6 +123,8 @@ bool Mutex::TryLock() {
 
 bool Mutex::ReaderTryLock() {
   REAL(bool (*)(Mutex*), "_ZN4absl7debian35Mutex13ReaderTryLockEv");
+  Entry entry;
+  if (!entry.outer()) return real(this);
   __tsan_mutex_pre_lock(this, kRead | kTry);
   const bool locked = real(this);
   __tsan_mutex_post_lock(this, kRead | kTry | (locked ? 0 : kFailed), 0);
@@ -107,6 +133,8 @@ bool Mutex::ReaderTryLock() {
 
 void Mutex::Unlock() {
   REAL(void (*)(Mutex*), "_ZN4absl7debian35Mutex6UnlockEv");
+  Entry entry;
+  if (!entry.outer()) return real(this);
   __tsan_mutex_pre_unlock(this, 0);
   real(this);
   __tsan_mutex_post_unlock(this, 0);
@@ -114,6 +142,8 @@ void Mutex::Unlock() {
 
 void Mutex::ReaderUnlock() {
   REAL(void (*)(Mutex*), "_ZN4absl7debian35Mutex12ReaderUnlockEv");
+  Entry entry;
+  if (!entry.outer()) return real(this);
   __tsan_mutex_pre_unlock(this, kRead);
   real(this);
   __tsan_mutex_post_unlock(this, kRead);
@@ -190,29 +220,33 @@ bool CondVar::WaitWithDeadline(Mutex* mu, Time deadline) {
 
 void Notification::Notify() {
   REAL(void (*)(Notification*), "_ZN4absl7debian312Notification6NotifyEv");
-  __tsan_release(this);
+  Entry entry;
+  if (entry.outer()) __tsan_release(this);
   real(this);
 }
 
 void Notification::WaitForNotification() const {
   REAL(void (*)(const Notification*), "_ZNK4absl7debian312Notification19WaitForNotificationEv");
+  Entry entry;
   real(this);
-  __tsan_acquire(const_cast<Notification*>(this));
+  if (entry.outer()) __tsan_acquire(const_cast<Notification*>(this));
 }
 
 bool Notification::WaitForNotificationWithTimeout(Duration timeout) const {
   REAL(bool (*)(const Notification*, Duration),
        "_ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS0_8DurationE");
+  Entry entry;
   const bool notified = real(this, timeout);
-  if (notified) __tsan_acquire(const_cast<Notification*>(this));
+  if (notified && entry.outer()) __tsan_acquire(const_cast<Notification*>(this));
   return notified;
 }
 
 bool Notification::WaitForNotificationWithDeadline(Time deadline) const {
   REAL(bool (*)(const Notification*, Time),
        "_ZNK4absl7debian312Notification31WaitForNotificationWithDeadlineENS0_4TimeE");
+  Entry entry;
   const bool notified = real(this, deadline);
-  if (notified) __tsan_acquire(const_cast<Notification*>(this));
+  if (notified && entry.outer()) __tsan_acquire(const_cast<Notification*>(this));
   return notified;
 }
 
