@@ -7,7 +7,8 @@ export PATH := $(TOOLS):$(PATH)
 export GRPCURL := $(TOOLS)/grpcurl
 SOURCES = $(shell git ls-files '*.h' '*.cc' 2>/dev/null)
 
-.PHONY: deps deps-build configure build build-binaries run test bench fuzz clients format format-check lint-proto clean
+.PHONY: deps deps-build configure build build-binaries run test test-sanitize test-tsan bench \
+	fuzz clients format format-check lint-proto clean
 
 # Everything building and testing need (scripts/install-deps.sh, install-deploy-tools.sh).
 deps:
@@ -40,6 +41,43 @@ run: build-binaries
 # Installs what is missing, builds, checks formatting and the proto lint, runs every test.
 test: build format-check lint-proto
 	@ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
+
+# Sanitizers (BUILD.md, "Sanitizers"), each in its own build folder, -O1, CI runs both after
+# `make test`. scripts/run-sanitized-tests.sh sets the sanitizers' options and fails on any
+# report, also from a gateway or sandbox process a test started; suppressions (third-party
+# frames only, each with its reason) in tests/sanitizers/.
+ASAN_BUILD_DIR ?= build-asan
+TSAN_BUILD_DIR ?= build-tsan
+# Not run under ASan, each for a stated reason:
+#   (none yet)
+ASAN_EXCLUDE ?=
+ASAN_CTEST_ARGS ?= -j2 $(if $(ASAN_EXCLUDE),-E '$(ASAN_EXCLUDE)')
+
+# AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer included) over the whole ctest
+# suite, the real binaries the tests start included; the first report fails the run.
+test-sanitize: deps
+	@cmake -S . -B $(ASAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DINSPECTION_GATEWAY_BUILD_TESTS=ON -DINSPECTION_GATEWAY_SANITIZE=address,undefined >/dev/null
+	@cmake --build $(ASAN_BUILD_DIR)
+	@scripts/run-sanitized-tests.sh $(ASAN_BUILD_DIR) address $(ASAN_CTEST_ARGS)
+
+# ThreadSanitizer over the concurrency-heavy tests only (TSan runs 5-15 times slower): the
+# HTTP server and both vendor transports (http_tests), caches and request coalescing
+# (cache_tests), the idempotency stores (idempotency_tests), the reconciler
+# (reconcile_tests), the vendor client and the caching caller (gateway_tests), and from
+# integration_tests the event hub, the streams, the cache pipeline and the reconciler end to
+# end. Only those binaries (and the gateway the integration tests start) are built.
+TSAN_TARGETS := http_tests cache_tests idempotency_tests reconcile_tests gateway_tests \
+	integration_tests inspection-gateway
+TSAN_CTEST_ARGS ?= -j2 -L '^(http_tests|cache_tests|idempotency_tests|reconcile_tests)$$' \
+	--then -j2 -L '^gateway_tests$$' -R '^(VendorClient|CachingCaller)' \
+	--then -j2 -L '^integration_tests$$' \
+	  -R '^(EventHub|EventFilter|EventStreamReactor|Streaming|CachePipeline|Reconcile)Test\.'
+test-tsan: deps
+	@cmake -S . -B $(TSAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DINSPECTION_GATEWAY_BUILD_TESTS=ON -DINSPECTION_GATEWAY_SANITIZE=thread >/dev/null
+	@cmake --build $(TSAN_BUILD_DIR) --target $(TSAN_TARGETS)
+	@scripts/run-sanitized-tests.sh $(TSAN_BUILD_DIR) thread $(TSAN_CTEST_ARGS)
 
 # The performance targets of DESIGN.md §9 (bench/README.md): h2load, wrk and a C++ stream
 # client against the real binaries; exit code 1 when a target is missed. Run it on an idle
