@@ -6,6 +6,9 @@ export PATH := $(TOOLS):$(PATH)
 # End-to-end tests call grpcurl through this variable (installed by scripts/install-deps.sh).
 export GRPCURL := $(TOOLS)/grpcurl
 SOURCES = $(shell git ls-files '*.h' '*.cc' 2>/dev/null)
+# ccache (CMakeLists.txt uses it when installed) rewrites paths under this folder to relative
+# ones, so every build folder and every checkout of the project share one cache.
+export CCACHE_BASEDIR ?= $(CURDIR)
 
 .PHONY: deps deps-build configure build build-binaries run test test-sanitize test-tsan bench \
 	fuzz clients format format-check lint-proto clean
