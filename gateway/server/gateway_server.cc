@@ -283,12 +283,6 @@ std::string ReplicaName() {
 
 }  // namespace
 
-absl::Duration ReconcilePollDeadline() {
-  // The deadline BackgroundCall gives ReportFetch's and TokenFetch's calls.
-  return absl::FromChrono(std::max(routes::GetRoute(routes::RouteId::kGetDamagesReport).timeout,
-                                   routes::GetRoute(routes::RouteId::kGetTokenStatus).timeout));
-}
-
 absl::StatusOr<std::unique_ptr<eventlog::WorkLedger>> OpenWorkLedger(
     const std::string& ledger_url, const std::string& event_log_url) {
   const std::string& url = ledger_url.empty() ? event_log_url : ledger_url;

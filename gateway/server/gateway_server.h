@@ -1,6 +1,7 @@
 #ifndef GATEWAY_SERVER_GATEWAY_SERVER_H_
 #define GATEWAY_SERVER_GATEWAY_SERVER_H_
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -22,6 +23,7 @@
 #include "gateway/pipeline/caching_caller.h"
 #include "gateway/pipeline/retrying_caller.h"
 #include "gateway/reconcile/reconciler.h"
+#include "gateway/routes/route_table.h"
 #include "gateway/security/caller_limits.h"
 #include "gateway/services/health_service.h"
 #include "gateway/services/reflection_service.h"
@@ -217,7 +219,13 @@ absl::StatusOr<std::unique_ptr<eventlog::EventLog>> OpenEventLog(
 // only shortens each attempt). A lease must outlast it, or a second replica claims and
 // polls an item whose poll is still in flight: config refuses a reconcile.lease_ms that
 // is not longer.
-absl::Duration ReconcilePollDeadline();
+// Inline (gateway_routes only): the config loader checks against it, and the config fuzzer
+// builds that loader without the rest of the server.
+inline absl::Duration ReconcilePollDeadline() {
+  // The deadline BackgroundCall gives ReportFetch's and TokenFetch's calls.
+  return absl::FromChrono(std::max(routes::GetRoute(routes::RouteId::kGetDamagesReport).timeout,
+                                   routes::GetRoute(routes::RouteId::kGetTokenStatus).timeout));
+}
 // Opens the work ledger at `ledger_url`, or beside the event log at `event_log_url` when it
 // is empty (ReconcileSettings::ledger_url).
 absl::StatusOr<std::unique_ptr<eventlog::WorkLedger>> OpenWorkLedger(
