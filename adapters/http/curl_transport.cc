@@ -704,20 +704,12 @@ void CurlTransport::Finish(std::unique_ptr<Exchange> exchange, CURLcode code) {
       result.request_sent = true;
       break;
     case CURLE_UNSUPPORTED_PROTOCOL:
-      // After the request went out this is libcurl's "Received HTTP/0.9 when not allowed":
-      // the peer answered with something that is not HTTP, a garbled reply. Before it, the
-      // URL's scheme is not http(s).
-      if (maybe_written) {
-        result.error = TransportError::kReceive;
-        result.request_sent = true;
-        break;
-      }
-      result.error = TransportError::kOther;
-      result.request_sent = false;
-      break;
+      // After the request went out: libcurl's "Received HTTP/0.9 when not allowed" (the
+      // peer answered with something that is not HTTP). Before it: the URL's scheme is not
+      // http(s).
     case CURLE_BAD_FUNCTION_ARGUMENT:
-      // After the request went out this is libcurl 7.88's header store refusing a folded
-      // first header line (" X: 1" right after the status line): a garbled reply.
+      // After the request went out: libcurl 7.88's header store refusing a folded first
+      // header line (" X: 1" right after the status line). Either way a garbled reply.
       if (maybe_written) {
         result.error = TransportError::kReceive;
         result.request_sent = true;
