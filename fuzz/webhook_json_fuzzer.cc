@@ -1,9 +1,9 @@
 // Fuzz target: a webhook body as the receiver reads it (gateway/webhooks/webhook_receiver.cc,
 // Handle): the bounded JSON parser (adapters/vendor/bounded_json.*) with the receiver's
 // default depth and element limits, then the event name and the ids through the receiver's
-// default RFC 6901 pointers (gateway/webhooks/json_pointer.*), as IdAt reads them. Each
-// input is parsed twice: with the defaults, and with tight limits (depth 4, 32 values) so
-// that short inputs cross both limits.
+// default RFC 6901 pointers (JsonPointer::Resolve and IdAt, gateway/webhooks/json_pointer.*).
+// Each input is parsed twice: with the defaults, and with tight limits (depth 4, 32 values)
+// so that short inputs cross both limits.
 //
 // Oracle beyond the sanitizers: nlohmann's own parser. A body it accepts must be accepted
 // (kOk, the same document) when it is within the limits, and refused as too deep / too
@@ -46,16 +46,6 @@ void Measure(const json& root, int* depth, int64_t* elements) {
   }
 }
 
-// As webhook_receiver.cc's IdAt.
-std::string IdAt(const JsonPointer& pointer, const json& document) {
-  const json* value = pointer.Resolve(document);
-  if (value == nullptr) return "";
-  if (value->is_string()) return value->get<std::string>();
-  if (value->is_number_unsigned()) return std::to_string(value->get<uint64_t>());
-  if (value->is_number_integer()) return std::to_string(value->get<int64_t>());
-  return "";
-}
-
 void Check(const std::string& text, const JsonLimits& limits, const json& reference,
            const std::vector<JsonPointer>& pointers) {
   json document;
@@ -88,7 +78,7 @@ void Check(const std::string& text, const JsonLimits& limits, const json& refere
   if (name == nullptr || !name->is_string() || name->get_ref<const std::string&>().empty()) {
     return;  // 400 no_event_name
   }
-  for (size_t i = 1; i < pointers.size(); ++i) (void)IdAt(pointers[i], document);
+  for (size_t i = 1; i < pointers.size(); ++i) (void)pointers[i].IdAt(document);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "gateway/webhooks/json_pointer.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,6 +74,15 @@ const nlohmann::json* JsonPointer::Resolve(const nlohmann::json& document) const
     }
   }
   return current;
+}
+
+std::string JsonPointer::IdAt(const nlohmann::json& document) const {
+  const nlohmann::json* value = Resolve(document);
+  if (value == nullptr) return "";
+  if (value->is_string()) return value->get<std::string>();
+  if (value->is_number_unsigned()) return std::to_string(value->get<uint64_t>());
+  if (value->is_number_integer()) return std::to_string(value->get<int64_t>());
+  return "";
 }
 
 }  // namespace inspection::webhooks

@@ -25,6 +25,11 @@ class JsonPointer {
   // range, or a step into a scalar. The result points into `document`.
   const nlohmann::json* Resolve(const nlohmann::json& document) const;
 
+  // The correlation id at this pointer, as the webhook receiver stores it: a string as-is, an
+  // integer in decimal (some payloads carry numeric ids), "" for anything else (absent, null,
+  // fractional numbers, objects...).
+  std::string IdAt(const nlohmann::json& document) const;
+
   // The pointer as configured, e.g. for error messages.
   const std::string& text() const { return text_; }
 

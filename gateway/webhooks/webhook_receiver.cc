@@ -97,17 +97,6 @@ std::string ErrorName(int status) {
   }
 }
 
-// A correlation id: strings as-is, integers in decimal (some payloads carry numeric ids),
-// anything else (absent, null, fractional numbers, objects...) is no id.
-std::string IdAt(const JsonPointer& pointer, const json& document) {
-  const json* value = pointer.Resolve(document);
-  if (value == nullptr) return "";
-  if (value->is_string()) return value->get<std::string>();
-  if (value->is_number_unsigned()) return std::to_string(value->get<uint64_t>());
-  if (value->is_number_integer()) return std::to_string(value->get<int64_t>());
-  return "";
-}
-
 absl::StatusOr<JsonPointer> ParsePointer(const std::string& option, const std::string& text) {
   absl::StatusOr<JsonPointer> pointer = JsonPointer::Parse(text);
   if (!pointer.ok()) {
@@ -439,9 +428,9 @@ void WebhookReceiver::Handle(http::ServerRequest& request, http::ServerResponse&
   eventlog::NewEvent event;
   event.account = endpoint.account;
   event.event_name = name->get<std::string>();
-  event.inspection_id = IdAt(pointers_.inspection_id, document);
-  event.token_id = IdAt(pointers_.token_id, document);
-  event.vehicle_id = IdAt(pointers_.vehicle_id, document);
+  event.inspection_id = pointers_.inspection_id.IdAt(document);
+  event.token_id = pointers_.token_id.IdAt(document);
+  event.vehicle_id = pointers_.vehicle_id.IdAt(document);
   event.content_hash = ContentHash(endpoint.account, body);
   event.payload = std::move(request.body);
   event.received_at_ms = absl::ToUnixMillis(options_.clock());

@@ -61,6 +61,25 @@ TEST(JsonPointerTest, MissingValuesAreNullNotErrors) {
   EXPECT_EQ(Resolve("//x"), nullptr);            // into the number at ""
 }
 
+TEST(JsonPointerTest, IdAtReadsStringsAndIntegersOnly) {
+  const json document = json::parse(R"({"s": "insp-1", "u": 18446744073709551615, "i": -42,
+                                        "f": 1.5, "n": null, "o": {"id": "x"}, "b": true})");
+  const auto id_at = [&](const std::string& text) {
+    absl::StatusOr<JsonPointer> pointer = JsonPointer::Parse(text);
+    EXPECT_TRUE(pointer.ok()) << text;
+    return pointer->IdAt(document);
+  };
+  EXPECT_EQ(id_at("/s"), "insp-1");
+  EXPECT_EQ(id_at("/u"), "18446744073709551615");
+  EXPECT_EQ(id_at("/i"), "-42");
+  EXPECT_EQ(id_at("/f"), "");  // fractional: no id
+  EXPECT_EQ(id_at("/n"), "");
+  EXPECT_EQ(id_at("/o"), "");
+  EXPECT_EQ(id_at("/b"), "");
+  EXPECT_EQ(id_at("/missing"), "");
+  EXPECT_EQ(id_at("/o/id"), "x");
+}
+
 TEST(JsonPointerTest, RejectsInvalidSyntax) {
   for (const char* text : {"event", "~0", "/a~", "/a~2", "/~x"}) {
     const absl::StatusOr<JsonPointer> parsed = JsonPointer::Parse(text);
