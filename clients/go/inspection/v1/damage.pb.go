@@ -29,6 +29,7 @@ type DetectDamageRequest struct {
 	Urls []string `protobuf:"bytes,1,rep,name=urls,proto3" json:"urls,omitempty"`
 	// Optional idempotency key (or metadata `idempotency-key`): a repeat with the same key
 	// and the same URLs returns the first outcome without submitting again.
+	// Send the metadata at most once: a repeated `idempotency-key` is INVALID_ARGUMENT.
 	IdempotencyKey string `protobuf:"bytes,20,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -143,6 +144,7 @@ type StreamDamageResultsRequest struct {
 	// repeat with the same key and the same URLs submits nothing again. Its first message is
 	// the first submission's, then every retained event of that inspection, from the oldest.
 	// 1 to 255 visible ASCII characters.
+	// Send the metadata at most once: a repeated `idempotency-key` is INVALID_ARGUMENT.
 	IdempotencyKey string `protobuf:"bytes,20,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache

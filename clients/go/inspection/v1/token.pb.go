@@ -296,6 +296,7 @@ type CreateTokenRequest struct {
 	Validity int32 `protobuf:"varint,5,opt,name=validity,proto3" json:"validity,omitempty"`
 	// Optional idempotency key (or metadata `idempotency-key`): a repeat with the same key
 	// and the same parameters returns the first outcome without creating another token.
+	// Send the metadata at most once: a repeated `idempotency-key` is INVALID_ARGUMENT.
 	IdempotencyKey string `protobuf:"bytes,20,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
