@@ -4,6 +4,37 @@
 #include "gateway/streaming/event_stream.h"
 
 namespace inspection::services {
+namespace {
+
+using DamageStreamReactor = streaming::EventStreamReactor<v1::StreamDamageResultsResponse>;
+
+// Sends the submission, then follows the events of the inspection it names, from `start`.
+// A submission that names no inspection (no id at damage.inspection_id_pointers) ends the
+// stream with INSPECTION_ID_NOT_FOUND after it: an EventFilter with an empty inspection id
+// matches every inspection of the account, so it must never be attached here. Used by the
+// first call and by every replay of its idempotency key alike.
+void FollowSubmission(const DamageStreamReactor::Handle& handle,
+                      v1::StreamDamageResultsResponse first, const std::string& account,
+                      const std::string& start, bool from_start) {
+  const std::string inspection_id = first.submitted().inspection_id();
+  handle.Send(first);
+  if (inspection_id.empty()) {
+    errors::ApiError error;
+    error.code = absl::StatusCode::kFailedPrecondition;
+    error.reason = std::string(errors::kReasonInspectionIdNotFound);
+    error.message =
+        "the damage detection was submitted, but its response has no inspection id at the "
+        "configured pointers (damage.inspection_id_pointers): its events cannot be followed";
+    handle.End(error.ToGrpcStatus(), /*as_is=*/true);
+    return;
+  }
+  streaming::EventFilter filter;
+  filter.inspection_id = inspection_id;
+  filter.account = account;  // the account the inspection was submitted to
+  handle.Attach(std::move(filter), start, from_start);
+}
+
+}  // namespace
 
 DamageServiceImpl::DamageServiceImpl(const ServiceDeps& deps)
     : deps_(deps),
@@ -32,7 +63,7 @@ grpc::ServerUnaryReactor* DamageServiceImpl::DetectDamage(grpc::CallbackServerCo
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResults(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request) {
-  using Reactor = streaming::EventStreamReactor<v1::StreamDamageResultsResponse>;
+  using Reactor = DamageStreamReactor;
   auto* reactor = new Reactor(
       deps_.hub, deps_.stream_queue,
       // createReport is the last event of a damage detection: the report exists. A report
@@ -104,14 +135,20 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResul
         return;
       }
       v1::StreamDamageResultsResponse first;
-      first.mutable_submitted()->ParseFromString(outcome.response);
-      const std::string inspection_id = first.submitted().inspection_id();
+      if (!first.mutable_submitted()->ParseFromString(outcome.response)) {
+        // Never follow what cannot be read (an empty filter would follow every inspection).
+        errors::ApiError error;
+        error.code = absl::StatusCode::kInternal;
+        error.reason = std::string(errors::kReasonInternal);
+        error.message =
+            "the first outcome stored for this idempotency key cannot be read back; use a new "
+            "key to submit again";
+        handle.End(error.ToGrpcStatus(), /*as_is=*/true);
+        return;
+      }
       handle.AddInitialMetadata("idempotency-replayed", "true");
-      handle.Send(first);
-      streaming::EventFilter filter;
-      filter.inspection_id = inspection_id;
-      filter.account = account;
-      handle.Attach(std::move(filter), /*after_cursor=*/"", /*from_start=*/true);
+      // From the oldest retained event: the replay may come long after the submission.
+      FollowSubmission(handle, std::move(first), account, /*start=*/"", /*from_start=*/true);
     };
     pipeline::IdempotentOutcome replay;
     switch (
@@ -161,24 +198,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResul
         }
         v1::StreamDamageResultsResponse first;
         first.mutable_submitted()->Swap(&out.response);
-        const std::string inspection_id = first.submitted().inspection_id();
-        handle.Send(first);
-        if (inspection_id.empty()) {
-          errors::ApiError error;
-          error.code = absl::StatusCode::kFailedPrecondition;
-          error.reason = std::string(errors::kReasonInspectionIdNotFound);
-          error.message =
-              "the damage detection was submitted, but its response has no inspection id at "
-              "the configured pointers (damage.inspection_id_pointers): its events cannot be "
-              "followed";
-          handle.End(error.ToGrpcStatus(), /*as_is=*/true);
-          return;
-        }
-        streaming::EventFilter filter;
-        filter.inspection_id = inspection_id;
-        filter.account = account;  // the account the inspection was submitted to
         // An empty start (no event yet) means from the beginning: nothing older exists.
-        handle.Attach(std::move(filter), start, /*from_start=*/start.empty());
+        FollowSubmission(handle, std::move(first), account, start, /*from_start=*/start.empty());
       });
   return reactor;
 }

@@ -6,6 +6,11 @@
 // the "idempotency-replayed" metadata through it when A's submission completed, which
 // killed the process (every stream of every caller with it). Now: A gets its answer, the
 // process lives, and the next call is answered.
+//
+// And a replay of a submission that named no inspection (outside review of issue 31): the
+// first call ends with INSPECTION_ID_NOT_FOUND, but its replay used to follow an empty
+// filter, which matches every inspection of the account: a caller allowed only
+// StreamDamageResults read the account's whole event log.
 #include <signal.h>
 
 #include <atomic>
@@ -20,6 +25,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "inspection/v1/damage.grpc.pb.h"
+#include "nlohmann/json.hpp"
 #include "tests/support/fake_vendor.h"
 #include "tests/support/gateway_binary.h"
 #include "tests/support/subprocess.h"
@@ -109,6 +115,58 @@ TEST(IdempotentStreamHostileTest, DuplicatesThatGiveUpDoNotOutliveTheirCalls) {
   EXPECT_TRUE(status.ok()) << status.error_code() << " " << status.error_message() << "\n"
                            << gateway.output();
   EXPECT_EQ(::kill(gateway.pid(), 0), 0) << "the gateway died:\n" << gateway.output();
+  EXPECT_EQ(gateway.Stop(SIGTERM, kDeadline), 0) << gateway.output();
+}
+
+TEST(IdempotentStreamHostileTest, AReplayOfASubmissionWithoutInspectionIdFollowsNothing) {
+  FakeVendor vendor;
+  ASSERT_TRUE(vendor.Start());
+  // The vendor accepts the submission but names no inspection (its shape is "not shown").
+  vendor.SetHandler([](const RecordedRequest& request) {
+    ScriptedResponse answer;
+    answer.status = request.path == kDamagePath ? 200 : 404;
+    answer.body = R"({"status": "queued"})";
+    return answer;
+  });
+  constexpr char kWebhookKey[] = "idempotent-stream-webhook-key";
+  TempDir temp;
+  Subprocess gateway(LoopbackGatewayArgv(GATEWAY_BINARY, vendor.BaseUrl(), temp.File("events.db")),
+                     {"INSPECTION_API_KEY=idempotent-stream-vendor-key",
+                      std::string("INSPECTION_WEBHOOK_KEY=") + kWebhookKey});
+  const ServingPorts ports = WaitUntilServing(gateway, kDeadline);
+  ASSERT_GT(ports.grpc, 0) << gateway.output();
+  // Other inspections of the same (default) account are in the log.
+  httplib::Client webhooks("127.0.0.1", ports.webhook);
+  for (int i = 0; i < 3; ++i) {
+    const nlohmann::json body = {{"event", "newInspection"},
+                                 {"inspectionId", absl::StrCat("someone-else-", i)}};
+    auto posted = webhooks.Post("/webhooks/v2", {{"x-api-key", kWebhookKey}}, body.dump(),
+                                "application/json");
+    ASSERT_TRUE(posted);
+    ASSERT_EQ(posted->status, 200) << posted->body;
+  }
+  auto stub = v1::DamageService::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", ports.grpc),
+                                                             grpc::InsecureChannelCredentials()));
+  v1::StreamDamageResultsRequest request;
+  request.add_urls("https://img.example.test/front.jpg");
+  request.set_idempotency_key("no-inspection-id-key");
+
+  for (const char* call : {"first", "replay"}) {
+    SCOPED_TRACE(call);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    auto reader = stub->StreamDamageResults(&context, request);
+    std::vector<v1::StreamDamageResultsResponse> messages;
+    v1::StreamDamageResultsResponse message;
+    while (reader->Read(&message)) messages.push_back(message);
+    const grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << status.error_message();
+    ASSERT_EQ(messages.size(), 1u) << "events of other inspections were streamed; the second: "
+                                   << messages[1].ShortDebugString();
+    EXPECT_TRUE(messages[0].has_submitted());
+    EXPECT_EQ(messages[0].submitted().inspection_id(), "");
+  }
+  EXPECT_EQ(vendor.RequestCount(), 1u) << "the replay submitted again";
   EXPECT_EQ(gateway.Stop(SIGTERM, kDeadline), 0) << gateway.output();
 }
 
