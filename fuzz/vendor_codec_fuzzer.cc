@@ -2,7 +2,7 @@
 // the Decode* functions of the mappers and json_codec's reflection-driven DecodeMessage under
 // them). The first input byte picks the response type; the rest is the vendor's answer body,
 // parsed as the vendor client parses it (gateway/upstream/vendor_client.cc, Interpret): the
-// bounded parser at upstream.max_json_depth's default and no element limit, the webhook key
+// bounded parser at upstream.max_json_depth's and max_json_elements' defaults, the webhook key
 // sealed on the routes that seal it. Byte 15 is a `createReport` webhook payload, decoded as
 // the event hub decodes it (gateway/streaming/event_hub.cc).
 //
@@ -32,8 +32,8 @@ namespace v1 = inspection::v1;
 namespace vendor = inspection::vendor;
 using nlohmann::json;
 
-// upstream.max_json_depth's default (gateway/upstream/vendor_client.h); values unlimited.
-constexpr vendor::JsonLimits kVendorLimits{.max_depth = 512, .max_elements = INT64_MAX};
+// upstream.max_json_depth's and max_json_elements' defaults (gateway/upstream/vendor_client.h).
+constexpr vendor::JsonLimits kVendorLimits{.max_depth = 512, .max_elements = 1'000'000};
 constexpr int kTypes = 16;
 
 [[noreturn]] void Fail(const char* what, int type) {

@@ -308,7 +308,16 @@ class HttpServer::Impl {
   // longest is closed to admit a new one.
   void SetAwaitingHead(Connection* connection, bool awaiting) {
     std::lock_guard<std::mutex> lock(registry_mu_);
-    SetAwaitingHeadLocked(connection, awaiting);
+    awaiting_head_.Set(connection, awaiting);
+  }
+  // Connections writing an answer or draining after their last one (Linger), in the order
+  // they began: at max_connections, with no idle or head-waiting connection to close, the
+  // one that began longest ago is closed. A client that does not read its answers (requests
+  // pipelined into a small receive window; no key needed for a 405) would otherwise hold its
+  // connection for write_timeout per answer, and 40 of them kept the vendor out.
+  void SetAnswering(Connection* connection, bool answering) {
+    std::lock_guard<std::mutex> lock(registry_mu_);
+    answering_.Set(connection, answering);
   }
   void Unregister(Connection* connection, const std::string& client);
 
@@ -329,7 +338,33 @@ class HttpServer::Impl {
   void OnAccept(beast::error_code error, tcp::socket socket);
   void Admit(tcp::socket socket);
   void Shed(tcp::socket& socket, std::atomic<int64_t>* counter);
-  void SetAwaitingHeadLocked(Connection* connection, bool awaiting);
+
+  // Connections in the order they entered a state (SetAwaitingHead, SetAnswering).
+  class Queue {
+   public:
+    void Set(Connection* connection, bool in) {
+      const auto at = place_.find(connection);
+      if (in && at == place_.end()) {
+        place_.emplace(connection, ++places_);
+        order_.emplace(places_, connection);
+      } else if (!in && at != place_.end()) {
+        order_.erase(at->second);
+        place_.erase(at);
+      }
+    }
+    // The connection that entered first, taken out of the queue; null when it is empty.
+    Connection* TakeOldest() {
+      if (order_.empty()) return nullptr;
+      Connection* oldest = order_.begin()->second;
+      Set(oldest, false);
+      return oldest;
+    }
+
+   private:
+    std::unordered_map<Connection*, uint64_t> place_;
+    std::map<uint64_t, Connection*> order_;
+    uint64_t places_ = 0;
+  };
 
   net::io_context io_;
   // Keeps the I/O threads running while nothing is pending (a handler running after the
@@ -352,10 +387,8 @@ class HttpServer::Impl {
   std::unordered_map<Connection*, std::weak_ptr<Connection>> connections_;  // registry_mu_
   std::unordered_map<std::string, size_t> per_client_;                      // registry_mu_
   std::unordered_set<Connection*> idle_;                                    // registry_mu_
-  // SetAwaitingHead: each waiting connection's place, and the connections by place.
-  std::unordered_map<Connection*, uint64_t> awaiting_head_;  // registry_mu_
-  std::map<uint64_t, Connection*> awaiting_head_order_;      // registry_mu_
-  uint64_t awaiting_head_places_ = 0;                        // registry_mu_
+  Queue awaiting_head_;  // registry_mu_ (SetAwaitingHead)
+  Queue answering_;      // registry_mu_ (SetAnswering)
 
   std::atomic<int64_t> in_flight_{0};
   std::atomic<bool> accepting_{false};
@@ -365,6 +398,7 @@ class HttpServer::Impl {
   std::atomic<int64_t> shed_in_flight_{0};
   std::atomic<int64_t> idle_closed_for_room_{0};
   std::atomic<int64_t> awaiting_head_closed_for_room_{0};
+  std::atomic<int64_t> answering_closed_for_room_{0};
   std::atomic<int64_t> accept_errors_{0};
 };
 
@@ -411,6 +445,14 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
       if (self->state_ == State::kHead || (self->state_ == State::kIdle && !self->kept_alive_)) {
         self->Close();
       }
+    });
+  }
+
+  // From any thread: closes the connection if it is still writing an answer or draining
+  // after its last one (used to make room; one that went back to waiting stays).
+  void CloseIfAnswering() {
+    net::post(socket_.get_executor(), [self = shared_from_this()] {
+      if (self->state_ == State::kWriting || self->state_ == State::kLingering) self->Close();
     });
   }
 
@@ -706,6 +748,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
   void WriteResponse() {
     if (state_ == State::kClosed) return;
     state_ = State::kWriting;
+    server_->SetAnswering(this, true);
     if (response_.reset) {
       Reset();
       return;
@@ -827,6 +870,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
       }
       return;
     }
+    server_->SetAnswering(this, false);
     WaitForRequest(Clock::now() + server_->limits().keep_alive_timeout, /*kept_alive=*/true);
   }
 
@@ -869,6 +913,7 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     if (state_ == State::kClosed) return;
     if (state_ == State::kIdle && kept_alive_) server_->SetIdle(this, false);
     server_->SetAwaitingHead(this, false);
+    server_->SetAnswering(this, false);
     state_ = State::kClosed;
     timer_.cancel();
     DisarmDeadline();
@@ -929,22 +974,12 @@ void HttpServer::Impl::RunHandler(const std::shared_ptr<Connection>& connection)
   workers_.Post([connection] { connection->RunHandler(); });
 }
 
-void HttpServer::Impl::SetAwaitingHeadLocked(Connection* connection, bool awaiting) {
-  const auto at = awaiting_head_.find(connection);
-  if (awaiting && at == awaiting_head_.end()) {
-    awaiting_head_.emplace(connection, ++awaiting_head_places_);
-    awaiting_head_order_.emplace(awaiting_head_places_, connection);
-  } else if (!awaiting && at != awaiting_head_.end()) {
-    awaiting_head_order_.erase(at->second);
-    awaiting_head_.erase(at);
-  }
-}
-
 void HttpServer::Impl::Unregister(Connection* connection, const std::string& client) {
   std::lock_guard<std::mutex> lock(registry_mu_);
   connections_.erase(connection);
   idle_.erase(connection);
-  SetAwaitingHeadLocked(connection, false);
+  awaiting_head_.Set(connection, false);
+  answering_.Set(connection, false);
   auto at = per_client_.find(client);
   if (at != per_client_.end() && --at->second == 0) per_client_.erase(at);
   if (connections_.empty()) registry_empty_.notify_all();
@@ -1034,35 +1069,51 @@ void HttpServer::Impl::Admit(tcp::socket socket) {
       Shed(socket, &shed_per_client_);
       return;
     }
-    bool room_from_idle = false;
+    enum class Room { kNone, kIdle, kAwaitingHead, kAnswering } room = Room::kNone;
     if (connections_.size() >= limits().max_connections) {
       // Room is made by closing an idle kept-alive connection, as nginx does, or else the
-      // connection that has waited longest without sending a complete request head: a
-      // client holding connections open without using them cannot keep the vendor out,
-      // and holding the port costs it a fresh connection every time one is taken back.
-      // Shed only when every connection is busy (a body being read, a handler, an answer).
+      // connection that has waited longest without sending a complete request head, or else
+      // the one that has been writing an answer (or draining after it) the longest: a client
+      // holding connections open without using them, or without reading what it asked for,
+      // cannot keep the vendor out, and holding the port costs it a fresh connection every
+      // time one is taken back. Shed only when every connection is reading a body or waiting
+      // for its handler.
+      Connection* closed = nullptr;
       if (!idle_.empty()) {
-        Connection* idle = *idle_.begin();
+        closed = *idle_.begin();
         idle_.erase(idle_.begin());
-        make_room = connections_[idle].lock();
-        room_from_idle = true;
+        room = Room::kIdle;
         ++idle_closed_for_room_;
-      } else if (!awaiting_head_order_.empty()) {
-        Connection* waiting = awaiting_head_order_.begin()->second;
-        SetAwaitingHeadLocked(waiting, false);
-        make_room = connections_[waiting].lock();
+      } else if ((closed = awaiting_head_.TakeOldest()) != nullptr) {
+        room = Room::kAwaitingHead;
         ++awaiting_head_closed_for_room_;
+      } else if ((closed = answering_.TakeOldest()) != nullptr) {
+        room = Room::kAnswering;
+        ++answering_closed_for_room_;
       } else {
         Shed(socket, &shed_max_connections_);
         return;
       }
+      make_room = connections_[closed].lock();
     }
     connection = std::make_shared<Connection>(this, std::move(socket), client, address);
     connections_.emplace(connection.get(), connection);
     ++per_client_[client];
-    SetAwaitingHeadLocked(connection.get(), true);
+    awaiting_head_.Set(connection.get(), true);
     if (make_room != nullptr) {
-      room_from_idle ? make_room->CloseIfIdle() : make_room->CloseIfAwaitingHead();
+      switch (room) {
+        case Room::kIdle:
+          make_room->CloseIfIdle();
+          break;
+        case Room::kAwaitingHead:
+          make_room->CloseIfAwaitingHead();
+          break;
+        case Room::kAnswering:
+          make_room->CloseIfAnswering();
+          break;
+        case Room::kNone:
+          break;
+      }
     }
   }
   connection->Start();
@@ -1146,6 +1197,7 @@ HttpServerStats HttpServer::Impl::Stats() const {
   stats.shed_per_client = shed_per_client_.load();
   stats.shed_in_flight = shed_in_flight_.load();
   stats.awaiting_head_closed_for_room = awaiting_head_closed_for_room_.load();
+  stats.answering_closed_for_room = answering_closed_for_room_.load();
   stats.idle_closed_for_room = idle_closed_for_room_.load();
   stats.head_timeouts = head_timeouts_.load();
   stats.body_timeouts = body_timeouts_.load();

@@ -87,6 +87,9 @@ struct HttpServerStats {
   // Connections closed to admit others at max_connections, with no idle kept-alive one to
   // close: the one that had waited longest without a complete request head.
   int64_t awaiting_head_closed_for_room = 0;
+  // Closed to admit others at max_connections, with no idle or head-waiting one to close:
+  // the one that had been writing an answer (or draining after its last) the longest.
+  int64_t answering_closed_for_room = 0;
   int64_t head_timeouts = 0;    // closed: the head did not arrive in head_timeout
   int64_t body_timeouts = 0;    // 408: the body came slower than the minimum rate
   int64_t write_timeouts = 0;   // closed: the client did not take the answer

@@ -24,6 +24,7 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
   options.upstream_ca_file = config.upstream.ca_file;
   options.http_client = config.upstream.http_client;
   options.vendor.max_json_depth = config.upstream.max_json_depth;
+  options.vendor.max_json_elements = config.upstream.max_json_elements;
   options.max_response_bytes = static_cast<size_t>(config.upstream.max_response_bytes);
   options.max_response_head_bytes = static_cast<size_t>(config.upstream.max_response_head_bytes);
   options.max_response_header_count =
@@ -77,6 +78,7 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
       absl::ToChronoMilliseconds(config.streams.catchup_idle_timeout);
   options.stream_slots.max_per_connection = config.streams.max_per_connection;
   options.stream_slots.max_total = config.streams.max_total;
+  options.stream_slots.max_request_bytes = static_cast<size_t>(config.streams.max_request_bytes);
   options.idempotency_ttl = absl::Hours(config.idempotency_ttl_hours);
   options.idempotency_memory_max_bytes = static_cast<size_t>(config.idempotency_max_bytes);
   options.idempotency_store_url = config.idempotency_store;

@@ -529,6 +529,13 @@ const std::vector<KeySpec>& Keys() {
           "Nesting of objects and arrays in a vendor answer; deeper: the call fails with "
           "VENDOR_MALFORMED_RESPONSE (checked while parsing)."),
       IntegerKey(
+          "upstream.max_json_elements",
+          [](auto& c) -> auto& { return c.upstream.max_json_elements; }, 1, int64_t{1} << 40, "N",
+          "JSON values (objects, arrays and scalars, each one) in a vendor answer, counted while "
+          "parsing; more: the call fails with VENDOR_RESPONSE_TOO_LARGE (RESOURCE_EXHAUSTED, not "
+          "retried). The parsed tree costs up to about 80 bytes a value, which "
+          "upstream.max_response_bytes, counting text, does not see."),
+      IntegerKey(
           "upstream.max_response_bytes",
           [](auto& c) -> auto& { return c.upstream.max_response_bytes; }, 1024, int64_t{1} << 40,
           "BYTES",
@@ -821,6 +828,13 @@ const std::vector<KeySpec>& Keys() {
           "N",
           "Server streams this replica holds open; more: RESOURCE_EXHAUSTED (STREAM_LIMIT). 0: "
           "no limit."),
+      IntegerKey(
+          "streams.max_request_bytes", [](auto& c) -> auto& { return c.streams.max_request_bytes; },
+          256, 16 << 20, "BYTES",
+          "The largest request of a server stream (Subscribe, WatchTokenStatus, Health/Watch; "
+          "StreamDamageResults not counting its URLs, which validation.max_urls bounds), which "
+          "gRPC holds while the stream is open; larger: INVALID_ARGUMENT before a stream slot "
+          "is taken."),
       IntegerKey(
           "token_watch.interval_ms", [](auto& c) -> auto& { return c.token_watch.interval; }, 100,
           kDayMs, "MS", "How often WatchTokenStatus polls each watched token at the vendor."),

@@ -67,6 +67,9 @@ struct UpstreamSection {
   // upstream.max_json_depth (default 512, 1-10000): deepest nesting of objects and arrays
   // accepted in a vendor answer; deeper: VENDOR_MALFORMED_RESPONSE.
   int max_json_depth = ComponentDefaults().vendor.max_json_depth;
+  // upstream.max_json_elements (default 1,000,000, >= 1): most JSON values in a vendor
+  // answer; more: VENDOR_RESPONSE_TOO_LARGE.
+  int64_t max_json_elements = ComponentDefaults().vendor.max_json_elements;
   // upstream.max_response_bytes (default 64 MiB, >= 1024): the largest answer one vendor
   // call may read; larger: VENDOR_RESPONSE_TOO_LARGE, not retried.
   int64_t max_response_bytes = static_cast<int64_t>(ComponentDefaults().max_response_bytes);
@@ -224,6 +227,10 @@ struct StreamsSection {
       absl::FromChrono(ComponentDefaults().hub.catchup_idle_timeout);
   int max_per_connection = ComponentDefaults().stream_slots.max_per_connection;  // 0: no limit
   int max_total = ComponentDefaults().stream_slots.max_total;                    // 0: no limit
+  // The largest request a server stream holds for its life (StreamDamageResults: beyond its
+  // URLs); larger: INVALID_ARGUMENT.
+  int64_t max_request_bytes =
+      static_cast<int64_t>(ComponentDefaults().stream_slots.max_request_bytes);
 };
 
 // token_watch.*: WatchTokenStatus polling.

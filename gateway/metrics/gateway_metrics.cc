@@ -54,7 +54,8 @@ constexpr std::array<std::string_view, kNumWebhookRefusals> kWebhookRefusalLabel
     "head_too_large",
     "malformed",
     "not_implemented",
-    "awaiting_head_closed_for_room"};
+    "awaiting_head_closed_for_room",
+    "answering_closed_for_room"};
 constexpr std::array<std::string_view, kNumStreamDropReasons> kStreamDropReasonLabels = {
     "slow_consumer", "cursor_expired", "shutdown", "error", "idle_catch_up"};
 

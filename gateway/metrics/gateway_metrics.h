@@ -129,8 +129,11 @@ enum class WebhookRefusal {
   // At webhook.max_connections with no idle kept-alive connection: the connection that had
   // waited longest without a complete request head, closed to admit a new one.
   kAwaitingHeadClosedForRoom,
+  // At webhook.max_connections with no idle or head-waiting connection: the connection that
+  // had been writing an answer (or draining after it) the longest, closed to admit a new one.
+  kAnsweringClosedForRoom,
 };
-inline constexpr size_t kNumWebhookRefusals = 11;
+inline constexpr size_t kNumWebhookRefusals = 12;
 std::string_view WebhookRefusalLabel(WebhookRefusal reason);
 
 // `reason` a streaming subscriber was ended by the gateway (not by the client).

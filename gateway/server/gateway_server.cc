@@ -828,6 +828,7 @@ void GatewayServer::SyncReceiverMetrics() {
       {WebhookRefusal::kNotImplemented, &http::HttpServerStats::not_implemented},
       {WebhookRefusal::kAwaitingHeadClosedForRoom,
        &http::HttpServerStats::awaiting_head_closed_for_room},
+      {WebhookRefusal::kAnsweringClosedForRoom, &http::HttpServerStats::answering_closed_for_room},
   };
   for (const auto& [reason, field] : refusals) {
     m.RecordWebhookRefusal(reason, delta(http_now.*field, http_seen.*field));

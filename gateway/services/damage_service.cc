@@ -71,8 +71,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResul
       streaming::EndsDamageResults);
 
   std::shared_ptr<void> slot;
-  if (auto denied =
-          AdmitStream(*context, deps_, "/inspection.v1.DamageService/StreamDamageResults", &slot);
+  if (auto denied = AdmitStream(*context, deps_, "/inspection.v1.DamageService/StreamDamageResults",
+                                /*request_bytes=*/0, &slot);
       denied.has_value()) {
     reactor->End(denied->ToGrpcStatus(), /*as_is=*/true);
     return reactor;
@@ -88,6 +88,17 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResul
     return reactor;
   }
   const v1::StreamDamageResultsRequest* request = &parsed;
+  // gRPC holds the raw request while the stream is open: its URLs are bounded by validation,
+  // everything else (the key, unknown fields) by streams.max_request_bytes.
+  size_t url_bytes = 0;
+  for (const std::string& url : request->urls()) url_bytes += url.size();
+  const size_t raw_bytes = raw_request->Length();
+  if (auto refused =
+          RefuseLargeStreamRequest(deps_, raw_bytes > url_bytes ? raw_bytes - url_bytes : 0);
+      refused.has_value()) {
+    reactor->End(refused->ToGrpcStatus(), /*as_is=*/true);
+    return reactor;
+  }
   v1::DetectDamageRequest submit;
   *submit.mutable_urls() = request->urls();
   validation::Violations violations = validation::ValidateDetectDamage(submit, deps_.limits);

@@ -35,7 +35,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* EventServiceImpl::Subscribe(
   auto* reactor =
       new streaming::EventStreamReactor<v1::SubscribeResponse>(deps_.hub, deps_.stream_queue);
   std::shared_ptr<void> slot;
-  if (auto denied = AdmitStream(*context, deps_, "/inspection.v1.EventService/Subscribe", &slot);
+  if (auto denied = AdmitStream(*context, deps_, "/inspection.v1.EventService/Subscribe",
+                                raw_request->Length(), &slot);
       denied.has_value()) {
     reactor->End(denied->ToGrpcStatus(), /*as_is=*/true);
     return reactor;

@@ -170,7 +170,9 @@ grpc::ServerUnaryReactor* HealthService::Check(grpc::CallbackServerContext* cont
 grpc::ServerWriteReactor<HealthCheckResponse>* HealthService::Watch(
     grpc::CallbackServerContext* context, const HealthCheckRequest* request) {
   std::shared_ptr<void> slot;
-  if (auto refused = AdmitHealthCheck(*context, deps_, kWatchMethod, &slot); refused.has_value()) {
+  if (auto refused =
+          AdmitHealthCheck(*context, deps_, kWatchMethod, &slot, request->ByteSizeLong());
+      refused.has_value()) {
     return new FailedStream<HealthCheckResponse>(refused->ToGrpcStatus());
   }
   auto* watch = new WatchReactor(this, request->service(), std::move(slot));

@@ -166,7 +166,8 @@ class ReflectionServiceImpl final : public Base {
   grpc::ServerBidiReactor<Request, Response>* ServerReflectionInfo(
       grpc::CallbackServerContext* context) override {
     std::shared_ptr<void> slot;
-    if (auto refused = AdmitStream(*context, deps_, method_, &slot); refused.has_value()) {
+    if (auto refused = AdmitStream(*context, deps_, method_, /*request_bytes=*/0, &slot);
+        refused.has_value()) {
       return new RefusedBidi<Request, Response>(refused->ToGrpcStatus());
     }
     return new ReflectionReactor<Request, Response>(catalog_, std::move(slot));

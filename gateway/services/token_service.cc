@@ -52,8 +52,8 @@ grpc::ServerUnaryReactor* TokenServiceImpl::GetTokenStatus(grpc::CallbackServerC
 grpc::ServerWriteReactor<v1::WatchTokenStatusResponse>* TokenServiceImpl::WatchTokenStatus(
     grpc::CallbackServerContext* context, const v1::WatchTokenStatusRequest* request) {
   std::shared_ptr<void> slot;
-  if (auto denied =
-          AdmitStream(*context, deps_, "/inspection.v1.TokenService/WatchTokenStatus", &slot);
+  if (auto denied = AdmitStream(*context, deps_, "/inspection.v1.TokenService/WatchTokenStatus",
+                                request->ByteSizeLong(), &slot);
       denied.has_value()) {
     return new FailedStream<v1::WatchTokenStatusResponse>(denied->ToGrpcStatus());
   }

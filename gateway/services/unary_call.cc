@@ -7,6 +7,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "adapters/eventlog/event_log.h"
 #include "adapters/hashing/sha256.h"
@@ -63,7 +64,11 @@ std::string IdempotencyKeyFor(const grpc::CallbackServerContext& context,
 }
 
 std::string ScopedIdempotencyKey(const std::string& caller_identity, const std::string& key) {
-  if (caller_identity.empty() || key.empty()) return key;
+  if (key.empty()) return key;
+  if (caller_identity.empty()) {
+    const bool reserved = absl::StartsWith(key, "c:") || absl::StartsWith(key, "a:");
+    return reserved ? absl::StrCat("a:", key) : key;
+  }
   return absl::StrCat("c:", hashing::Sha256Hex(caller_identity).substr(0, 16), ":", key);
 }
 
@@ -237,11 +242,24 @@ std::optional<errors::ApiError> AdmitCall(const grpc::CallbackServerContext& con
   return refused;
 }
 
+std::optional<errors::ApiError> RefuseLargeStreamRequest(const ServiceDeps& deps,
+                                                         size_t held_bytes) {
+  if (deps.stream_slots == nullptr) return std::nullopt;
+  const size_t limit = deps.stream_slots->options().max_request_bytes;
+  if (held_bytes <= limit) return std::nullopt;
+  return errors::ApiError::InvalidRequest(
+      {{"", absl::StrCat("a stream's request may hold at most ", limit,
+                         " bytes (streams.max_request_bytes; StreamDamageResults: beyond its "
+                         "URLs), gRPC keeps it while the stream is open; this one holds ",
+                         held_bytes)}});
+}
+
 std::optional<errors::ApiError> AdmitStream(const grpc::CallbackServerContext& context,
                                             const ServiceDeps& deps, std::string_view grpc_method,
-                                            std::shared_ptr<void>* slot) {
+                                            size_t request_bytes, std::shared_ptr<void>* slot) {
   if (auto denied = AdmitCall(context, deps, grpc_method); denied.has_value()) return denied;
-  std::optional<errors::ApiError> refused = OpenStreamSlot(context, deps, slot);
+  std::optional<errors::ApiError> refused = RefuseLargeStreamRequest(deps, request_bytes);
+  if (!refused.has_value()) refused = OpenStreamSlot(context, deps, slot);
   if (refused.has_value()) LogRefused(context, deps, grpc_method, *refused, nullptr);
   return refused;
 }
@@ -249,8 +267,12 @@ std::optional<errors::ApiError> AdmitStream(const grpc::CallbackServerContext& c
 std::optional<errors::ApiError> AdmitHealthCheck(const grpc::CallbackServerContext& context,
                                                  const ServiceDeps& deps,
                                                  std::string_view grpc_method,
-                                                 std::shared_ptr<void>* slot) {
+                                                 std::shared_ptr<void>* slot,
+                                                 size_t request_bytes) {
   std::optional<errors::ApiError> refused = Authorize(context, deps, grpc_method);
+  if (!refused.has_value() && slot != nullptr) {
+    refused = RefuseLargeStreamRequest(deps, request_bytes);
+  }
   if (!refused.has_value() && slot != nullptr) refused = OpenStreamSlot(context, deps, slot);
   if (refused.has_value()) LogRefused(context, deps, grpc_method, *refused, nullptr);
   return refused;

@@ -165,7 +165,10 @@ struct ServiceDeps {
 // certificate identity when it has one ("c:<16 hex of its SHA-256>:<key>"). Keys were scoped
 // by vendor account only, so a caller who guessed another caller's key and parameters was
 // replayed that caller's outcome (a customer token, say). Without a certificate (no mTLS)
-// there is no identity to scope by, and the key is kept as it is.
+// there is no identity to scope by, and the key is kept as it is, except that a key which
+// starts with "c:" or "a:" gets "a:" in front: a caller without a certificate can then never
+// name a scoped key (when plaintext and mTLS gateways share one store), and keys that could
+// not collide keep the form they had before.
 std::string ScopedIdempotencyKey(const std::string& caller_identity, const std::string& key);
 
 // What per-caller limits count a caller as: its certificate identity (CallerIdentity), or
@@ -192,9 +195,17 @@ std::optional<errors::ApiError> AdmitCall(const grpc::CallbackServerContext& con
 // streams.max_total streams (reason STREAM_LIMIT), the connection holds
 // streams.max_per_connection (CONNECTION_STREAM_LIMIT), or the caller holds
 // grpc.per_caller.max_streams (CALLER_STREAM_LIMIT).
+// `request_bytes`: the size of the request the stream holds for its life; over
+// streams.max_request_bytes it is refused (RefuseLargeStreamRequest) before a slot is taken.
 std::optional<errors::ApiError> AdmitStream(const grpc::CallbackServerContext& context,
                                             const ServiceDeps& deps, std::string_view grpc_method,
-                                            std::shared_ptr<void>* slot);
+                                            size_t request_bytes, std::shared_ptr<void>* slot);
+
+// INVALID_ARGUMENT (reason INVALID_REQUEST, one field violation on "") when a stream's
+// request holds more than streams.max_request_bytes (`held_bytes`: what counts of it);
+// nullopt otherwise, or without stream slots.
+std::optional<errors::ApiError> RefuseLargeStreamRequest(const ServiceDeps& deps,
+                                                         size_t held_bytes);
 
 // Admission of gRPC's health service (Health/Check, and Health/Watch with `slot`): the
 // authorization policy exactly as AdmitCall (same refusal, log line and on_denied), but not
@@ -203,11 +214,13 @@ std::optional<errors::ApiError> AdmitStream(const grpc::CallbackServerContext& c
 // caller's burst into a failed liveness probe and a restarted pod, and a Check costs less
 // than the limiter's own bookkeeping. With `slot` (Watch, a stream held open) it also
 // takes a stream slot as AdmitStream does, so watches are bounded by streams.max_total,
-// streams.max_per_connection and grpc.per_caller.max_streams.
+// streams.max_per_connection and grpc.per_caller.max_streams, and their request (the
+// watched name, `request_bytes`) by streams.max_request_bytes.
 std::optional<errors::ApiError> AdmitHealthCheck(const grpc::CallbackServerContext& context,
                                                  const ServiceDeps& deps,
                                                  std::string_view grpc_method,
-                                                 std::shared_ptr<void>* slot = nullptr);
+                                                 std::shared_ptr<void>* slot = nullptr,
+                                                 size_t request_bytes = 0);
 
 // How one unary RPC maps onto its vendor route. Built once per service.
 template <class Request, class Response>

@@ -28,7 +28,7 @@ std::string PercentEncode(std::string_view text) {
 
 VendorClient::VendorClient(VendorClientOptions options, http::HttpTransport* transport)
     : options_(std::move(options)),
-      json_limits_{options_.max_json_depth, std::numeric_limits<int64_t>::max()},
+      json_limits_{options_.max_json_depth, options_.max_json_elements},
       transport_(transport) {}
 
 std::string VendorClient::BuildUrl(const routes::Route& route,
@@ -191,8 +191,17 @@ VendorResult VendorClient::Interpret(const routes::Route& route, http::HttpResul
           absl::StrCat("the body nests objects and arrays deeper than ", json_limits_.max_depth,
                        " levels (upstream.max_json_depth)"));
       return out;
+    case vendor::BoundedParseResult::kTooManyElements:
+      // As an answer over max_response_bytes: the same request would get it again.
+      out.error = errors::ApiError::FromBadVendorBody(
+          route, out.response, errors::kReasonVendorResponseTooLarge,
+          absl::StrCat("the body holds more than ", json_limits_.max_elements,
+                       " JSON values (upstream.max_json_elements); the same request would get "
+                       "it again"));
+      out.error->code = absl::StatusCode::kResourceExhausted;
+      out.error->failure.kind = errors::VendorFailure::Kind::kTooLarge;
+      return out;
     case vendor::BoundedParseResult::kInvalid:
-    case vendor::BoundedParseResult::kTooManyElements:  // unlimited here
       out.error = errors::ApiError::FromBadVendorBody(
           route, out.response, errors::kReasonVendorMalformedResponse,
           "the body is not valid JSON (malformed or truncated)");

@@ -40,6 +40,11 @@ struct VendorClientOptions {
   // re-serializes the body, the reconciler stores a report as text), so an answer nested
   // hundreds of thousands of levels deep would otherwise crash the gateway.
   int max_json_depth = 512;
+  // Most JSON values (objects, arrays, scalars: each counts one) accepted in a 2xx answer
+  // (config upstream.max_json_elements), counted while parsing; more: the call fails with
+  // VENDOR_RESPONSE_TOO_LARGE. The parsed tree costs up to about 80 bytes a value (a 60 MB
+  // answer of empty objects took 1.9 GB), which max_response_bytes, counting text, cannot see.
+  int64_t max_json_elements = 1'000'000;
 };
 
 // Turns (route, VendorRequest) into one HTTP exchange with the vendor: URL from the
@@ -73,8 +78,7 @@ class VendorClient final : public VendorCaller {
   void Scrub(std::string* text) const;
 
   const VendorClientOptions options_;
-  // Depth: options_.max_json_depth. Values: unlimited (the transport's max_response_bytes,
-  // 64 MiB, bounds an answer's size, and a segmentation may list many points).
+  // options_.max_json_depth and options_.max_json_elements.
   const vendor::JsonLimits json_limits_;
   http::HttpTransport* const transport_;
 };

@@ -30,5 +30,22 @@ TEST(CallerKeyTest, OtherPeersAsTheyAre) {
   EXPECT_EQ(CallerKeyOf("", "unix:/run/gateway.sock"), "peer:unix:/run/gateway.sock");
 }
 
+// Idempotency keys under mTLS are scoped by the caller's identity; a caller without a
+// certificate must not be able to name a scoped key (outside review of issue 31: plaintext
+// and mTLS gateways sharing one store), and the keys of two callers never meet.
+TEST(ScopedIdempotencyKeyTest, ScopedKeysCannotBeNamedWithoutACertificate) {
+  const std::string scoped = ScopedIdempotencyKey("spiffe://corp/ns/claims/sa/api", "order-1");
+  EXPECT_EQ(scoped.rfind("c:", 0), 0u) << scoped;
+  EXPECT_EQ(scoped.size(), 2 + 16 + 1 + 7u) << scoped;
+  EXPECT_NE(ScopedIdempotencyKey("spiffe://corp/ns/other/sa/api", "order-1"), scoped);
+  // Without a certificate: the key as it is, unless it has the form of a reserved one.
+  EXPECT_EQ(ScopedIdempotencyKey("", "order-1"), "order-1");
+  EXPECT_NE(ScopedIdempotencyKey("", scoped), scoped);
+  EXPECT_EQ(ScopedIdempotencyKey("", scoped), "a:" + scoped);
+  EXPECT_EQ(ScopedIdempotencyKey("", "a:x"), "a:a:x");
+  EXPECT_NE(ScopedIdempotencyKey("", "a:x"), ScopedIdempotencyKey("", "x"));
+  EXPECT_EQ(ScopedIdempotencyKey("spiffe://corp/ns/claims/sa/api", ""), "");
+}
+
 }  // namespace
 }  // namespace inspection::services

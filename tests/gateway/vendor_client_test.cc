@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "gateway/logging/log.h"
 #include "gateway/tracing/trace_context.h"
 
@@ -180,6 +181,45 @@ TEST_F(VendorClientTest, AnAnswerNestedPastTheDepthLimitIsMalformedNotACrash) {
   ASSERT_TRUE(three.has_value());
   ASSERT_FALSE(three->ok());
   EXPECT_NE(three->error->message.find("deeper than 2 levels"), std::string::npos);
+}
+
+// An answer with more JSON values than upstream.max_json_elements fails the call while it
+// is parsed: the tree costs up to ~80 bytes a value, so a 60 MB answer of empty objects
+// took 1.9 GB (outside review of issue 31). Not retried (RESOURCE_EXHAUSTED, kTooLarge).
+TEST_F(VendorClientTest, AnAnswerWithTooManyValuesIsTooLargeNotATree) {
+  VendorClientOptions options = Options();
+  EXPECT_EQ(options.max_json_elements, 1'000'000) << "the documented default";
+  options.max_json_elements = 1000;
+  VendorClient client(options, &transport_);
+  const auto call = [&](std::string body) {
+    transport_.next.response.status = 200;
+    transport_.next.response.body = std::move(body);
+    std::optional<VendorResult> result;
+    client.Call(routes::RouteId::kGetWebhookConfig, {},
+                std::chrono::system_clock::time_point::max(), CallOptions{},
+                [&result](VendorResult r) { result = std::move(r); });
+    EXPECT_TRUE(result.has_value());
+    return std::move(*result);
+  };
+  // 1,000 values: the object and 999 members. Within the limit.
+  std::string at_limit = R"({"headerKey":"k")";
+  for (int i = 1; i < 999; ++i) absl::StrAppend(&at_limit, R"(,"m)", i, R"(":{})");
+  at_limit += "}";
+  VendorResult ok = call(at_limit);
+  ASSERT_TRUE(ok.ok()) << ok.error->message;
+
+  std::string over = "[{}";
+  for (int i = 1; i < 5000; ++i) over += ",{}";
+  over += "]";
+  VendorResult refused = call(over);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error->code, absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.error->reason, "VENDOR_RESPONSE_TOO_LARGE");
+  EXPECT_EQ(refused.error->failure.kind, errors::VendorFailure::Kind::kTooLarge);
+  EXPECT_NE(refused.error->message.find("more than 1000 JSON values (upstream.max_json_elements)"),
+            std::string::npos)
+      << refused.error->message;
+  EXPECT_EQ(refused.body, nullptr);
 }
 
 TEST_F(VendorClientTest, ScrubsTheApiKeyFromWhatComesBack) {

@@ -5,6 +5,7 @@
 // caller gets, the gateway's RSS growth (VmRSS from /proc, sampled during the attack), the
 // gauge the operator watches, and a call answered normally afterwards.
 #include <httplib.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <initializer_list>
+#include <iostream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/rpc/error_details.pb.h"
 #include "inspection/v1/event_config.grpc.pb.h"
+#include "tests/support/fake_vendor.h"
 #include "tests/support/gateway_binary.h"
 #include "tests/support/loopback_listener.h"
 #include "tests/support/status_details.h"
@@ -325,6 +328,86 @@ TEST(VendorAnswersHostileTest, OrdinaryAnswersAreReadWhileEndlessOnesHoldTheBudg
   EXPECT_GE(endless_during - endless_before, static_cast<size_t>(kAttackers))
       << "the attack was not going on";
   EXPECT_LT(peak - before, 64 * kMiB);
+}
+
+// A vendor answer well under upstream.max_response_bytes made of many tiny JSON values:
+// the parsed tree costs up to ~80 bytes a value, 30 times the text, so one 60 MB answer of
+// `{}` took the gateway to 1.9 GB (outside review of issue 31). upstream.max_json_elements
+// stops the parse at its limit; the caller gets VENDOR_RESPONSE_TOO_LARGE, the next call
+// its answer.
+TEST(VendorAnswersHostileTest, AnAnswerOfManyTinyValuesStopsAtTheElementLimit) {
+  constexpr int kValues = 3'000'000;  // 9 MB of text, ~240 MB as a tree
+  std::string many = "[{}";
+  many.reserve(3 * kValues);
+  for (int i = 1; i < kValues; ++i) many += ",{}";
+  many += "]";
+  std::atomic<bool> hostile{true};
+  FakeVendor vendor;
+  ASSERT_TRUE(vendor.Start());
+  vendor.SetHandler([&](const RecordedRequest&) {
+    ScriptedResponse answer;
+    answer.body = hostile ? many
+                          : R"({"webhookHeaderKey":null,"webhookUrl":null,)"
+                            R"("webhookUrlV2":"https://hooks.example.test/v2"})";
+    return answer;
+  });
+  TempDir temp;
+  std::vector<std::string> argv =
+      LoopbackGatewayArgv(GATEWAY_BINARY, vendor.BaseUrl(), temp.File("events.db"));
+  for (const char* flag :
+       {"--upstream-max-json-elements=100000", "--retry-max-attempts=1", "--cache-enabled=false"}) {
+    argv.emplace_back(flag);
+  }
+  Subprocess gateway(argv, {"INSPECTION_API_KEY=answers-suite-vendor-key"});
+  const ServingPorts ports = WaitUntilServing(gateway, kDeadline);
+  ASSERT_GT(ports.grpc, 0) << gateway.output();
+  auto stub = v1::EventConfigService::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", ports.grpc), grpc::InsecureChannelCredentials()));
+
+  const int64_t before = gateway.ResidentKiB();
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kDeadline);
+  v1::GetWebhookConfigRequest request;
+  v1::GetWebhookConfigResponse response;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  stub->async()->GetWebhookConfig(&context, &request, &response, [&](grpc::Status s) {
+    std::lock_guard<std::mutex> lock(mu);
+    status = std::move(s);
+    done = true;
+    cv.notify_all();
+  });
+  int64_t peak = before;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!cv.wait_for(lock, milliseconds(2), [&] { return done; })) {
+      peak = std::max(peak, gateway.ResidentKiB());
+    }
+  }
+  peak = std::max(peak, gateway.ResidentKiB());
+  std::cout << "an answer of " << kValues << " empty objects (" << many.size()
+            << " bytes): gateway RSS +" << peak - before << " KiB\n";
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_EQ(
+      FindStatusDetail<google::rpc::ErrorInfo>(status).value_or(google::rpc::ErrorInfo()).reason(),
+      "VENDOR_RESPONSE_TOO_LARGE");
+  EXPECT_NE(status.error_message().find("upstream.max_json_elements"), std::string::npos)
+      << status.error_message();
+  // The text (9 MB, held by the transport and in the error's vendor body excerpt), 100,000
+  // values of tree, read buffers. Without the limit: about 240 MB.
+  EXPECT_LT(peak - before, 64 * kMiB);
+  EXPECT_EQ(vendor.RequestCount(), 1u) << "retried: the same request would get it again";
+
+  hostile = false;
+  grpc::ClientContext next_context;
+  next_context.set_deadline(std::chrono::system_clock::now() + kDeadline);
+  v1::GetWebhookConfigResponse next;
+  const grpc::Status next_status = stub->GetWebhookConfig(&next_context, request, &next);
+  EXPECT_TRUE(next_status.ok()) << next_status.error_message();
+  EXPECT_EQ(next.config().webhook_url_v2(), "https://hooks.example.test/v2");
+  EXPECT_EQ(gateway.Stop(SIGTERM, kDeadline), 0) << gateway.output();
 }
 
 }  // namespace

@@ -282,6 +282,38 @@ TEST_F(HostileIngressTest, SilentConnectionsAtTheLimitMakeRoomForTheVendor) {
   ExpectEveryLegitimateDeliveryStored();
 }
 
+// Outside review of issue 31: 40 connections over 4 addresses (10 each, the per-address
+// limit), each pipelining `GET /x` with a 4 KiB receive window and never reading: every
+// connection is stuck writing an answer (no key is needed for a 405), and at
+// webhook.max_connections 64 of 121 deliveries got 503. Now the connection that has been
+// writing the longest is closed for the newcomer.
+TEST_F(HostileIngressTest, ClientsThatDoNotReadTheirAnswersMakeRoomForTheVendor) {
+  Start({"--webhook-max-connections=40", "--webhook-max-connections-per-client=10",
+         "--webhook-write-timeout-ms=120000"});
+  RssPeak peak(gateway_->process());
+  std::vector<int> unread;
+  for (int i = 0; i < 40; ++i) {
+    const int fd = ConnectToLoopbackFrom(absl::StrCat("127.0.3.", 10 + i / 10),
+                                         gateway_->webhook_port(), /*receive_buffer=*/4096);
+    ASSERT_GE(fd, 0) << "connection " << i;
+    ASSERT_TRUE(
+        PipelineUntilTheServerStopsReading(fd, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n", kDeadline))
+        << "connection " << i;
+    unread.push_back(fd);
+  }
+  ASSERT_TRUE(WaitUntil([&] { return gateway_->Metric("inspection_webhook_connections") >= 40; },
+                        kDeadline));
+  for (int i = 0; i < 5; ++i) ExpectLegitimateDeliveryGoesThrough("40 connections not reading");
+  EXPECT_GE(gateway_->Metric(
+                R"(inspection_webhook_http_refusals_total{reason="answering_closed_for_room"})"),
+            1);
+  EXPECT_EQ(gateway_->Metric(R"(inspection_webhook_http_refusals_total{reason="max_connections"})"),
+            0);
+  ExpectGrowthBelow(peak.Stop(), 16 * kMiB, "40 connections not reading their answers");
+  for (int fd : unread) ::close(fd);
+  ExpectEveryLegitimateDeliveryStored();
+}
+
 TEST_F(HostileIngressTest, ConnectionsOverThePerAddressLimitAreShedAtOnce) {
   ASSERT_GE(RaiseOpenFileLimit(), 3000u);
   Start();  // defaults: 256 per address

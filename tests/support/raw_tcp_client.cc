@@ -43,9 +43,14 @@ bool ReadWhile(int fd, std::chrono::milliseconds deadline, std::string* out, int
 
 int ConnectToLoopback(int port) { return ConnectToLoopbackFrom("127.0.0.1", port); }
 
-int ConnectToLoopbackFrom(const std::string& source, int port) {
+int ConnectToLoopbackFrom(const std::string& source, int port, int receive_buffer) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
+  if (receive_buffer > 0 &&
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(receive_buffer)) != 0) {
+    ::close(fd);
+    return -1;
+  }
   if (source != "127.0.0.1") {
     sockaddr_in from{};
     from.sin_family = AF_INET;
@@ -64,6 +69,27 @@ int ConnectToLoopbackFrom(const std::string& source, int port) {
     return -1;
   }
   return fd;
+}
+
+bool PipelineUntilTheServerStopsReading(int fd, const std::string& request,
+                                        std::chrono::milliseconds deadline) {
+  const auto end = std::chrono::steady_clock::now() + deadline;
+  std::string batch;
+  while (batch.size() < 16384) batch += request;
+  size_t offset = 0;  // into batch, so that requests stay whole on the wire
+  while (std::chrono::steady_clock::now() < end) {
+    const ssize_t n =
+        ::send(fd, batch.data() + offset, batch.size() - offset, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return false;
+      // Full: give the server a moment to read more; if it still takes nothing, it stopped.
+      pollfd p = {fd, POLLOUT, 0};
+      if (::poll(&p, 1, std::min(200, MillisecondsUntil(end))) == 0) return true;
+      continue;
+    }
+    offset = (offset + static_cast<size_t>(n)) % batch.size();
+  }
+  return false;
 }
 
 bool SendAll(int fd, const std::string& data) {

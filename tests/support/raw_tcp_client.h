@@ -15,7 +15,16 @@ int ConnectToLoopback(int port);
 
 // The same from another loopback source address (127.0.0.0/8: "127.0.0.2"...), so that a
 // test can be several clients as a server that limits per address sees them.
-int ConnectToLoopbackFrom(const std::string& source, int port);
+// `receive_buffer` > 0: SO_RCVBUF before the connect (a small window: a client that reads
+// its answers slowly, or not at all, fills it quickly).
+int ConnectToLoopbackFrom(const std::string& source, int port, int receive_buffer = 0);
+
+// A client that sends without reading: sends `request` over and over without blocking until
+// the socket takes no more (the server stopped reading it) or `deadline` passes. True in the
+// first case: a server that reads the next request only after answering the last is then
+// stuck writing an answer the client does not take.
+bool PipelineUntilTheServerStopsReading(int fd, const std::string& request,
+                                        std::chrono::milliseconds deadline);
 
 // Sends all of `data`; false when the connection fails first (reset, closed).
 bool SendAll(int fd, const std::string& data);

@@ -541,6 +541,36 @@ TEST_F(HttpServerTest, AtTheConnectionLimitTheLongestWaitingHeadMakesRoom) {
   for (int fd : {silent, partial, newcomer, second, over}) ::close(fd);
 }
 
+// Outside review of issue 31: clients that pipeline requests and never read the answers
+// (a small receive window; no key is needed for an error answer) kept their connections
+// busy writing for write_timeout per answer, and at the limit the vendor got 503. Now the
+// connection that has been writing the longest is closed for a newcomer.
+TEST_F(HttpServerTest, AtTheConnectionLimitTheLongestUnreadAnswerMakesRoom) {
+  HttpServerLimits limits;
+  limits.max_connections = 2;
+  limits.write_timeout = std::chrono::milliseconds(120000);  // longer than the test
+  Start(limits);
+  // Two clients ask for 32 MiB through a 4 KiB receive window and stop reading once it
+  // begins: the server is writing to both, and cannot finish.
+  std::vector<int> unread;
+  for (const char* source : {"127.0.0.2", "127.0.0.3"}) {
+    const int fd = ConnectToLoopbackFrom(source, port_, /*receive_buffer=*/4096);
+    ASSERT_TRUE(SendAll(fd, "GET /big HTTP/1.1\r\n\r\n"));
+    ASSERT_THAT(ReadUntil(fd, "HTTP/1.1 200", kDeadline), StartsWith("HTTP/1.1 200"));
+    unread.push_back(fd);
+  }
+  ASSERT_EQ(server_->stats().connections_open, 2);
+  // The newcomer is admitted and answered; the first writer, the oldest, is closed.
+  EXPECT_THAT(Exchange("GET /vendor HTTP/1.1\r\nConnection: close\r\n\r\n", "127.0.0.4"),
+              HasSubstr("GET /vendor body=[]"));
+  EXPECT_EQ(server_->stats().answering_closed_for_room, 1);
+  EXPECT_EQ(server_->stats().shed_max_connections, 0);
+  EXPECT_TRUE(PeerCloses(unread[0], kDeadline));
+  EXPECT_FALSE(PeerCloses(unread[1], std::chrono::milliseconds(0)));
+  EXPECT_EQ(server_->stats().write_timeouts, 0);
+  for (int fd : unread) ::close(fd);
+}
+
 TEST(ClientKeyTest, IPv4AddressesCountAloneAndIPv6ByTheir64) {
   EXPECT_EQ(ClientKey("127.0.0.2"), "127.0.0.2");
   EXPECT_EQ(ClientKey("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), "2001:db8:1:2::/64");
