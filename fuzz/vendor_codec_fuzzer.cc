@@ -33,7 +33,7 @@ namespace vendor = inspection::vendor;
 using nlohmann::json;
 
 // upstream.max_json_depth's and max_json_elements' defaults (gateway/upstream/vendor_client.h).
-constexpr vendor::JsonLimits kVendorLimits{.max_depth = 512, .max_elements = 1'000'000};
+constexpr vendor::JsonLimits kVendorLimits{.max_depth = 512, .max_elements = 250'000};
 constexpr int kTypes = 16;
 
 [[noreturn]] void Fail(const char* what, int type) {

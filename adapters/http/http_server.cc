@@ -310,11 +310,14 @@ class HttpServer::Impl {
     std::lock_guard<std::mutex> lock(registry_mu_);
     awaiting_head_.Set(connection, awaiting);
   }
-  // Connections writing an answer or draining after their last one (Linger), in the order
-  // they began: at max_connections, with no idle or head-waiting connection to close, the
-  // one that began longest ago is closed. A client that does not read its answers (requests
-  // pipelined into a small receive window; no key needed for a 405) would otherwise hold its
-  // connection for write_timeout per answer, and 40 of them kept the vendor out.
+  // Connections in a stretch of answers: from the first answer written until the client,
+  // having taken the last one, has no pipelined request waiting (then it waits like any
+  // other), or the connection ends; draining after the last answer (Linger) included. At
+  // max_connections, with no idle kept-alive connection, the connection that has been stuck
+  // the longest here or waiting for a head is closed (Admit). A client that does not read its
+  // answers (requests pipelined into a small receive window; no key needed for a 405) would
+  // otherwise hold its connection for write_timeout per answer, and 40 of them kept the
+  // vendor out.
   void SetAnswering(Connection* connection, bool answering) {
     std::lock_guard<std::mutex> lock(registry_mu_);
     answering_.Set(connection, answering);
@@ -339,19 +342,24 @@ class HttpServer::Impl {
   void Admit(tcp::socket socket);
   void Shed(tcp::socket& socket, std::atomic<int64_t>* counter);
 
-  // Connections in the order they entered a state (SetAwaitingHead, SetAnswering).
+  // Connections in the order they entered a state (SetAwaitingHead, SetAnswering). Places
+  // come from one counter shared by every queue (`places`), so that the oldest entries of
+  // two queues can be compared.
   class Queue {
    public:
+    explicit Queue(uint64_t* places) : places_(places) {}
     void Set(Connection* connection, bool in) {
       const auto at = place_.find(connection);
       if (in && at == place_.end()) {
-        place_.emplace(connection, ++places_);
-        order_.emplace(places_, connection);
+        place_.emplace(connection, ++*places_);
+        order_.emplace(*places_, connection);
       } else if (!in && at != place_.end()) {
         order_.erase(at->second);
         place_.erase(at);
       }
     }
+    // The place of the connection that entered first; 0 when the queue is empty.
+    uint64_t OldestPlace() const { return order_.empty() ? 0 : order_.begin()->first; }
     // The connection that entered first, taken out of the queue; null when it is empty.
     Connection* TakeOldest() {
       if (order_.empty()) return nullptr;
@@ -361,9 +369,9 @@ class HttpServer::Impl {
     }
 
    private:
+    uint64_t* const places_;
     std::unordered_map<Connection*, uint64_t> place_;
     std::map<uint64_t, Connection*> order_;
-    uint64_t places_ = 0;
   };
 
   net::io_context io_;
@@ -387,8 +395,9 @@ class HttpServer::Impl {
   std::unordered_map<Connection*, std::weak_ptr<Connection>> connections_;  // registry_mu_
   std::unordered_map<std::string, size_t> per_client_;                      // registry_mu_
   std::unordered_set<Connection*> idle_;                                    // registry_mu_
-  Queue awaiting_head_;  // registry_mu_ (SetAwaitingHead)
-  Queue answering_;      // registry_mu_ (SetAnswering)
+  uint64_t places_ = 0;                                                     // registry_mu_ (Queue)
+  Queue awaiting_head_{&places_};  // registry_mu_ (SetAwaitingHead)
+  Queue answering_{&places_};      // registry_mu_ (SetAnswering)
 
   std::atomic<int64_t> in_flight_{0};
   std::atomic<bool> accepting_{false};
@@ -448,11 +457,23 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
     });
   }
 
-  // From any thread: closes the connection if it is still writing an answer or draining
-  // after its last one (used to make room; one that went back to waiting stays).
+  // From any thread: closes the connection if it is still in its stretch of answers (used
+  // to make room): writing one, draining after the last, or reading the head of a request it
+  // pipelined. One reading a body or waiting for its handler stays.
   void CloseIfAnswering() {
     net::post(socket_.get_executor(), [self = shared_from_this()] {
-      if (self->state_ == State::kWriting || self->state_ == State::kLingering) self->Close();
+      switch (self->state_) {
+        case State::kWriting:
+        case State::kLingering:
+        case State::kHead:
+        case State::kIdle:
+          self->Close();
+          break;
+        case State::kBody:
+        case State::kHandling:
+        case State::kClosed:
+          break;
+      }
     });
   }
 
@@ -870,7 +891,10 @@ class HttpServer::Impl::Connection : public std::enable_shared_from_this<Connect
       }
       return;
     }
-    server_->SetAnswering(this, false);
+    // A client that waits for each answer leaves the queue of answering connections here; one
+    // that pipelined its next request stays in it with its first place: reading one answer
+    // now and then does not make it younger than a vendor waiting for its head.
+    if (buffer_.size() == 0) server_->SetAnswering(this, false);
     WaitForRequest(Clock::now() + server_->limits().keep_alive_timeout, /*kept_alive=*/true);
   }
 
@@ -1072,22 +1096,28 @@ void HttpServer::Impl::Admit(tcp::socket socket) {
     enum class Room { kNone, kIdle, kAwaitingHead, kAnswering } room = Room::kNone;
     if (connections_.size() >= limits().max_connections) {
       // Room is made by closing an idle kept-alive connection, as nginx does, or else the
-      // connection that has waited longest without sending a complete request head, or else
-      // the one that has been writing an answer (or draining after it) the longest: a client
-      // holding connections open without using them, or without reading what it asked for,
-      // cannot keep the vendor out, and holding the port costs it a fresh connection every
-      // time one is taken back. Shed only when every connection is reading a body or waiting
-      // for its handler.
+      // connection that has been stuck the longest: waiting for a complete request head, or
+      // writing an answer its client does not read (or draining after it), whichever began
+      // first. A client holding connections open without using them, or without reading
+      // what it asked for, cannot keep the vendor out, and holding the port costs it a fresh
+      // connection every time one is taken back. Oldest across both, not heads first: an
+      // attacker whose connections all sit on unread answers, connecting again and again,
+      // would otherwise close every vendor connection in the milliseconds before its head.
+      // Shed only when every connection is reading a body or waiting for its handler.
       Connection* closed = nullptr;
+      const uint64_t head_place = awaiting_head_.OldestPlace();
+      const uint64_t answer_place = answering_.OldestPlace();
       if (!idle_.empty()) {
         closed = *idle_.begin();
         idle_.erase(idle_.begin());
         room = Room::kIdle;
         ++idle_closed_for_room_;
-      } else if ((closed = awaiting_head_.TakeOldest()) != nullptr) {
+      } else if (head_place != 0 && (answer_place == 0 || head_place < answer_place)) {
+        closed = awaiting_head_.TakeOldest();
         room = Room::kAwaitingHead;
         ++awaiting_head_closed_for_room_;
-      } else if ((closed = answering_.TakeOldest()) != nullptr) {
+      } else if (answer_place != 0) {
+        closed = answering_.TakeOldest();
         room = Room::kAnswering;
         ++answering_closed_for_room_;
       } else {

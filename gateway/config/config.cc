@@ -533,8 +533,9 @@ const std::vector<KeySpec>& Keys() {
           [](auto& c) -> auto& { return c.upstream.max_json_elements; }, 1, int64_t{1} << 40, "N",
           "JSON values (objects, arrays and scalars, each one) in a vendor answer, counted while "
           "parsing; more: the call fails with VENDOR_RESPONSE_TOO_LARGE (RESOURCE_EXHAUSTED, not "
-          "retried). The parsed tree costs up to about 80 bytes a value, which "
-          "upstream.max_response_bytes, counting text, does not see."),
+          "retried). Decoded, a value costs up to about 320 bytes (the JSON tree and its "
+          "protobuf copy), which upstream.max_response_bytes, counting text, does not see: the "
+          "default is about 80 MB per answer at worst."),
       IntegerKey(
           "upstream.max_response_bytes",
           [](auto& c) -> auto& { return c.upstream.max_response_bytes; }, 1024, int64_t{1} << 40,
@@ -831,10 +832,10 @@ const std::vector<KeySpec>& Keys() {
       IntegerKey(
           "streams.max_request_bytes", [](auto& c) -> auto& { return c.streams.max_request_bytes; },
           256, 16 << 20, "BYTES",
-          "The largest request of a server stream (Subscribe, WatchTokenStatus, Health/Watch; "
-          "StreamDamageResults not counting its URLs, which validation.max_urls bounds), which "
-          "gRPC holds while the stream is open; larger: INVALID_ARGUMENT before a stream slot "
-          "is taken."),
+          "What the request of a server stream may hold in memory while the stream is open "
+          "(Subscribe, WatchTokenStatus, Health/Watch; StreamDamageResults not counting its "
+          "URLs, which validation.max_urls bounds): as parsed, unknown fields and groups "
+          "included, and for Subscribe with its filter's event names; more: INVALID_ARGUMENT."),
       IntegerKey(
           "token_watch.interval_ms", [](auto& c) -> auto& { return c.token_watch.interval; }, 100,
           kDayMs, "MS", "How often WatchTokenStatus polls each watched token at the vendor."),

@@ -67,7 +67,7 @@ struct UpstreamSection {
   // upstream.max_json_depth (default 512, 1-10000): deepest nesting of objects and arrays
   // accepted in a vendor answer; deeper: VENDOR_MALFORMED_RESPONSE.
   int max_json_depth = ComponentDefaults().vendor.max_json_depth;
-  // upstream.max_json_elements (default 1,000,000, >= 1): most JSON values in a vendor
+  // upstream.max_json_elements (default 250,000, >= 1): most JSON values in a vendor
   // answer; more: VENDOR_RESPONSE_TOO_LARGE.
   int64_t max_json_elements = ComponentDefaults().vendor.max_json_elements;
   // upstream.max_response_bytes (default 64 MiB, >= 1024): the largest answer one vendor

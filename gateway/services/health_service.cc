@@ -171,7 +171,7 @@ grpc::ServerWriteReactor<HealthCheckResponse>* HealthService::Watch(
     grpc::CallbackServerContext* context, const HealthCheckRequest* request) {
   std::shared_ptr<void> slot;
   if (auto refused =
-          AdmitHealthCheck(*context, deps_, kWatchMethod, &slot, request->ByteSizeLong());
+          AdmitHealthCheck(*context, deps_, kWatchMethod, &slot, request->SpaceUsedLong());
       refused.has_value()) {
     return new FailedStream<HealthCheckResponse>(refused->ToGrpcStatus());
   }

@@ -53,7 +53,7 @@ grpc::ServerWriteReactor<v1::WatchTokenStatusResponse>* TokenServiceImpl::WatchT
     grpc::CallbackServerContext* context, const v1::WatchTokenStatusRequest* request) {
   std::shared_ptr<void> slot;
   if (auto denied = AdmitStream(*context, deps_, "/inspection.v1.TokenService/WatchTokenStatus",
-                                request->ByteSizeLong(), &slot);
+                                request->SpaceUsedLong(), &slot);
       denied.has_value()) {
     return new FailedStream<v1::WatchTokenStatusResponse>(denied->ToGrpcStatus());
   }

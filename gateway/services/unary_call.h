@@ -195,8 +195,10 @@ std::optional<errors::ApiError> AdmitCall(const grpc::CallbackServerContext& con
 // streams.max_total streams (reason STREAM_LIMIT), the connection holds
 // streams.max_per_connection (CONNECTION_STREAM_LIMIT), or the caller holds
 // grpc.per_caller.max_streams (CALLER_STREAM_LIMIT).
-// `request_bytes`: the size of the request the stream holds for its life; over
-// streams.max_request_bytes it is refused (RefuseLargeStreamRequest) before a slot is taken.
+// `request_bytes`: what the request the stream holds for its life costs in memory (a parsed
+// request's SpaceUsedLong(), which counts unknown fields and groups as parsed, not as sent:
+// 4,096 empty groups are 8 KiB on the wire and 200 KB parsed); over streams.max_request_bytes
+// it is refused (RefuseLargeStreamRequest) before a slot is taken.
 std::optional<errors::ApiError> AdmitStream(const grpc::CallbackServerContext& context,
                                             const ServiceDeps& deps, std::string_view grpc_method,
                                             size_t request_bytes, std::shared_ptr<void>* slot);

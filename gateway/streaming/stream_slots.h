@@ -19,11 +19,13 @@ struct StreamSlotOptions {
   int max_per_connection = 500;
   // streams.max_total: server streams this replica holds open at once. 0: no limit.
   int max_total = 10000;
-  // streams.max_request_bytes: the largest request of a server stream, which gRPC holds for
+  // streams.max_request_bytes: what the request of a server stream may hold in memory for
   // the stream's whole life (Subscribe, WatchTokenStatus, Health/Watch; StreamDamageResults
-  // beyond its URLs, which validation.max_urls bounds). Their requests are names, ids and a
-  // cursor; without this, each stream could hold grpc.max_receive_message_bytes (512 KiB)
-  // of unknown fields or a 500 KB service name, 5 GB at max_total. Larger: INVALID_ARGUMENT.
+  // beyond its URLs, which validation.max_urls bounds): as parsed (unknown fields and groups
+  // cost more parsed than sent), and for Subscribe with its filter. Their requests are names,
+  // ids and a cursor; without this, each stream could hold grpc.max_receive_message_bytes
+  // (512 KiB) of unknown fields or a 500 KB service name, 5 GB at max_total. More:
+  // INVALID_ARGUMENT.
   size_t max_request_bytes = 8192;
 };
 

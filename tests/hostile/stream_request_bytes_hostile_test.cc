@@ -130,6 +130,67 @@ TEST(StreamRequestBytesHostileTest, WatchesWithHugeServiceNamesAreRefusedAndHold
   EXPECT_EQ(gateway.Stop(SIGTERM, kDeadline), 0) << gateway.output();
 }
 
+// Second outside review of issue 31: a request within 8 KiB on the wire can hold far more
+// once parsed. 4,096 empty groups (2 bytes each) parse into 200 KB of unknown fields that a
+// Watch keeps; 2,000 distinct two-byte event names make a Subscribe filter of 180 KB. 1,000
+// such streams took +205 MiB. What the request holds parsed is what is bounded.
+TEST(StreamRequestBytesHostileTest, WhatARequestHoldsParsedIsBoundedNotItsWireSize) {
+  TempDir temp;
+  Subprocess gateway(
+      LoopbackGatewayArgv(GATEWAY_BINARY, "http://127.0.0.1:9", temp.File("events.db")),
+      {"INSPECTION_API_KEY=stream-request-vendor-key"});
+  const ServingPorts ports = WaitUntilServing(gateway, kDeadline);
+  ASSERT_GT(ports.grpc, 0) << gateway.output();
+  auto channel = OwnConnection(ports.grpc);
+  auto health = Health::NewStub(channel);
+  auto events = v1::EventService::NewStub(channel);
+
+  HealthCheckRequest groups;
+  for (int i = 0; i < 4096; ++i) {
+    groups.GetReflection()->MutableUnknownFields(&groups)->AddGroup(15);
+  }
+  ASSERT_LE(groups.ByteSizeLong(), 8192u) << "within the limit on the wire";
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + kDeadline);
+    auto reader = health->Watch(&context, groups);
+    HealthCheckResponse first;
+    EXPECT_FALSE(reader->Read(&first)) << "a watch of 4,096 empty groups was held";
+    const grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_NE(ViolationOf(status).find("streams.max_request_bytes"), std::string::npos);
+  }
+  v1::SubscribeRequest names;
+  for (int i = 0; i < 1700; ++i) {  // two or three characters each, all distinct
+    names.add_event_names_raw(
+        std::string{static_cast<char>('a' + i % 26), static_cast<char>('a' + i / 26 % 26)} +
+        (i >= 676 ? std::string(1, static_cast<char>('0' + i / 676)) : ""));
+  }
+  ASSERT_LE(names.ByteSizeLong(), 8192u) << "within the limit on the wire";
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + kDeadline);
+    auto reader = events->Subscribe(&context, names);
+    v1::SubscribeResponse message;
+    EXPECT_FALSE(reader->Read(&message));
+    const grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_NE(ViolationOf(status).find("streams.max_request_bytes"), std::string::npos)
+        << ViolationOf(status);
+  }
+  // A watch of a real name and a subscription to a few events are held.
+  grpc::ClientContext watch_context;
+  watch_context.set_deadline(std::chrono::system_clock::now() + kDeadline);
+  HealthCheckRequest whole;
+  auto watch = health->Watch(&watch_context, whole);
+  HealthCheckResponse serving;
+  ASSERT_TRUE(watch->Read(&serving)) << watch->Finish().error_message();
+  EXPECT_EQ(serving.status(), HealthCheckResponse::SERVING);
+  watch_context.TryCancel();
+  watch->Finish();
+  EXPECT_EQ(gateway.Stop(SIGTERM, kDeadline), 0) << gateway.output();
+}
+
 TEST(StreamRequestBytesHostileTest, UnknownFieldsCountButTheUrlsOfADamageStreamDoNot) {
   FakeVendor vendor;
   ASSERT_TRUE(vendor.Start());

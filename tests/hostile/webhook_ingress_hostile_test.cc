@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -91,14 +92,16 @@ class IngressGateway {
   Subprocess& process() { return *process_; }
 
   // A correctly keyed delivery with a body of its own (never a duplicate), on a new
-  // connection from 127.0.0.1.
-  Delivery Deliver() {
+  // connection from 127.0.0.1; its head leaves `head_after` after the connect (a vendor
+  // across a network: its request arrives a round trip after its connection).
+  Delivery Deliver(milliseconds head_after = milliseconds(0)) {
     const std::string body =
         absl::StrCat(R"({"event":"createReport","inspectionId":"legit-)", ++deliveries_, R"("})");
     const auto start = Clock::now();
     Delivery delivery;
     const int fd = ConnectToLoopback(webhook_port_);
     if (fd < 0) return delivery;
+    if (head_after.count() > 0) std::this_thread::sleep_for(head_after);  // the network's pace
     SendAll(fd,
             absl::StrCat("POST /webhooks/v2 HTTP/1.1\r\nHost: gateway\r\nx-api-key: ", kWebhookKey,
                          "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
@@ -169,8 +172,9 @@ class HostileIngressTest : public ::testing::Test {
 
   // A legitimate delivery during the attack: stored (200, "stored", not a duplicate) and
   // answered within 1 s.
-  void ExpectLegitimateDeliveryGoesThrough(const std::string& during) {
-    const Delivery delivery = gateway_->Deliver();
+  void ExpectLegitimateDeliveryGoesThrough(const std::string& during,
+                                           milliseconds head_after = milliseconds(0)) {
+    const Delivery delivery = gateway_->Deliver(head_after);
     EXPECT_EQ(delivery.status, 200) << during << ": " << delivery.answer;
     EXPECT_NE(delivery.answer.find(R"("status":"stored")"), std::string::npos) << during;
     EXPECT_NE(delivery.answer.find(R"("duplicate":false)"), std::string::npos) << during;
@@ -311,6 +315,53 @@ TEST_F(HostileIngressTest, ClientsThatDoNotReadTheirAnswersMakeRoomForTheVendor)
             0);
   ExpectGrowthBelow(peak.Stop(), 16 * kMiB, "40 connections not reading their answers");
   for (int fd : unread) ::close(fd);
+  ExpectEveryLegitimateDeliveryStored();
+}
+
+// Second outside review of issue 31: every connection but the vendor's stuck on unread
+// answers, and the attacker connecting again every few milliseconds. Heads were closed
+// before answers whatever their age, so the vendor's connection, waiting 20 ms for its head,
+// was the one closed for each newcomer: 0 of 30 deliveries answered. The connection stuck
+// the longest goes instead.
+TEST_F(HostileIngressTest, ReconnectingNonReadersDoNotCloseTheVendorBeforeItsHead) {
+  Start({"--webhook-max-connections=40", "--webhook-write-timeout-ms=120000"});
+  RssPeak peak(gateway_->process());
+  std::atomic<bool> attacking{true};
+  std::atomic<int> opened{0};
+  std::thread attacker([&] {
+    std::string pipelined;
+    for (int i = 0; i < 2000; ++i) pipelined += "GET /x HTTP/1.1\r\nHost: a\r\n\r\n";
+    std::deque<int> held;
+    while (attacking.load()) {
+      const int fd = ConnectToLoopbackFrom("127.0.0.2", gateway_->webhook_port(),
+                                           /*receive_buffer=*/2048);
+      if (fd >= 0) {
+        ::send(fd, pipelined.data(), pipelined.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        held.push_back(fd);
+        ++opened;
+      }
+      while (held.size() > 200) {
+        ::close(held.front());
+        held.pop_front();
+      }
+      std::this_thread::sleep_for(milliseconds(5));  // the attack's pace, not a wait
+    }
+    for (int fd : held) ::close(fd);
+  });
+  // The port is full of the attacker's connections before the vendor comes.
+  const bool full = WaitUntil(
+      [&] { return gateway_->Metric("inspection_webhook_connections") >= 40; }, kDeadline);
+  EXPECT_TRUE(full);
+  for (int i = 0; i < 10 && full; ++i) {
+    ExpectLegitimateDeliveryGoesThrough("non-readers reconnecting", milliseconds(20));
+  }
+  attacking = false;
+  attacker.join();
+  std::cout << "the attacker opened " << opened.load() << " connections\n";
+  EXPECT_GT(gateway_->Metric(
+                R"(inspection_webhook_http_refusals_total{reason="answering_closed_for_room"})"),
+            0);
+  ExpectGrowthBelow(peak.Stop(), 16 * kMiB, "non-readers reconnecting");
   ExpectEveryLegitimateDeliveryStored();
 }
 

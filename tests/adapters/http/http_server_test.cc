@@ -571,6 +571,31 @@ TEST_F(HttpServerTest, AtTheConnectionLimitTheLongestUnreadAnswerMakesRoom) {
   for (int fd : unread) ::close(fd);
 }
 
+// Second outside review of issue 31: with every other connection stuck on an unread answer,
+// an attacker connecting again and again closed each vendor connection in the milliseconds
+// before its head arrived (heads were closed before answers, whatever their age). The
+// connection stuck the longest, head or answer, is the one closed.
+TEST_F(HttpServerTest, AtTheConnectionLimitTheOldestStuckConnectionGoesNotTheNewestHead) {
+  HttpServerLimits limits;
+  limits.max_connections = 2;
+  limits.write_timeout = std::chrono::milliseconds(120000);
+  Start(limits);
+  const int unread = ConnectToLoopbackFrom("127.0.0.2", port_, /*receive_buffer=*/4096);
+  ASSERT_TRUE(SendAll(unread, "GET /big HTTP/1.1\r\n\r\n"));
+  ASSERT_THAT(ReadUntil(unread, "HTTP/1.1 200", kDeadline), StartsWith("HTTP/1.1 200"));
+  // The vendor connects; its head is still on the way.
+  const int vendor = ConnectToLoopbackFrom("127.0.0.3", port_);
+  ASSERT_TRUE(WaitUntil([&] { return server_->stats().connections_open == 2; }, kDeadline));
+  // The attacker connects again: the unread answer, stuck longer, makes room.
+  const int again = ConnectToLoopbackFrom("127.0.0.2", port_);
+  EXPECT_TRUE(PeerCloses(unread, kDeadline));
+  EXPECT_EQ(server_->stats().answering_closed_for_room, 1);
+  EXPECT_EQ(server_->stats().awaiting_head_closed_for_room, 0);
+  ASSERT_TRUE(SendAll(vendor, "GET /vendor HTTP/1.1\r\nConnection: close\r\n\r\n"));
+  EXPECT_THAT(ReadToEnd(vendor, kDeadline), HasSubstr("GET /vendor body=[]"));
+  for (int fd : {unread, vendor, again}) ::close(fd);
+}
+
 TEST(ClientKeyTest, IPv4AddressesCountAloneAndIPv6ByTheir64) {
   EXPECT_EQ(ClientKey("127.0.0.2"), "127.0.0.2");
   EXPECT_EQ(ClientKey("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), "2001:db8:1:2::/64");
