@@ -32,6 +32,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/gateway_binary.h"
 #include "tests/support/raw_tcp_client.h"
+#include "tests/support/rss_bounds.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait.h"
@@ -187,7 +188,7 @@ class HostileIngressTest : public ::testing::Test {
     const int64_t growth = peak_kib - baseline_kib_;
     std::cout << what << ": gateway RSS +" << growth << " KiB (bound " << bound_kib << " KiB)\n";
     ::testing::Test::RecordProperty("rss_growth_kib", static_cast<int>(growth));
-    EXPECT_LT(growth, bound_kib) << what;
+    EXPECT_RSS_GROWTH_LT(growth, bound_kib) << what;
   }
 
   // Every legitimate delivery of the test was appended: the warm-up's and those during

@@ -86,7 +86,10 @@ class RawRedis {
   explicit RawRedis(int port, int db = 0) {
     context_ = redisConnect("127.0.0.1", port);
     EXPECT_TRUE(context_ != nullptr && context_->err == 0);
-    if (db != 0) Do({"SELECT", std::to_string(db)});
+    if (db != 0) {
+      redisReply* reply = Do({"SELECT", std::to_string(db)});
+      if (reply != nullptr) freeReplyObject(reply);
+    }
   }
   ~RawRedis() {
     if (context_ != nullptr) redisFree(context_);

@@ -21,6 +21,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -89,15 +90,33 @@ auto ReleaseAndReacquire(void* mu, Fn&& call) {
   return result;
 }
 
+// Whether `caller` (a return address) lies in one of gRPC's libraries (libgrpc, libgrpc++,
+// libgpr).
+bool CalledFromGrpc(const void* caller) {
+  Dl_info info;
+  if (dladdr(caller, &info) == 0 || info.dli_fname == nullptr) return false;
+  const char* slash = std::strrchr(info.dli_fname, '/');
+  const char* base = slash != nullptr ? slash + 1 : info.dli_fname;
+  return std::strncmp(base, "libgrpc", 7) == 0 || std::strncmp(base, "libgpr", 6) == 0;
+}
+
 }  // namespace
 
 namespace absl {
 ABSL_NAMESPACE_BEGIN
 
+// gRPC frees its objects (a channel, a call's completion op, its thread pool) when a
+// reference count in its uninstrumented code drops to zero: TSan cannot see that hand-off,
+// so the last unlock of such a mutex on one thread and its destruction on another look like
+// a race. The destruction of a mutex gRPC's own code destroys is therefore not annotated
+// (TSan drops a freed block's mutex state when the block is freed); every other destruction,
+// ours included, is.
 Mutex::~Mutex() {
   REAL(void (*)(Mutex*), "_ZN4absl7debian35MutexD2Ev");
   Entry entry;
-  if (entry.outer()) __tsan_mutex_destroy(this, 0);
+  if (entry.outer() && !CalledFromGrpc(__builtin_return_address(0))) {
+    __tsan_mutex_destroy(this, 0);
+  }
   real(this);
 }
 

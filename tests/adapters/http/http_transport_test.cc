@@ -28,6 +28,7 @@
 #include "tests/support/http_results.h"
 #include "tests/support/loopback_listener.h"
 #include "tests/support/raw_tcp_server.h"
+#include "tests/support/rss_bounds.h"
 #include "tests/support/wait.h"
 
 namespace inspection::http {
@@ -477,7 +478,8 @@ TEST_P(HttpTransportTest, AnEndlessBodyIsCutAtTheLimitAndCostsNoMoreMemory) {
   EXPECT_THAT(cut.error_detail, HasSubstr("response too large"));
   EXPECT_LT(streamed.load(), size_t{1} << 30) << "the transport kept reading";
   // The 4 MiB limit, buffers and slack; not the megabytes the vendor pushed.
-  EXPECT_LT(rss_after - rss_before, 32 * 1024) << "KiB; the vendor sent " << streamed.load();
+  EXPECT_RSS_GROWTH_LT(rss_after - rss_before, 32 * 1024)
+      << "KiB; the vendor sent " << streamed.load();
   std::printf("[ memory   ] endless body: %zu bytes sent by the vendor, RSS +%ld KiB\n",
               streamed.load(), rss_after - rss_before);
 }
@@ -551,7 +553,8 @@ TEST_P(HttpTransportTest, EndlessAnswersOutsideTheBodyFailWithinTheHeadLimits) {
     if (GetParam() == "beast" || !answer.curl_reads_to_the_end) {
       EXPECT_LT(streamed.load(), size_t{1} << 30) << "the transport kept reading";
     }
-    EXPECT_LT(rss_after - rss_before, 16 * 1024) << "KiB; the vendor sent " << streamed.load();
+    EXPECT_RSS_GROWTH_LT(rss_after - rss_before, 16 * 1024)
+        << "KiB; the vendor sent " << streamed.load();
     std::printf("[ memory   ] %s: %zu bytes sent by the vendor, RSS +%ld KiB\n", answer.name,
                 streamed.load(), rss_after - rss_before);
   }
@@ -628,7 +631,8 @@ TEST_P(HttpTransportTest, AnswersReadAtOnceAreBoundedByTheBudget) {
   // 4 x 64 MiB without the budget. With it: the budget (bodies' capacity, checked after
   // each read; Beast may double a body between two checks), read buffers, and blocks freed
   // by the refused answers that malloc keeps.
-  EXPECT_LT(rss_peak - rss_before, 64 * 1024) << "KiB; the vendor sent " << streamed.load();
+  EXPECT_RSS_GROWTH_LT(rss_peak - rss_before, 64 * 1024)
+      << "KiB; the vendor sent " << streamed.load();
   std::printf("[ memory   ] %d endless answers, %zu bytes sent, budget peak %zu, RSS +%ld KiB\n",
               kAnswers, streamed.load(), budget_peak, rss_peak - rss_before);
 }
