@@ -55,19 +55,34 @@ std::shared_ptr<grpc::Channel> OwnConnection(int port) {
                                    grpc::InsecureChannelCredentials(), args);
 }
 
+// inspection-gateway on free loopback ports in front of `vendor_url`, stopped by its pid.
+class StreamGateway {
+ public:
+  explicit StreamGateway(const std::string& vendor_url)
+      : process_(LoopbackGatewayArgv(GATEWAY_BINARY, vendor_url, temp_.File("events.db")),
+                 {"INSPECTION_API_KEY=stream-request-vendor-key"}),
+        ports_(WaitUntilServing(process_, kDeadline)) {}
+  bool ok() const { return ports_.grpc > 0; }
+  int grpc_port() const { return ports_.grpc; }
+  Subprocess& process() { return process_; }
+  int64_t ResidentKiB() const { return process_.ResidentKiB(); }
+  int Stop() { return process_.Stop(SIGTERM, kDeadline); }
+
+ private:
+  TempDir temp_;  // before process_: removed after the process stopped
+  Subprocess process_;
+  const ServingPorts ports_;
+};
+
 TEST(StreamRequestBytesHostileTest, WatchesWithHugeServiceNamesAreRefusedAndHoldNothing) {
-  TempDir temp;
-  Subprocess gateway(
-      LoopbackGatewayArgv(GATEWAY_BINARY, "http://127.0.0.1:9", temp.File("events.db")),
-      {"INSPECTION_API_KEY=stream-request-vendor-key"});
-  const ServingPorts ports = WaitUntilServing(gateway, kDeadline);
-  ASSERT_GT(ports.grpc, 0) << gateway.output();
+  StreamGateway gateway("http://127.0.0.1:9");
+  ASSERT_TRUE(gateway.ok()) << gateway.process().output();
 
   constexpr int kWatches = 100;
   constexpr int kConnections = 4;
   std::vector<std::unique_ptr<Health::Stub>> stubs;
   for (int i = 0; i < kConnections; ++i)
-    stubs.push_back(Health::NewStub(OwnConnection(ports.grpc)));
+    stubs.push_back(Health::NewStub(OwnConnection(gateway.grpc_port())));
   HealthCheckRequest huge;
   huge.set_service(std::string(500'000, 'x'));
   const int64_t before = gateway.ResidentKiB();
@@ -128,7 +143,7 @@ TEST(StreamRequestBytesHostileTest, WatchesWithHugeServiceNamesAreRefusedAndHold
   EXPECT_EQ(refused, kWatches) << "held: " << held << "; other: " << first_other;
   // Each refused request is parsed and dropped; without the limit: about 150 MB.
   EXPECT_RSS_GROWTH_LT(with_watches - before, 48 * kMiB);
-  EXPECT_EQ(gateway.Stop(SIGTERM, kDeadline), 0) << gateway.output();
+  EXPECT_EQ(gateway.Stop(), 0) << gateway.process().output();
 }
 
 // Second outside review of issue 31: a request within 8 KiB on the wire can hold far more
@@ -136,13 +151,9 @@ TEST(StreamRequestBytesHostileTest, WatchesWithHugeServiceNamesAreRefusedAndHold
 // Watch keeps; 2,000 distinct two-byte event names make a Subscribe filter of 180 KB. 1,000
 // such streams took +205 MiB. What the request holds parsed is what is bounded.
 TEST(StreamRequestBytesHostileTest, WhatARequestHoldsParsedIsBoundedNotItsWireSize) {
-  TempDir temp;
-  Subprocess gateway(
-      LoopbackGatewayArgv(GATEWAY_BINARY, "http://127.0.0.1:9", temp.File("events.db")),
-      {"INSPECTION_API_KEY=stream-request-vendor-key"});
-  const ServingPorts ports = WaitUntilServing(gateway, kDeadline);
-  ASSERT_GT(ports.grpc, 0) << gateway.output();
-  auto channel = OwnConnection(ports.grpc);
+  StreamGateway gateway("http://127.0.0.1:9");
+  ASSERT_TRUE(gateway.ok()) << gateway.process().output();
+  auto channel = OwnConnection(gateway.grpc_port());
   auto health = Health::NewStub(channel);
   auto events = v1::EventService::NewStub(channel);
 
@@ -189,7 +200,7 @@ TEST(StreamRequestBytesHostileTest, WhatARequestHoldsParsedIsBoundedNotItsWireSi
   EXPECT_EQ(serving.status(), HealthCheckResponse::SERVING);
   watch_context.TryCancel();
   watch->Finish();
-  EXPECT_EQ(gateway.Stop(SIGTERM, kDeadline), 0) << gateway.output();
+  EXPECT_EQ(gateway.Stop(), 0) << gateway.process().output();
 }
 
 TEST(StreamRequestBytesHostileTest, UnknownFieldsCountButTheUrlsOfADamageStreamDoNot) {
@@ -200,12 +211,9 @@ TEST(StreamRequestBytesHostileTest, UnknownFieldsCountButTheUrlsOfADamageStreamD
     answer.body = R"({"message": "processing", "data": {"inspectionId": "insp_big"}})";
     return answer;
   });
-  TempDir temp;
-  Subprocess gateway(LoopbackGatewayArgv(GATEWAY_BINARY, vendor.BaseUrl(), temp.File("events.db")),
-                     {"INSPECTION_API_KEY=stream-request-vendor-key"});
-  const ServingPorts ports = WaitUntilServing(gateway, kDeadline);
-  ASSERT_GT(ports.grpc, 0) << gateway.output();
-  auto channel = OwnConnection(ports.grpc);
+  StreamGateway gateway(vendor.BaseUrl());
+  ASSERT_TRUE(gateway.ok()) << gateway.process().output();
+  auto channel = OwnConnection(gateway.grpc_port());
   auto events = v1::EventService::NewStub(channel);
   auto damage = v1::DamageService::NewStub(channel);
 
@@ -271,7 +279,7 @@ TEST(StreamRequestBytesHostileTest, UnknownFieldsCountButTheUrlsOfADamageStreamD
     EXPECT_NE(ViolationOf(status).find("streams.max_request_bytes"), std::string::npos);
   }
   EXPECT_EQ(vendor.RequestCount(), 1u) << "a refused stream reached the vendor";
-  EXPECT_EQ(gateway.Stop(SIGTERM, kDeadline), 0) << gateway.output();
+  EXPECT_EQ(gateway.Stop(), 0) << gateway.process().output();
 }
 
 }  // namespace
