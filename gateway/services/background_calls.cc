@@ -1,0 +1,117 @@
+#include "gateway/services/background_calls.h"
+
+#include <chrono>
+#include <memory>
+#include <utility>
+
+#include "adapters/vendor/inspection_mapper.h"
+#include "gateway/routes/route_table.h"
+#include "gateway/services/token_service.h"
+#include "google/protobuf/wrappers.pb.h"
+
+namespace inspection::services {
+namespace {
+
+// One call through the call core with no RPC around it, at the route's own deadline.
+template <class Request, class Response>
+void BackgroundCall(const ServiceDeps& deps, const UnaryEndpoint<Request, Response>& endpoint,
+                    std::shared_ptr<const Request> request, std::string_view origin,
+                    const std::string& account,
+                    absl::AnyInvocable<void(EndpointResult<Response>) &&> done) {
+  RpcRecord record;
+  record.origin = origin;
+  record.account = account;
+  CallEndpoint<Request, Response>(
+      deps, endpoint, std::move(request),
+      std::chrono::system_clock::now() + routes::GetRoute(endpoint.route).timeout,
+      upstream::CallOptions{.request_id = "", .account = account, .bypass_cache = true},
+      /*idempotency_key=*/"", std::move(record), std::chrono::steady_clock::now(), std::move(done));
+}
+
+absl::Status ToAbsl(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+const UnaryEndpoint<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>& TokenStatusEndpoint() {
+  static const auto* const kEndpoint =
+      new UnaryEndpoint<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>(
+          GetTokenStatusEndpoint());
+  return *kEndpoint;
+}
+
+// GetDamagesReport with the vendor's JSON kept as text instead of decoded.
+using ReportEndpoint = UnaryEndpoint<v1::GetDamagesReportRequest, google::protobuf::StringValue>;
+const ReportEndpoint& DamagesReportAsJsonEndpoint() {
+  static const auto* const kEndpoint = new ReportEndpoint{
+      routes::RouteId::kGetDamagesReport,
+      [](const v1::GetDamagesReportRequest& r) { return validation::ValidateGetDamagesReport(r); },
+      [](const v1::GetDamagesReportRequest& r) { return vendor::EncodeGetDamagesReportRequest(r); },
+      [](const nlohmann::json& j, const v1::GetDamagesReportRequest&,
+         google::protobuf::StringValue* out, vendor::DecodeReport*) {
+        out->set_value(j.dump());
+        return absl::OkStatus();
+      },
+      /*idempotency_key=*/nullptr,
+      /*on_success=*/nullptr};
+  return *kEndpoint;
+}
+
+}  // namespace
+
+token_watch::FetchStatus TokenStatusFetch(const ServiceDeps* deps, std::string account) {
+  return [deps, account = std::move(account)](
+             const std::string& uid, absl::AnyInvocable<void(token_watch::PollResult) &&> done) {
+    auto request = std::make_shared<v1::GetTokenStatusRequest>();
+    request->set_uid(uid);
+    BackgroundCall<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>(
+        *deps, TokenStatusEndpoint(), std::move(request), "token_watch", account,
+        [done = std::move(done)](EndpointResult<v1::GetTokenStatusResponse> out) mutable {
+          if (!out.status.ok()) {
+            std::move(done)(std::move(out.status));
+            return;
+          }
+          std::move(done)(std::move(out.response));
+        });
+  };
+}
+
+reconcile::FetchReport ReportFetch(const ServiceDeps* deps) {
+  return [deps](const std::string& account, const std::string& inspection_id,
+                absl::AnyInvocable<void(absl::StatusOr<std::string>) &&> done) {
+    auto request = std::make_shared<v1::GetDamagesReportRequest>();
+    request->set_inspection_id(inspection_id);
+    BackgroundCall<v1::GetDamagesReportRequest, google::protobuf::StringValue>(
+        *deps, DamagesReportAsJsonEndpoint(), std::move(request), "reconcile", account,
+        [done = std::move(done)](EndpointResult<google::protobuf::StringValue> out) mutable {
+          if (!out.status.ok()) {
+            std::move(done)(ToAbsl(out.status));
+            return;
+          }
+          std::move(done)(std::move(*out.response.mutable_value()));
+        });
+  };
+}
+
+reconcile::FetchToken TokenFetch(const ServiceDeps* deps) {
+  return [deps](const std::string& account, const std::string& uid,
+                absl::AnyInvocable<void(absl::StatusOr<reconcile::TokenState>) &&> done) {
+    auto request = std::make_shared<v1::GetTokenStatusRequest>();
+    request->set_uid(uid);
+    BackgroundCall<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>(
+        *deps, TokenStatusEndpoint(), std::move(request), "reconcile", account,
+        [done = std::move(done)](EndpointResult<v1::GetTokenStatusResponse> out) mutable {
+          if (!out.status.ok()) {
+            std::move(done)(ToAbsl(out.status));
+            return;
+          }
+          const v1::Token& token = out.response.token();
+          reconcile::TokenState state;
+          state.completed = token.tradein_status() == v1::TRADEIN_STATUS_COMPLETED;
+          state.expired = token.expired();
+          state.inspection_id = token.inspection_ptr().id();
+          std::move(done)(std::move(state));
+        });
+  };
+}
+
+}  // namespace inspection::services
