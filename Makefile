@@ -15,7 +15,7 @@ export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= true
 
 .PHONY: deps deps-build configure build build-binaries run test test-sanitize test-tsan bench \
-	fuzz clients format format-check lint-proto clean
+	fuzz clients format format-check lint-proto lint-functions clean
 
 # Everything building and testing need (scripts/install-deps.sh, install-deploy-tools.sh).
 deps:
@@ -45,8 +45,9 @@ build-binaries: deps-build
 run: build-binaries
 	@$(BUILD_DIR)/inspection-gateway --sandbox $(RUN_ARGS)
 
-# Installs what is missing, builds, checks formatting and the proto lint, runs every test.
-test: build format-check lint-proto
+# Installs what is missing, builds, checks formatting, the proto lint and the function
+# length, runs every test.
+test: build format-check lint-proto lint-functions
 	@ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
 
 # Sanitizers (BUILD.md, "Sanitizers"), each in its own build folder, -O1, CI runs both after
@@ -91,7 +92,7 @@ test-tsan: deps
 	@cmake --build $(TSAN_BUILD_DIR) --target $(TSAN_TARGETS)
 	@scripts/run-sanitized-tests.sh $(TSAN_BUILD_DIR) thread $(TSAN_CTEST_ARGS)
 
-# The performance targets of DESIGN.md §9 (bench/README.md): h2load, wrk and a C++ stream
+# The performance targets of docs/design.md §9 (bench/README.md): h2load, wrk and a C++ stream
 # client against the real binaries; exit code 1 when a target is missed. Run it on an idle
 # machine. BENCH_ARGS="--only hop_latency --seconds 20" narrows it.
 bench: build
@@ -124,6 +125,13 @@ format:
 
 format-check: deps
 	@clang-format --dry-run --Werror $(SOURCES) && echo "format-check: ok"
+
+# No production function longer than LIZARD_MAX_LENGTH lines (lizard's "length": the
+# function's lines, signature and braces included): a longer one is split where its steps are.
+LIZARD_MAX_LENGTH ?= 120
+lint-functions: deps
+	@.tools/venv/bin/lizard --length $(LIZARD_MAX_LENGTH) --CCN 1000 --arguments 100 \
+	  --warnings_only gateway adapters sandbox && echo "lint-functions: ok (<= $(LIZARD_MAX_LENGTH) lines)"
 
 # buf lint (STANDARD), and buf breaking against the last release's image: inspection.v1
 # only grows (README, "The API"; a new release adds its image to proto/releases/).

@@ -19,6 +19,78 @@
 #include "gateway/server/webhook_registration.h"
 #include "gateway/version/version.h"
 
+namespace {
+
+using inspection::config::GatewayConfig;
+using inspection::logging::Logger;
+using inspection::server::GatewayServer;
+
+// register_webhook, for the default account and then each named one that sets it; false
+// (logged) when a registration fails.
+bool RegisterWebhooks(const GatewayConfig& config, GatewayServer& server, Logger& logger) {
+  std::vector<std::tuple<std::string, std::string, std::string>> registrations;
+  if (!config.register_webhook.empty()) {
+    registrations.emplace_back("", config.register_webhook, config.webhook_key.Reveal());
+  }
+  for (const auto& account : config.accounts) {
+    if (account.register_webhook.empty()) continue;
+    registrations.emplace_back(account.name, account.register_webhook,
+                               account.webhook_key.Reveal());
+  }
+  for (const auto& [account, url, key] : registrations) {
+    absl::Status registered = inspection::server::RegisterWebhookAtVendor(
+        server.deps(), url, key, config.register_webhook_events, std::chrono::seconds(10), account);
+    if (!registered.ok()) {
+      logger.Error("start-up failed", {{"error", std::string(registered.message())}});
+      return false;
+    }
+    logger.Info("webhook registered at the vendor",
+                {{"account", account.empty() ? "default" : account},
+                 {"url", url},
+                 {"events", static_cast<int64_t>(config.register_webhook_events.size())}});
+  }
+  return true;
+}
+
+// Settings that work but that an operator should hear about.
+void WarnAboutRiskySettings(const GatewayConfig& config, GatewayServer& server, Logger& logger) {
+  if (config.grpc.tls.cert_file.empty() &&
+      !inspection::config::IsLoopbackHostPort(config.grpc_addr)) {
+    logger.Warn(
+        "the gRPC listener is plaintext on a non-loopback address: any process that reaches "
+        "it holds the rights of every configured vendor account. Set grpc.tls.cert_file and "
+        "grpc.tls.key_file (and grpc.tls.client_ca_file for mTLS), or terminate mTLS in a "
+        "mesh sidecar in front of it",
+        {{"grpc_addr", config.grpc_addr}});
+  }
+  if (config.grpc.authz_policy_file.empty() && !config.sandbox) {
+    logger.Warn(
+        "no authorization policy (grpc.authz_policy_file): every caller may call every RPC "
+        "with every vendor account, UpdateWebhookConfig and CreateToken included");
+  }
+  if (const size_t largest = inspection::http::ResponseBudget::LargestAnswer(
+          static_cast<size_t>(config.upstream.max_buffered_response_bytes),
+          static_cast<size_t>(config.upstream.guaranteed_response_bytes));
+      static_cast<uint64_t>(config.upstream.max_response_bytes) > largest) {
+    logger.Warn(
+        "upstream.max_response_bytes is more than one answer can hold of "
+        "upstream.max_buffered_response_bytes (three quarters of it plus "
+        "upstream.guaranteed_response_bytes): an answer between the two always fails with "
+        "VENDOR_CONNECTION_LOST instead of VENDOR_RESPONSE_TOO_LARGE. Raise the budget or lower "
+        "the per-answer limit",
+        {{"max_response_bytes", config.upstream.max_response_bytes},
+         {"largest_answer_in_budget", static_cast<int64_t>(largest)}});
+  }
+  if (server.webhook_less()) {
+    logger.Warn(
+        "webhook-less mode (webhook.mode poll, or no webhook key configured): no webhook "
+        "receiver; streams carry what this gateway started, polled at the vendor "
+        "(reconcile.*), and what other replicas store");
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // Debian's Abseil is built with the mutex deadlock detector on: every lock records a
   // stack trace in a global graph, which cost more CPU than the gateway's own work on a
@@ -82,62 +154,8 @@ int main(int argc, char** argv) {
     logger.Error("start-up failed", {{"error", std::string(server.status().message())}});
     return 1;
   }
-  // register_webhook, for the default account and then each named one that sets it.
-  std::vector<std::tuple<std::string, std::string, std::string>> registrations;
-  if (!config->register_webhook.empty()) {
-    registrations.emplace_back("", config->register_webhook, config->webhook_key.Reveal());
-  }
-  for (const auto& account : config->accounts) {
-    if (account.register_webhook.empty()) continue;
-    registrations.emplace_back(account.name, account.register_webhook,
-                               account.webhook_key.Reveal());
-  }
-  for (const auto& [account, url, key] : registrations) {
-    absl::Status registered = inspection::server::RegisterWebhookAtVendor(
-        (*server)->deps(), url, key, config->register_webhook_events, std::chrono::seconds(10),
-        account);
-    if (!registered.ok()) {
-      logger.Error("start-up failed", {{"error", std::string(registered.message())}});
-      return 1;
-    }
-    logger.Info("webhook registered at the vendor",
-                {{"account", account.empty() ? "default" : account},
-                 {"url", url},
-                 {"events", static_cast<int64_t>(config->register_webhook_events.size())}});
-  }
-  if (config->grpc.tls.cert_file.empty() &&
-      !inspection::config::IsLoopbackHostPort(config->grpc_addr)) {
-    logger.Warn(
-        "the gRPC listener is plaintext on a non-loopback address: any process that reaches "
-        "it holds the rights of every configured vendor account. Set grpc.tls.cert_file and "
-        "grpc.tls.key_file (and grpc.tls.client_ca_file for mTLS), or terminate mTLS in a "
-        "mesh sidecar in front of it",
-        {{"grpc_addr", config->grpc_addr}});
-  }
-  if (config->grpc.authz_policy_file.empty() && !config->sandbox) {
-    logger.Warn(
-        "no authorization policy (grpc.authz_policy_file): every caller may call every RPC "
-        "with every vendor account, UpdateWebhookConfig and CreateToken included");
-  }
-  if (const size_t largest = inspection::http::ResponseBudget::LargestAnswer(
-          static_cast<size_t>(config->upstream.max_buffered_response_bytes),
-          static_cast<size_t>(config->upstream.guaranteed_response_bytes));
-      static_cast<uint64_t>(config->upstream.max_response_bytes) > largest) {
-    logger.Warn(
-        "upstream.max_response_bytes is more than one answer can hold of "
-        "upstream.max_buffered_response_bytes (three quarters of it plus "
-        "upstream.guaranteed_response_bytes): an answer between the two always fails with "
-        "VENDOR_CONNECTION_LOST instead of VENDOR_RESPONSE_TOO_LARGE. Raise the budget or lower "
-        "the per-answer limit",
-        {{"max_response_bytes", config->upstream.max_response_bytes},
-         {"largest_answer_in_budget", static_cast<int64_t>(largest)}});
-  }
-  if ((*server)->webhook_less()) {
-    logger.Warn(
-        "webhook-less mode (webhook.mode poll, or no webhook key configured): no webhook "
-        "receiver; streams carry what this gateway started, polled at the vendor "
-        "(reconcile.*), and what other replicas store");
-  }
+  if (!RegisterWebhooks(*config, **server, logger)) return 1;
+  WarnAboutRiskySettings(*config, **server, logger);
   logger.Info("inspection-gateway serving",
               {{"version", inspection::version::Version()},
                {"revision", inspection::version::Revision()},

@@ -58,4 +58,11 @@ if ! "$tools/venv/bin/python" -c "from importlib.metadata import version; assert
     "opentelemetry-proto==$OTEL_PROTO_VERSION"
 fi
 
+# --- lizard (PyPI), pinned: the function-length lint of `make test` (Makefile, lint-functions)
+LIZARD_VERSION=1.24.3
+if ! "$tools/venv/bin/python" -c "from importlib.metadata import version; assert version('lizard') == '$LIZARD_VERSION'" 2>/dev/null; then
+  echo "install-deps: pip install lizard==$LIZARD_VERSION (venv .tools/venv)"
+  "$tools/venv/bin/pip" install --quiet --disable-pip-version-check "lizard==$LIZARD_VERSION"
+fi
+
 echo "install-deps: ok"

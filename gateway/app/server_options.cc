@@ -10,8 +10,10 @@
 
 namespace inspection::app {
 
-server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) {
-  server::GatewayServerOptions options;
+namespace {
+
+// The vendor accounts' URLs and keys, the HTTP client and its limits, the codec's assumptions.
+void CopyVendor(const config::GatewayConfig& config, server::GatewayServerOptions& options) {
   options.grpc_addr = config.grpc_addr;
   options.vendor.base_url = config.upstream_url;
   options.vendor.api_key = config.api_key.Reveal();
@@ -39,6 +41,10 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
   options.mapper.inspection_id_pointers = config.damage.inspection_id_pointers;
   options.limits.search_max_limit = config.search.max_limit;
   options.limits.max_urls = config.validation.max_urls;
+}
+
+// The gRPC listener, its policy and limits, and the admin endpoint.
+void CopyGrpc(const config::GatewayConfig& config, server::GatewayServerOptions& options) {
   options.tls.cert_file = config.grpc.tls.cert_file;
   options.tls.key_file = config.grpc.tls.key_file;
   options.tls.client_ca_file = config.grpc.tls.client_ca_file;
@@ -67,6 +73,10 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
     options.admin_host = std::move(admin.host);
     options.admin_port = admin.port;
   }
+}
+
+// The event log, the streams and idempotency.
+void CopyEvents(const config::GatewayConfig& config, server::GatewayServerOptions& options) {
   options.event_log_url = config.event_log;
   options.retention.max_age = std::chrono::hours(config.event_log_retention.max_age_hours);
   options.retention.max_events = config.event_log_retention.max_events;
@@ -82,6 +92,10 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
   options.idempotency_ttl = absl::Hours(config.idempotency_ttl_hours);
   options.idempotency_memory_max_bytes = static_cast<size_t>(config.idempotency_max_bytes);
   options.idempotency_store_url = config.idempotency_store;
+}
+
+// Retries, the retry budget, the circuit breaker and the cache.
+void CopyResilience(const config::GatewayConfig& config, server::GatewayServerOptions& options) {
   options.retry.backoff.base = config.retry.base;
   options.retry.backoff.cap = config.retry.cap;
   options.retry.backoff.max_attempts = config.retry.max_attempts;
@@ -102,6 +116,11 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
   if (config.cache.image_analysis_ttl > absl::ZeroDuration()) {
     options.cache.image_analysis_ttl = config.cache.image_analysis_ttl;
   }
+}
+
+// Reconciliation, log rate, tracing, the webhook mode and the token watch.
+void CopyReconcileAndTracing(const config::GatewayConfig& config,
+                             server::GatewayServerOptions& options) {
   options.reconcile.enabled = config.reconcile.enabled;
   options.reconcile.reconciler.after = config.reconcile.after;
   options.reconcile.reconciler.interval = config.reconcile.interval;
@@ -123,6 +142,11 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
   options.webhook_less = config.webhook_mode == config::WebhookMode::kPoll;
   options.token_watch.interval = config.token_watch.interval;
   options.token_watch.max_backoff = config.token_watch.max_backoff;
+}
+
+// The webhook receiver (when the default account has a key), the named vendor accounts and
+// their webhooks.
+void CopyWebhooks(const config::GatewayConfig& config, server::GatewayServerOptions& options) {
   if (!config.webhook_key.empty()) {
     auto& webhook = options.webhook;
     config::HostAndPort listen = config::SplitHostPort(config.webhook_addr);  // validated
@@ -162,6 +186,18 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
                                           account.webhook_previous_key.Reveal()});
     }
   }
+}
+
+}  // namespace
+
+server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) {
+  server::GatewayServerOptions options;
+  CopyVendor(config, options);
+  CopyGrpc(config, options);
+  CopyEvents(config, options);
+  CopyResilience(config, options);
+  CopyReconcileAndTracing(config, options);
+  CopyWebhooks(config, options);
   return options;
 }
 

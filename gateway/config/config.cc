@@ -467,9 +467,9 @@ KeySpec AccountsKey() {
   return spec;
 }
 
-// Every setting. Rows are in --help order; the dump follows it too.
-const std::vector<KeySpec>& Keys() {
-  static const std::vector<KeySpec>* const keys = new std::vector<KeySpec>{
+// Where the gateway listens and which vendor it calls.
+std::vector<KeySpec> ProcessKeys() {
+  return {
       BoolKey(
           "sandbox", [](auto& c) -> auto& { return c.sandbox; },
           "Run the vendor sandbox in-process and use it as the upstream: upstream_url, "
@@ -497,6 +497,12 @@ const std::vector<KeySpec>& Keys() {
       StringKey(
           "admin_addr", [](auto& c) -> auto& { return c.admin_addr; }, HostPort, "HOST:PORT",
           "Listen address of the admin endpoint: /metrics, /healthz, /readyz."),
+  };
+}
+
+// The vendor HTTP client and the limits of a vendor answer (adapters/http).
+std::vector<KeySpec> UpstreamKeys() {
+  return {
       IntegerKey(
           "upstream.timeout_ms", [](auto& c) -> auto& { return c.upstream.timeout; }, 1, kDayMs,
           "MS",
@@ -567,6 +573,12 @@ const std::vector<KeySpec>& Keys() {
           "Each answer's first bytes, which may use all of upstream.max_buffered_response_bytes; "
           "the bytes past them may hold three quarters of it, so a few huge or endless answers "
           "cannot make the ordinary ones fail. 0: every byte competes for the whole budget."),
+  };
+}
+
+// Assumptions about the vendor where the spec is silent, and request limits (adapters/vendor).
+std::vector<KeySpec> MappingKeys() {
+  return {
       EnumKey<vendor::KeySpelling>(
           "background_removal.position_ratio_key",
           [](auto& c) -> auto& { return c.background_removal.position_ratio_key; },
@@ -598,6 +610,12 @@ const std::vector<KeySpec>& Keys() {
           "URLs per call in AssessQualityBatch, SegmentVehicle, SegmentParts, DetectDamage and "
           "StreamDamageResults; more: INVALID_ARGUMENT before any vendor call (raise "
           "grpc.max_receive_message_bytes with it: a URL may have 2,048 characters)."),
+  };
+}
+
+// The gRPC listener: limits, TLS, the authorization policy, per-caller limits.
+std::vector<KeySpec> GrpcKeys() {
+  return {
       IntegerKey(
           "grpc.max_receive_message_bytes",
           [](auto& c) -> auto& { return c.grpc.max_receive_message_bytes; }, 1024, 1 << 30, "BYTES",
@@ -674,6 +692,12 @@ const std::vector<KeySpec>& Keys() {
           {{"auto", Toggle::kAuto}, {"on", Toggle::kOn}, {"off", Toggle::kOff}},
           "gRPC server reflection (grpcurl list/describe), decided by grpc.authz_policy_file like "
           "every RPC: auto is on with --sandbox and off otherwise."),
+  };
+}
+
+// Search, logging and shutdown.
+std::vector<KeySpec> BehaviourKeys() {
+  return {
       IntegerKey(
           "search.max_limit", [](auto& c) -> auto& { return c.search.max_limit; }, 1, kMaxInt, "N",
           "Largest page size a search may request."),
@@ -694,6 +718,12 @@ const std::vector<KeySpec>& Keys() {
       IntegerKey(
           "shutdown.grace_ms", [](auto& c) -> auto& { return c.shutdown.grace; }, 0, kDayMs, "MS",
           "How long in-flight RPCs may run on after SIGTERM."),
+  };
+}
+
+// The webhook receiver (gateway/webhooks, adapters/http HttpServer).
+std::vector<KeySpec> WebhookKeys() {
+  return {
       StringKey(
           "webhook.path", [](auto& c) -> auto& { return c.webhook.path; }, AbsolutePath, "PATH",
           "HTTP path of the webhook receiver."),
@@ -785,6 +815,12 @@ const std::vector<KeySpec>& Keys() {
           NonEmpty, "PATH",
           "File holding the previous webhook key, still accepted during a rotation (else env "
           "INSPECTION_WEBHOOK_PREVIOUS_KEY)."),
+  };
+}
+
+// The event log, the streams and the token watch.
+std::vector<KeySpec> EventKeys() {
+  return {
       StringKey(
           "event_log", [](auto& c) -> auto& { return c.event_log; }, EventLogUrl, "URL",
           "Where events are stored: sqlite:<path> (one process) or "
@@ -842,6 +878,12 @@ const std::vector<KeySpec>& Keys() {
       IntegerKey(
           "token_watch.max_backoff_ms", [](auto& c) -> auto& { return c.token_watch.max_backoff; },
           100, kDayMs, "MS", "Longest pause between polls of a token while the vendor fails."),
+  };
+}
+
+// Reconciliation, tracing and the work ledger.
+std::vector<KeySpec> ReconcileKeys() {
+  return {
       EnumKey<WebhookMode>(
           "webhook.mode", [](auto& c) -> auto& { return c.webhook_mode; },
           {{"webhook", WebhookMode::kWebhook}, {"poll", WebhookMode::kPoll}},
@@ -929,6 +971,12 @@ const std::vector<KeySpec>& Keys() {
           "Where recorded work is kept: sqlite:<path> or redis://[:password@]host:port[/db] "
           "(replicas share it and split the polls). Empty: beside event_log (<path>.work, or "
           "the same Redis)."),
+  };
+}
+
+// Idempotency, retries, the retry budget, the circuit breaker and the cache.
+std::vector<KeySpec> ResilienceKeys() {
+  return {
       IntegerKey(
           "idempotency.ttl_hours", [](auto& c) -> auto& { return c.idempotency_ttl_hours; }, 1,
           24 * 30, "HOURS",
@@ -1009,6 +1057,12 @@ const std::vector<KeySpec>& Keys() {
           [](auto& c) -> auto& { return c.cache.image_analysis_ttl; }, 0, kDayMs * 30, "MS",
           "How long an image analysis answer is cached; 0: each RPC's own TTL, the cache_ttl_ms "
           "of its vendor_route annotation (600000 for every image-analysis RPC today)."),
+  };
+}
+
+// Webhook registration at the vendor on start-up.
+std::vector<KeySpec> RegistrationKeys() {
+  return {
       StringKey(
           "register_webhook", [](auto& c) -> auto& { return c.register_webhook; }, OptionalUrl,
           "URL",
@@ -1018,6 +1072,22 @@ const std::vector<KeySpec>& Keys() {
           "register_webhook_events", [](auto& c) -> auto& { return c.register_webhook_events; },
           EventNameCheck, "NAME,...", "Events enabled at the vendor when register_webhook is set."),
   };
+}
+
+// Every setting. Rows are in --help order (the sections above, in this order); the dump
+// follows it too.
+const std::vector<KeySpec>& Keys() {
+  static const std::vector<KeySpec>* const keys = [] {
+    auto* all = new std::vector<KeySpec>;
+    for (std::vector<KeySpec> (*section)() :
+         {ProcessKeys, UpstreamKeys, MappingKeys, GrpcKeys, BehaviourKeys, WebhookKeys, EventKeys,
+          ReconcileKeys, ResilienceKeys, RegistrationKeys}) {
+      std::vector<KeySpec> rows = section();
+      all->insert(all->end(), std::make_move_iterator(rows.begin()),
+                  std::make_move_iterator(rows.end()));
+    }
+    return all;
+  }();
   return *keys;
 }
 

@@ -499,6 +499,12 @@ void GatewayMetrics::BuildUpstreams(const std::vector<std::string>& upstreams) {
 }
 
 void GatewayMetrics::BuildCacheAndEvents() {
+  BuildCache();
+  BuildWebhooks();
+  BuildReconcileAndTracing();
+}
+
+void GatewayMetrics::BuildCache() {
   prometheus::Registry& registry = *registry_;
   cache_evictions_ = &prometheus::BuildCounter()
                           .Name("inspection_cache_evictions_total")
@@ -526,8 +532,11 @@ void GatewayMetrics::BuildCacheAndEvents() {
                "together (0: unlimited).")
            .Register(registry)
            .Add({});
+}
 
-  // Webhooks and the event log.
+// Webhooks, the event log and the build.
+void GatewayMetrics::BuildWebhooks() {
+  prometheus::Registry& registry = *registry_;
   auto& deliveries = prometheus::BuildCounter()
                          .Name("inspection_webhook_deliveries_total")
                          .Help("Webhook deliveries received, by outcome.")
@@ -590,6 +599,10 @@ void GatewayMetrics::BuildCacheAndEvents() {
       .Register(registry)
       .Add({{"version", version::Version()}, {"revision", version::Revision()}})
       .Set(1);
+}
+
+void GatewayMetrics::BuildReconcileAndTracing() {
+  prometheus::Registry& registry = *registry_;
   auto& reconcile_polls =
       prometheus::BuildCounter()
           .Name("inspection_reconcile_polls_total")

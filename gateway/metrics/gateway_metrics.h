@@ -400,6 +400,9 @@ class GatewayMetrics final : public prometheus::Collectable {
   void BuildRoutes(const std::vector<std::string>& routes);
   void BuildUpstreams(const std::vector<std::string>& upstreams);
   void BuildCacheAndEvents();
+  void BuildCache();
+  void BuildWebhooks();
+  void BuildReconcileAndTracing();
   void BuildStreams(const std::vector<std::string>& rpcs);
 
   const std::shared_ptr<prometheus::Registry> registry_;

@@ -179,6 +179,29 @@ absl::Duration CachingCaller::TtlOf(const routes::Route& route) const {
   return absl::FromChrono(route.cache_ttl);
 }
 
+namespace {
+
+// What the cache keeps of a vendor call's result: the answer for `ttl`, or the failure (with
+// whether it may be answered from a stale entry).
+cache::FetchResult FetchResultOf(upstream::VendorResult result, absl::Duration ttl) {
+  if (result.ok()) {
+    cache::FetchResult fetched = cache::FetchResult::Success(EncodeValue(result), ttl);
+    if (result.body != nullptr) {
+      // Every hit shares this tree: none parses the bytes again.
+      fetched.decoded.charge = JsonFootprint(*result.body);
+      fetched.decoded.value = std::move(result.body);
+    }
+    return fetched;
+  }
+  const bool stale_ok = AllowsStale(result.error->code);
+  absl::Status status(result.error->code, result.error->message);
+  return cache::FetchResult::Failure(
+      std::move(status), stale_ok,
+      std::make_shared<const upstream::VendorResult>(std::move(result)));
+}
+
+}  // namespace
+
 void CachingCaller::Call(routes::RouteId route_id, const vendor::VendorRequest& request,
                          std::chrono::system_clock::time_point deadline,
                          const upstream::CallOptions& options, upstream::VendorCallback done) {
@@ -216,21 +239,7 @@ void CachingCaller::Call(routes::RouteId route_id, const vendor::VendorRequest& 
         route_id, request, fetch_deadline, options,
         [complete = std::move(complete), ttl, attempts](upstream::VendorResult result) mutable {
           attempts->store(result.attempts, std::memory_order_relaxed);
-          if (result.ok()) {
-            cache::FetchResult fetched = cache::FetchResult::Success(EncodeValue(result), ttl);
-            if (result.body != nullptr) {
-              // Every hit shares this tree: none parses the bytes again.
-              fetched.decoded.charge = JsonFootprint(*result.body);
-              fetched.decoded.value = std::move(result.body);
-            }
-            std::move(complete)(std::move(fetched));
-          } else {
-            const bool stale_ok = AllowsStale(result.error->code);
-            absl::Status status(result.error->code, result.error->message);
-            std::move(complete)(cache::FetchResult::Failure(
-                std::move(status), stale_ok,
-                std::make_shared<const upstream::VendorResult>(std::move(result))));
-          }
+          std::move(complete)(FetchResultOf(std::move(result), ttl));
         });
   };
   metrics::RouteMetrics* route_metrics =

@@ -67,6 +67,126 @@ absl::StatusOr<std::vector<AuthzPolicy::Pattern>> Patterns(const json& value,
   return out;
 }
 
+// One entry of a rule's request.headers (`at` within the rule at `where`).
+absl::StatusOr<AuthzPolicy::HeaderMatcher> ParseHeaderMatcher(const json& header,
+                                                              const std::string& where,
+                                                              const std::string& at,
+                                                              const std::string& of_rule) {
+  auto invalid = [&](const std::string& field, absl::string_view what) {
+    return Invalid(absl::StrCat(where, field), absl::StrCat(what, of_rule));
+  };
+  if (!header.is_object()) {
+    return invalid(at, "must be {\"key\": \"...\", \"values\": [...]}");
+  }
+  for (auto field = header.begin(); field != header.end(); ++field) {
+    if (field.key() != "key" && field.key() != "values") {
+      return invalid(at, absl::StrCat("unknown field \"", field.key(), "\" (known: key, values)"));
+    }
+  }
+  if (!header.contains("key") || !header["key"].is_string() ||
+      header["key"].get<std::string>().empty()) {
+    return invalid(at + ".key", "must be a non-empty string");
+  }
+  AuthzPolicy::HeaderMatcher matcher;
+  matcher.key = header["key"].get<std::string>();
+  if (absl::StartsWith(matcher.key, ":") || absl::StartsWith(matcher.key, "grpc-") ||
+      IsUnsupportedHeader(matcher.key)) {
+    return invalid(at + ".key",
+                   absl::StrCat("header \"", matcher.key,
+                                "\" cannot be matched (no pseudo-headers, \"grpc-*\", \"host\" "
+                                "or hop-by-hop headers; match the method with \"paths\")"));
+  }
+  if (matcher.key != absl::AsciiStrToLower(matcher.key)) {
+    return invalid(at + ".key", absl::StrCat("header \"", matcher.key,
+                                             "\" has upper-case letters: metadata keys are "
+                                             "lower-case, so gRPC would never match it; write \"",
+                                             absl::AsciiStrToLower(matcher.key), "\""));
+  }
+  if (!header.contains("values")) return invalid(at + ".values", "is required");
+  auto values = Patterns(header["values"], where + at + ".values");
+  if (!values.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(values.status().message(), of_rule));
+  }
+  if (values->empty()) return invalid(at + ".values", "must not be empty");
+  matcher.values = *std::move(values);
+  return matcher;
+}
+
+// One rule of deny_rules or allow_rules (`where`: "allow_rules[2]"); `earlier_rules` are the
+// list's rules before it.
+absl::StatusOr<AuthzPolicy::Rule> ParseRule(const json& in, const std::string& where,
+                                            const std::vector<AuthzPolicy::Rule>& earlier_rules) {
+  if (!in.is_object()) return Invalid(where, "must be an object");
+  if (!in.contains("name") || !in["name"].is_string() || in["name"].get<std::string>().empty()) {
+    return Invalid(where, "\"name\" must be a non-empty string");
+  }
+  AuthzPolicy::Rule rule;
+  rule.name = in["name"].get<std::string>();
+  // Every later error names the rule too.
+  const std::string of_rule = absl::StrCat(" (rule \"", rule.name, "\")");
+  auto invalid = [&](const std::string& field, absl::string_view what) {
+    return Invalid(absl::StrCat(where, field), absl::StrCat(what, of_rule));
+  };
+  for (auto field = in.begin(); field != in.end(); ++field) {
+    if (field.key() != "name" && field.key() != "source" && field.key() != "request") {
+      return invalid(
+          "", absl::StrCat("unknown field \"", field.key(), "\" (known: name, source, request)"));
+    }
+  }
+  for (const AuthzPolicy::Rule& earlier : earlier_rules) {
+    if (earlier.name == rule.name) {
+      return invalid("",
+                     "another rule of this list has this name; gRPC would keep only "
+                     "the last one, so give each rule its own name");
+    }
+  }
+  if (in.contains("source")) {
+    const json& source = in["source"];
+    if (!source.is_object()) return invalid(".source", "must be an object");
+    for (auto field = source.begin(); field != source.end(); ++field) {
+      if (field.key() != "principals") {
+        return invalid(".source",
+                       absl::StrCat("unknown field \"", field.key(), "\" (known: principals)"));
+      }
+    }
+    if (source.contains("principals")) {
+      auto principals = Patterns(source["principals"], where + ".source.principals");
+      if (!principals.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(principals.status().message(), of_rule));
+      }
+      rule.principals = *std::move(principals);
+    }
+  }
+  if (in.contains("request")) {
+    const json& request = in["request"];
+    if (!request.is_object()) return invalid(".request", "must be an object");
+    for (auto field = request.begin(); field != request.end(); ++field) {
+      if (field.key() != "paths" && field.key() != "headers") {
+        return invalid(".request",
+                       absl::StrCat("unknown field \"", field.key(), "\" (known: paths, headers)"));
+      }
+    }
+    if (request.contains("paths")) {
+      auto paths = Patterns(request["paths"], where + ".request.paths");
+      if (!paths.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(paths.status().message(), of_rule));
+      }
+      rule.paths = *std::move(paths);
+    }
+    if (request.contains("headers")) {
+      const json& headers = request["headers"];
+      if (!headers.is_array()) return invalid(".request.headers", "must be an array");
+      for (size_t h = 0; h < headers.size(); ++h) {
+        absl::StatusOr<AuthzPolicy::HeaderMatcher> matcher = ParseHeaderMatcher(
+            headers[h], where, absl::StrCat(".request.headers[", h, "]"), of_rule);
+        if (!matcher.ok()) return matcher.status();
+        rule.headers.push_back(*std::move(matcher));
+      }
+    }
+  }
+  return rule;
+}
+
 }  // namespace
 
 // gRPC's GetMatcherType (rbac_translator.cc): "*" first, then a leading "*", then a trailing
@@ -140,114 +260,9 @@ absl::StatusOr<std::shared_ptr<const AuthzPolicy>> AuthzPolicy::Parse(absl::stri
     }
     std::vector<Rule>& out = list == "deny_rules" ? policy->deny_ : policy->allow_;
     for (size_t i = 0; i < rules.size(); ++i) {
-      const std::string where = absl::StrCat(list, "[", i, "]");
-      const json& in = rules[i];
-      if (!in.is_object()) return Invalid(where, "must be an object");
-      if (!in.contains("name") || !in["name"].is_string() ||
-          in["name"].get<std::string>().empty()) {
-        return Invalid(where, "\"name\" must be a non-empty string");
-      }
-      Rule rule;
-      rule.name = in["name"].get<std::string>();
-      // Every later error names the rule too.
-      const std::string of_rule = absl::StrCat(" (rule \"", rule.name, "\")");
-      auto invalid = [&](const std::string& field, absl::string_view what) {
-        return Invalid(absl::StrCat(where, field), absl::StrCat(what, of_rule));
-      };
-      for (auto field = in.begin(); field != in.end(); ++field) {
-        if (field.key() != "name" && field.key() != "source" && field.key() != "request") {
-          return invalid("", absl::StrCat("unknown field \"", field.key(),
-                                          "\" (known: name, source, request)"));
-        }
-      }
-      for (const Rule& earlier : out) {
-        if (earlier.name == rule.name) {
-          return invalid("",
-                         "another rule of this list has this name; gRPC would keep only "
-                         "the last one, so give each rule its own name");
-        }
-      }
-      if (in.contains("source")) {
-        const json& source = in["source"];
-        if (!source.is_object()) return invalid(".source", "must be an object");
-        for (auto field = source.begin(); field != source.end(); ++field) {
-          if (field.key() != "principals") {
-            return invalid(".source",
-                           absl::StrCat("unknown field \"", field.key(), "\" (known: principals)"));
-          }
-        }
-        if (source.contains("principals")) {
-          auto principals = Patterns(source["principals"], where + ".source.principals");
-          if (!principals.ok()) {
-            return absl::InvalidArgumentError(absl::StrCat(principals.status().message(), of_rule));
-          }
-          rule.principals = *std::move(principals);
-        }
-      }
-      if (in.contains("request")) {
-        const json& request = in["request"];
-        if (!request.is_object()) return invalid(".request", "must be an object");
-        for (auto field = request.begin(); field != request.end(); ++field) {
-          if (field.key() != "paths" && field.key() != "headers") {
-            return invalid(".request", absl::StrCat("unknown field \"", field.key(),
-                                                    "\" (known: paths, headers)"));
-          }
-        }
-        if (request.contains("paths")) {
-          auto paths = Patterns(request["paths"], where + ".request.paths");
-          if (!paths.ok()) {
-            return absl::InvalidArgumentError(absl::StrCat(paths.status().message(), of_rule));
-          }
-          rule.paths = *std::move(paths);
-        }
-        if (request.contains("headers")) {
-          const json& headers = request["headers"];
-          if (!headers.is_array()) return invalid(".request.headers", "must be an array");
-          for (size_t h = 0; h < headers.size(); ++h) {
-            const std::string at = absl::StrCat(".request.headers[", h, "]");
-            const json& header = headers[h];
-            if (!header.is_object()) {
-              return invalid(at, "must be {\"key\": \"...\", \"values\": [...]}");
-            }
-            for (auto field = header.begin(); field != header.end(); ++field) {
-              if (field.key() != "key" && field.key() != "values") {
-                return invalid(
-                    at, absl::StrCat("unknown field \"", field.key(), "\" (known: key, values)"));
-              }
-            }
-            if (!header.contains("key") || !header["key"].is_string() ||
-                header["key"].get<std::string>().empty()) {
-              return invalid(at + ".key", "must be a non-empty string");
-            }
-            HeaderMatcher matcher;
-            matcher.key = header["key"].get<std::string>();
-            if (absl::StartsWith(matcher.key, ":") || absl::StartsWith(matcher.key, "grpc-") ||
-                IsUnsupportedHeader(matcher.key)) {
-              return invalid(
-                  at + ".key",
-                  absl::StrCat("header \"", matcher.key,
-                               "\" cannot be matched (no pseudo-headers, \"grpc-*\", \"host\" "
-                               "or hop-by-hop headers; match the method with \"paths\")"));
-            }
-            if (matcher.key != absl::AsciiStrToLower(matcher.key)) {
-              return invalid(at + ".key",
-                             absl::StrCat("header \"", matcher.key,
-                                          "\" has upper-case letters: metadata keys are "
-                                          "lower-case, so gRPC would never match it; write \"",
-                                          absl::AsciiStrToLower(matcher.key), "\""));
-            }
-            if (!header.contains("values")) return invalid(at + ".values", "is required");
-            auto values = Patterns(header["values"], where + at + ".values");
-            if (!values.ok()) {
-              return absl::InvalidArgumentError(absl::StrCat(values.status().message(), of_rule));
-            }
-            if (values->empty()) return invalid(at + ".values", "must not be empty");
-            matcher.values = *std::move(values);
-            rule.headers.push_back(std::move(matcher));
-          }
-        }
-      }
-      out.push_back(std::move(rule));
+      absl::StatusOr<Rule> rule = ParseRule(rules[i], absl::StrCat(list, "[", i, "]"), out);
+      if (!rule.ok()) return rule.status();
+      out.push_back(*std::move(rule));
     }
     std::sort(out.begin(), out.end(), [](const Rule& a, const Rule& b) { return a.name < b.name; });
   }

@@ -109,7 +109,7 @@ class AuthzPolicy {
     std::string text_;
   };
 
- private:
+  // One `headers` entry of a rule's request, and one rule, as parsed.
   struct HeaderMatcher {
     std::string key;
     std::vector<Pattern> values;
@@ -120,6 +120,8 @@ class AuthzPolicy {
     std::vector<Pattern> paths;       // empty: any path
     std::vector<HeaderMatcher> headers;
   };
+
+ private:
   static bool Matches(const Rule& rule, const AuthzRequest& request);
 
   std::string name_;

@@ -1,5 +1,10 @@
 #include "gateway/services/damage_service.h"
 
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+
 #include "adapters/vendor/damage_mapper.h"
 #include "gateway/streaming/event_stream.h"
 
@@ -32,6 +37,63 @@ void FollowSubmission(const DamageStreamReactor::Handle& handle,
   filter.inspection_id = inspection_id;
   filter.account = account;  // the account the inspection was submitted to
   handle.Attach(std::move(filter), start, from_start);
+}
+
+// What a repeat of an idempotency key does with the first submission's outcome: ends with
+// its error, or follows that inspection's retained events from the oldest (the replay may
+// come long after the submission). Runs for a replay now and, for a waiter, when the first
+// call completes: possibly after this call was cancelled and gRPC freed its context, so it
+// reaches the call only through the handle.
+std::function<void(const pipeline::IdempotentOutcome&)> ReplayFollower(
+    DamageStreamReactor::Handle handle, std::string account) {
+  return [handle, account = std::move(account)](const pipeline::IdempotentOutcome& outcome) {
+    if (!outcome.status.ok()) {
+      handle.End(outcome.status, /*as_is=*/true);
+      return;
+    }
+    v1::StreamDamageResultsResponse first;
+    if (!first.mutable_submitted()->ParseFromString(outcome.response)) {
+      // Never follow what cannot be read (an empty filter would follow every inspection).
+      errors::ApiError error;
+      error.code = absl::StatusCode::kInternal;
+      error.reason = std::string(errors::kReasonInternal);
+      error.message =
+          "the first outcome stored for this idempotency key cannot be read back; use a new "
+          "key to submit again";
+      handle.End(error.ToGrpcStatus(), /*as_is=*/true);
+      return;
+    }
+    handle.AddInitialMetadata("idempotency-replayed", "true");
+    FollowSubmission(handle, std::move(first), account, /*start=*/"", /*from_start=*/true);
+  };
+}
+
+// Parses a StreamDamageResults request into the submission it asks for; or why it is
+// refused: not a serialized request, too large beyond its URLs, or invalid URLs.
+std::optional<grpc::Status> ReadStreamRequest(const ServiceDeps& deps, const grpc::ByteBuffer& raw,
+                                              v1::StreamDamageResultsRequest* request,
+                                              v1::DetectDamageRequest* submit) {
+  if (!streaming::ParseRawRequest(raw, request)) {
+    return errors::ApiError::InvalidRequest(
+               {{"", "the request is not a serialized inspection.v1.StreamDamageResultsRequest"}})
+        .ToGrpcStatus();
+  }
+  // gRPC holds the raw request while the stream is open: its URLs are bounded by validation,
+  // everything else (the key, unknown fields) by streams.max_request_bytes.
+  size_t url_bytes = 0;
+  for (const std::string& url : request->urls()) url_bytes += url.size();
+  const size_t raw_bytes = raw.Length();
+  if (auto refused =
+          RefuseLargeStreamRequest(deps, raw_bytes > url_bytes ? raw_bytes - url_bytes : 0);
+      refused.has_value()) {
+    return refused->ToGrpcStatus();
+  }
+  *submit->mutable_urls() = request->urls();
+  validation::Violations violations = validation::ValidateDetectDamage(*submit, deps.limits);
+  if (!violations.empty()) {
+    return errors::ApiError::InvalidRequest(std::move(violations)).ToGrpcStatus();
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -79,34 +141,13 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResul
   }
   reactor->HoldUntilDone(std::move(slot));
   v1::StreamDamageResultsRequest parsed;
-  if (!streaming::ParseRawRequest(*raw_request, &parsed)) {
-    reactor->End(
-        errors::ApiError::InvalidRequest(
-            {{"", "the request is not a serialized inspection.v1.StreamDamageResultsRequest"}})
-            .ToGrpcStatus(),
-        /*as_is=*/true);
+  v1::DetectDamageRequest submit;
+  if (auto refused = ReadStreamRequest(deps_, *raw_request, &parsed, &submit);
+      refused.has_value()) {
+    reactor->End(*refused, /*as_is=*/true);
     return reactor;
   }
   const v1::StreamDamageResultsRequest* request = &parsed;
-  // gRPC holds the raw request while the stream is open: its URLs are bounded by validation,
-  // everything else (the key, unknown fields) by streams.max_request_bytes.
-  size_t url_bytes = 0;
-  for (const std::string& url : request->urls()) url_bytes += url.size();
-  const size_t raw_bytes = raw_request->Length();
-  if (auto refused =
-          RefuseLargeStreamRequest(deps_, raw_bytes > url_bytes ? raw_bytes - url_bytes : 0);
-      refused.has_value()) {
-    reactor->End(refused->ToGrpcStatus(), /*as_is=*/true);
-    return reactor;
-  }
-  v1::DetectDamageRequest submit;
-  *submit.mutable_urls() = request->urls();
-  validation::Violations violations = validation::ValidateDetectDamage(submit, deps_.limits);
-  if (!violations.empty()) {
-    reactor->End(errors::ApiError::InvalidRequest(std::move(violations)).ToGrpcStatus(),
-                 /*as_is=*/true);
-    return reactor;
-  }
   const std::string request_id = RequestIdFor(*context);
   context->AddInitialMetadata("x-request-id", request_id);
   const tracing::TraceContext trace = TraceFor(*context);
@@ -127,40 +168,13 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResul
     key = IdempotencyKeyFor(*context, request->idempotency_key());
   }
   if (!key.empty()) {
-    if (!pipeline::ValidIdempotencyKey(key)) {
-      reactor->End(
-          errors::ApiError::InvalidRequest(
-              {{"idempotency_key", "an idempotency key is 1 to 255 visible ASCII characters"}})
-              .ToGrpcStatus(),
-          /*as_is=*/true);
+    if (auto invalid = CheckIdempotencyKey(key); invalid.has_value()) {
+      reactor->End(invalid->ToGrpcStatus(), /*as_is=*/true);
       return reactor;
     }
     key = ScopedIdempotencyKey(CallerIdentity(*context), key);
-    // Runs for a replay now and, for a waiter, when the first call completes: possibly
-    // after this call was cancelled and gRPC freed its context, so it reaches the call only
-    // through the handle, never through `context`.
     reactor->SetContext(context);
-    auto follow = [handle, account = call.account](const pipeline::IdempotentOutcome& outcome) {
-      if (!outcome.status.ok()) {
-        handle.End(outcome.status, /*as_is=*/true);
-        return;
-      }
-      v1::StreamDamageResultsResponse first;
-      if (!first.mutable_submitted()->ParseFromString(outcome.response)) {
-        // Never follow what cannot be read (an empty filter would follow every inspection).
-        errors::ApiError error;
-        error.code = absl::StatusCode::kInternal;
-        error.reason = std::string(errors::kReasonInternal);
-        error.message =
-            "the first outcome stored for this idempotency key cannot be read back; use a new "
-            "key to submit again";
-        handle.End(error.ToGrpcStatus(), /*as_is=*/true);
-        return;
-      }
-      handle.AddInitialMetadata("idempotency-replayed", "true");
-      // From the oldest retained event: the replay may come long after the submission.
-      FollowSubmission(handle, std::move(first), account, /*start=*/"", /*from_start=*/true);
-    };
+    auto follow = ReplayFollower(handle, call.account);
     pipeline::IdempotentOutcome replay;
     switch (
         deps_.idempotency->Begin(call.account, key, RequestFingerprint(submit), &replay, follow)) {

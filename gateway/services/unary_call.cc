@@ -8,6 +8,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "adapters/eventlog/event_log.h"
 #include "adapters/hashing/sha256.h"
@@ -425,6 +426,27 @@ void FinishUnary(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor*
     }
   }
   reactor->Finish(status);
+}
+
+void RefuseUnary(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
+                 const ServiceDeps& deps, RpcRecord& record,
+                 std::chrono::steady_clock::time_point start, const errors::ApiError& error,
+                 const ResponseMetadata& metadata) {
+  record.code = static_cast<grpc::StatusCode>(error.code);
+  record.reason = error.reason;
+  NotifyFinished(deps, record, start);
+  FinishUnary(context, reactor, error.ToGrpcStatus(), metadata);
+}
+
+std::optional<errors::ApiError> CheckIdempotencyKey(const std::string& key) {
+  if (key.empty() || pipeline::ValidIdempotencyKey(key)) return std::nullopt;
+  return errors::ApiError::InvalidRequest(
+      {{"idempotency_key",
+        absl::StrCat("an idempotency key (field idempotency_key or metadata idempotency-key) "
+                     "is 1 to ",
+                     pipeline::kMaxIdempotencyKeyLength,
+                     " visible ASCII characters (no spaces or control characters); this one has ",
+                     key.size(), " characters or others.")}});
 }
 
 }  // namespace inspection::services

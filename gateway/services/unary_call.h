@@ -284,6 +284,17 @@ void AddCacheMetadata(ResponseMetadata* metadata, upstream::CacheStatus cache,
 void FinishUnary(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
                  const grpc::Status& status, const ResponseMetadata& metadata);
 
+// Finishes a unary RPC refused before any vendor call with `error`: the record's code and
+// reason, NotifyFinished, then FinishUnary.
+void RefuseUnary(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
+                 const ServiceDeps& deps, RpcRecord& record,
+                 std::chrono::steady_clock::time_point start, const errors::ApiError& error,
+                 const ResponseMetadata& metadata);
+
+// INVALID_ARGUMENT for an idempotency key that is not 1 to kMaxIdempotencyKeyLength visible
+// ASCII characters; nothing for a valid one.
+std::optional<errors::ApiError> CheckIdempotencyKey(const std::string& key);
+
 // What one vendor call through an endpoint produced (CallEndpoint).
 template <class Response>
 struct EndpointResult {
@@ -389,29 +400,18 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
 
   if (auto denied = AdmitCall(*context, deps, record.route->grpc_method, &record.trace);
       denied.has_value()) {
-    record.code = static_cast<grpc::StatusCode>(denied->code);
-    record.reason = denied->reason;
-    NotifyFinished(deps, record, start);
-    FinishUnary(context, reactor, denied->ToGrpcStatus(), request_id);
+    RefuseUnary(context, reactor, deps, record, start, *denied, request_id);
     return reactor;
   }
-
   validation::Violations violations = endpoint.validate(*request);
   if (!violations.empty()) {
-    errors::ApiError error = errors::ApiError::InvalidRequest(std::move(violations));
-    record.code = static_cast<grpc::StatusCode>(error.code);
-    record.reason = error.reason;
-    NotifyFinished(deps, record, start);
-    FinishUnary(context, reactor, error.ToGrpcStatus(), request_id);
+    RefuseUnary(context, reactor, deps, record, start,
+                errors::ApiError::InvalidRequest(std::move(violations)), request_id);
     return reactor;
   }
-
   upstream::CallOptions call;
   if (auto error = CallOptionsFor(*context, deps, record.request_id, &call); error.has_value()) {
-    record.code = static_cast<grpc::StatusCode>(error->code);
-    record.reason = error->reason;
-    NotifyFinished(deps, record, start);
-    FinishUnary(context, reactor, error->ToGrpcStatus(), request_id);
+    RefuseUnary(context, reactor, deps, record, start, *error, request_id);
     return reactor;
   }
   call.trace = record.trace;
@@ -420,22 +420,13 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
   std::string idempotency_key;
   if (endpoint.idempotency_key && deps.idempotency != nullptr) {
     idempotency_key = IdempotencyKeyFor(*context, endpoint.idempotency_key(*request));
-    if (!idempotency_key.empty() && !pipeline::ValidIdempotencyKey(idempotency_key)) {
-      errors::ApiError error = errors::ApiError::InvalidRequest(
-          {{"idempotency_key",
-            absl::StrCat("an idempotency key (field idempotency_key or metadata "
-                         "idempotency-key) is 1 to ",
-                         pipeline::kMaxIdempotencyKeyLength,
-                         " visible ASCII characters (no spaces or control characters); this "
-                         "one has ",
-                         idempotency_key.size(), " characters or others.")}});
-      record.code = static_cast<grpc::StatusCode>(error.code);
-      record.reason = error.reason;
-      NotifyFinished(deps, record, start);
-      FinishUnary(context, reactor, error.ToGrpcStatus(), request_id);
+    if (auto invalid = CheckIdempotencyKey(idempotency_key); invalid.has_value()) {
+      RefuseUnary(context, reactor, deps, record, start, *invalid, request_id);
       return reactor;
     }
-    idempotency_key = ScopedIdempotencyKey(record.caller, idempotency_key);
+    if (!idempotency_key.empty()) {
+      idempotency_key = ScopedIdempotencyKey(record.caller, idempotency_key);
+    }
   }
   if (!idempotency_key.empty()) {
     // Runs for a replay and, possibly on another thread, for a waiter: the metadata is
@@ -461,16 +452,14 @@ grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const R
         return reactor;
       case pipeline::IdempotencyStore::Decision::kWait:
         return reactor;
-      case pipeline::IdempotencyStore::Decision::kMismatch: {
-        errors::ApiError error = errors::ApiError::InvalidRequest(
-            {{"idempotency_key",
-              "was already used with different parameters; use a new key for a new operation"}});
-        record.code = static_cast<grpc::StatusCode>(error.code);
-        record.reason = error.reason;
-        NotifyFinished(deps, record, start);
-        FinishUnary(context, reactor, error.ToGrpcStatus(), request_id);
+      case pipeline::IdempotencyStore::Decision::kMismatch:
+        RefuseUnary(
+            context, reactor, deps, record, start,
+            errors::ApiError::InvalidRequest({{"idempotency_key",
+                                               "was already used with different parameters; use "
+                                               "a new key for a new operation"}}),
+            request_id);
         return reactor;
-      }
       case pipeline::IdempotencyStore::Decision::kUnavailable:
         record.code = replay.status.error_code();
         NotifyFinished(deps, record, start);

@@ -138,12 +138,11 @@ std::set<std::string> SpecEventNames() {
   return {names.begin(), names.end()};
 }
 
-absl::StatusOr<std::unique_ptr<WebhookReceiver>> WebhookReceiver::Start(
-    WebhookReceiverOptions options, eventlog::EventLog* log) {
-  // The keys first: a receiver without one must not start, whatever else is wrong.
-  absl::StatusOr<WebhookKeyMatcher> default_keys =
-      WebhookKeyMatcher::Create(options.current_key, options.previous_key);
-  if (!default_keys.ok()) return default_keys.status();
+namespace {
+
+// The options a receiver refuses to start with (after the default account's keys): an
+// account without a key, no event log, a bad path or limit.
+absl::Status CheckOptions(const WebhookReceiverOptions& options, const eventlog::EventLog* log) {
   for (size_t i = 0; i < options.accounts.size(); ++i) {
     const WebhookAccount& account = options.accounts[i];
     if (account.current_key.empty()) {
@@ -172,6 +171,40 @@ absl::StatusOr<std::unique_ptr<WebhookReceiver>> WebhookReceiver::Start(
   if (options.threads < 1 || options.io_threads < 1) {
     return absl::InvalidArgumentError("webhook receiver threads must be at least 1");
   }
+  return absl::OkStatus();
+}
+
+// The HTTP server under the receiver: its threads and limits, and JSON bodies for the
+// answers the HTTP layer produces itself.
+http::HttpServerOptions HttpOptionsFor(const WebhookReceiverOptions& options) {
+  http::HttpServerOptions server_options;
+  server_options.io_threads = options.io_threads;
+  server_options.worker_threads = options.threads;
+  server_options.limits = options.limits;
+  // A sender whose just-too-large body was refused still gets to read the 413: what it
+  // keeps sending is drained (not stored) up to a little past the limit.
+  server_options.limits.linger_max_bytes = std::max(
+      server_options.limits.linger_max_bytes, server_options.limits.max_body_bytes + 64 * 1024);
+  // Answers the HTTP layer produces itself (malformed request, limits...) and exceptions
+  // get a small JSON body, like every other answer.
+  server_options.error_body = [](http::ServerResponse& response) {
+    Reply(response, response.status, ErrorName(response.status), ErrorMessage(response.status));
+  };
+  server_options.exception_body = [](http::ServerResponse& response) {
+    Reply(response, 500, "internal", "internal error; nothing was stored");
+  };
+  return server_options;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<WebhookReceiver>> WebhookReceiver::Start(
+    WebhookReceiverOptions options, eventlog::EventLog* log) {
+  // The keys first: a receiver without one must not start, whatever else is wrong.
+  absl::StatusOr<WebhookKeyMatcher> default_keys =
+      WebhookKeyMatcher::Create(options.current_key, options.previous_key);
+  if (!default_keys.ok()) return default_keys.status();
+  if (absl::Status checked = CheckOptions(options, log); !checked.ok()) return checked;
   absl::StatusOr<JsonPointer> event_name =
       ParsePointer("event_name_pointer", options.event_name_pointer);
   if (!event_name.ok()) return event_name.status();
@@ -251,22 +284,7 @@ absl::StatusOr<std::unique_ptr<WebhookReceiver>> WebhookReceiver::Start(
   std::unique_ptr<WebhookReceiver> receiver(
       new WebhookReceiver(std::move(options), std::move(endpoints), std::move(pointers), log));
 
-  http::HttpServerOptions server_options;
-  server_options.io_threads = receiver->options_.io_threads;
-  server_options.worker_threads = receiver->options_.threads;
-  server_options.limits = receiver->options_.limits;
-  // A sender whose just-too-large body was refused still gets to read the 413: what it
-  // keeps sending is drained (not stored) up to a little past the limit.
-  server_options.limits.linger_max_bytes = std::max(
-      server_options.limits.linger_max_bytes, server_options.limits.max_body_bytes + 64 * 1024);
-  // Answers the HTTP layer produces itself (malformed request, limits...) and exceptions
-  // get a small JSON body, like every other answer.
-  server_options.error_body = [](http::ServerResponse& response) {
-    Reply(response, response.status, ErrorName(response.status), ErrorMessage(response.status));
-  };
-  server_options.exception_body = [](http::ServerResponse& response) {
-    Reply(response, 500, "internal", "internal error; nothing was stored");
-  };
+  http::HttpServerOptions server_options = HttpOptionsFor(receiver->options_);
   WebhookReceiver* self = receiver.get();
   receiver->server_ = std::make_unique<http::HttpServer>(
       [self](const http::ServerRequest& head) { return self->CheckHead(head); },

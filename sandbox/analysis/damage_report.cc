@@ -165,6 +165,32 @@ json CustomFormResults(const std::string& key) {
                            {"inputs", std::move(inputs)}}});
 }
 
+// The report's per-part totals: summed cost and worst severity of each damaged part.
+json SeverityList(const std::map<std::string, PartTotal>& totals) {
+  json severity = json::array();
+  for (const auto& [part, total] : totals) {
+    severity.push_back(json{{"cost", total.cost},
+                            {"severity", SeverityCode(total.worst)},
+                            {"severityType", "sum"},
+                            {"location", part}});
+  }
+  return severity;
+}
+
+// The plate the caller knows wins; otherwise the one "read" on the photos.
+json VehicleJson(const DamageReportInput& input) {
+  const analysis_internal::PlateReading reading = analysis_internal::VehicleFor(input.urls);
+  if (input.licence_plate.empty()) {
+    return json{{"region", reading.region},
+                {"immat", reading.immat},
+                {"detectedLicensePlate", reading.immat}};
+  }
+  const std::string region = analysis_internal::RegionOfPlate(input.licence_plate);
+  return json{{"region", region.empty() ? reading.region : region},
+              {"immat", input.licence_plate},
+              {"detectedLicensePlate", input.licence_plate}};
+}
+
 }  // namespace
 
 json DamageReportData(const DamageReportInput& input) {
@@ -267,27 +293,8 @@ json DamageReportData(const DamageReportInput& input) {
     record(part, std::move(damage), level, report_stream);
   }
 
-  json severity = json::array();
-  for (const auto& [part, total] : totals) {
-    severity.push_back(json{{"cost", total.cost},
-                            {"severity", SeverityCode(total.worst)},
-                            {"severityType", "sum"},
-                            {"location", part}});
-  }
-
-  // The plate the caller knows wins; otherwise the one "read" on the photos.
-  const analysis_internal::PlateReading reading = analysis_internal::VehicleFor(input.urls);
-  json vehicle;
-  if (input.licence_plate.empty()) {
-    vehicle = json{{"region", reading.region},
-                   {"immat", reading.immat},
-                   {"detectedLicensePlate", reading.immat}};
-  } else {
-    const std::string region = analysis_internal::RegionOfPlate(input.licence_plate);
-    vehicle = json{{"region", region.empty() ? reading.region : region},
-                   {"immat", input.licence_plate},
-                   {"detectedLicensePlate", input.licence_plate}};
-  }
+  json severity = SeverityList(totals);
+  json vehicle = VehicleJson(input);
 
   HashStream token_stream =
       HashStream::For("damage/report-token", JoinKey({input.inspection_id, input.token_uid}));

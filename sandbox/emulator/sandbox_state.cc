@@ -554,6 +554,58 @@ Reply SandboxState::TestWebhook(const std::string& event_name, const std::string
   return OkReply({{"status", "send"}});
 }
 
+namespace {
+
+// Why `step` cannot be taken from tradeinStatus `status` (the conflict's explanation), or
+// nothing, with the status it leads to in `*next_status` (unchanged for kExpire).
+std::optional<std::string> RefusedStep(TokenStep step, int status, bool fast_track,
+                                       int* next_status) {
+  switch (step) {
+    case TokenStep::kOpen:
+      if (status != 0) return std::string("open needs status 0 (link not opened yet).");
+      *next_status = 1;
+      break;
+    case TokenStep::kStartShooting:
+      if (status != 1) return std::string("start-shooting needs status 1 (open first).");
+      *next_status = 2;
+      break;
+    case TokenStep::kFinishShooting:
+      if (status != 2) {
+        return std::string("finish-shooting needs status 2 (start-shooting first).");
+      }
+      *next_status = 3;
+      break;
+    case TokenStep::kFastTrack:
+      if (!fast_track) {
+        return std::string("fast-track needs a token created with options.fastTrack true.");
+      }
+      if (status != 3) {
+        return std::string("fast-track needs status 3 (finish-shooting first).");
+      }
+      *next_status = 4;
+      break;
+    case TokenStep::kComplete:
+      if (fast_track && status != 4) {
+        return std::string(
+            "with options.fastTrack true, complete needs status 4 (fast-track first).");
+      }
+      if (!fast_track && status != 3) {
+        return std::string("complete needs status 3 (finish-shooting first).");
+      }
+      *next_status = 5;
+      break;
+    case TokenStep::kChaseUp:
+      if (status == 6) return std::string("the customer has already been chased up.");
+      *next_status = 6;
+      break;
+    case TokenStep::kExpire:
+      break;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Reply SandboxState::AdvanceToken(const std::string& uid, TokenStep step,
                                  std::vector<WebhookEvent>* events) {
   const absl::Time now = clock_->Now();
@@ -576,47 +628,12 @@ Reply SandboxState::AdvanceToken(const std::string& uid, TokenStep step,
   Inspection* inspection = nullptr;
   if (!token.inspection_id.empty()) inspection = &inspections_[token.inspection_id];
   int next_status = token.status;
-  switch (step) {
-    case TokenStep::kOpen:
-      if (token.status != 0) return conflict("open needs status 0 (link not opened yet).");
-      next_status = 1;
-      break;
-    case TokenStep::kStartShooting:
-      if (token.status != 1) return conflict("start-shooting needs status 1 (open first).");
-      next_status = 2;
-      break;
-    case TokenStep::kFinishShooting:
-      if (token.status != 2) {
-        return conflict("finish-shooting needs status 2 (start-shooting first).");
-      }
-      next_status = 3;
-      break;
-    case TokenStep::kFastTrack:
-      if (!token.fast_track) {
-        return conflict("fast-track needs a token created with options.fastTrack true.");
-      }
-      if (token.status != 3) {
-        return conflict("fast-track needs status 3 (finish-shooting first).");
-      }
-      next_status = 4;
-      break;
-    case TokenStep::kComplete:
-      if (token.fast_track && token.status != 4) {
-        return conflict("with options.fastTrack true, complete needs status 4 (fast-track first).");
-      }
-      if (!token.fast_track && token.status != 3) {
-        return conflict("complete needs status 3 (finish-shooting first).");
-      }
-      next_status = 5;
-      break;
-    case TokenStep::kChaseUp:
-      if (token.status == 6) return conflict("the customer has already been chased up.");
-      next_status = 6;
-      break;
-    case TokenStep::kExpire:
-      token.expires_at = now;
-      break;
+  if (std::optional<std::string> why =
+          RefusedStep(step, token.status, token.fast_track, &next_status);
+      why.has_value()) {
+    return conflict(*why);
   }
+  if (step == TokenStep::kExpire) token.expires_at = now;
 
   token.status = next_status;
   token.status_updated_at = now;

@@ -135,23 +135,9 @@ bool IsValidRetryAfter(const std::string& text) {
   return absl::ParseTime("%a, %d %b %Y %H:%M:%S GMT", text, &parsed, &error);
 }
 
-absl::StatusOr<FaultRule> ParseOneRule(const json& object, size_t index) {
-  if (!object.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("fault rule ", index, ": must be a JSON object"));
-  }
-  static constexpr const char* kKnownKeys[] = {
-      "route",          "event",  "kind", "probability", "times", "latency_ms",
-      "latency_max_ms", "status", "body", "retry_after", "count", "webhook"};
-  for (const auto& [key, value] : object.items()) {
-    bool known = false;
-    for (const char* k : kKnownKeys) known = known || key == k;
-    if (!known) return Invalid(index, key, "is not a known key");
-  }
-
-  FaultRule rule;
-
-  // The kind decides which key set applies, so read it first.
+// A rule's kind (HTTP or webhook: `rule.kind` or `rule.webhook_kind`, and `rule.webhook`)
+// and its target (`route`, or `event` for a webhook rule); the kind's name.
+absl::StatusOr<std::string> ParseKindAndTarget(const json& object, size_t index, FaultRule& rule) {
   const auto kind_it = object.find("kind");
   if (kind_it == object.end()) return Invalid(index, "kind", "is required");
   if (!kind_it->is_string()) return Invalid(index, "kind", "must be a string");
@@ -203,35 +189,11 @@ absl::StatusOr<FaultRule> ParseOneRule(const json& object, size_t index) {
     }
     rule.route = target_it->get<std::string>();
   }
+  return kind_name;
+}
 
-  if (const auto it = object.find("probability"); it != object.end()) {
-    if (!it->is_number()) return Invalid(index, "probability", "must be a number in [0, 1]");
-    const double p = it->get<double>();
-    // NaN fails both comparisons, so it is rejected too.
-    if (!(p >= 0.0 && p <= 1.0)) {
-      return Invalid(index, "probability", "must be a number in [0, 1]");
-    }
-    rule.probability = p;
-  }
-
-  if (const auto it = object.find("times"); it != object.end()) {
-    auto times = GetInt(*it, index, "times", -1, std::numeric_limits<int>::max());
-    if (!times.ok()) return times.status();
-    // 0 would be a rule that can never fire; it is almost certainly a mistake.
-    if (*times == 0) return Invalid(index, "times", "must be -1 (unlimited) or >= 1");
-    rule.times = static_cast<int>(*times);
-  }
-
-  // Kind-specific keys: refuse those the kind ignores (see kKindSpecificKeys).
-  for (const auto& [key, value] : object.items()) {
-    if (!IsKindSpecificKey(key)) continue;
-    const bool applies = rule.webhook ? KeyAppliesToWebhookKind(key, rule.webhook_kind)
-                                      : KeyAppliesToHttpKind(key, rule.kind);
-    if (!applies) {
-      return Invalid(index, key, absl::StrCat("does not apply to kind \"", kind_name, "\""));
-    }
-  }
-
+// What a rule does once it fires: latency, status, body, Retry-After, count.
+absl::Status ParseEffects(const json& object, size_t index, FaultRule& rule) {
   // A day is far beyond any useful latency and keeps the arithmetic clear of overflow.
   constexpr int64_t kMaxLatencyMs = 24 * 3600 * 1000;
   if (const auto it = object.find("latency_ms"); it != object.end()) {
@@ -288,7 +250,58 @@ absl::StatusOr<FaultRule> ParseOneRule(const json& object, size_t index) {
     if (!count.ok()) return count.status();
     rule.count = static_cast<int>(*count);
   }
+  return absl::OkStatus();
+}
 
+absl::StatusOr<FaultRule> ParseOneRule(const json& object, size_t index) {
+  if (!object.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fault rule ", index, ": must be a JSON object"));
+  }
+  static constexpr const char* kKnownKeys[] = {
+      "route",          "event",  "kind", "probability", "times", "latency_ms",
+      "latency_max_ms", "status", "body", "retry_after", "count", "webhook"};
+  for (const auto& [key, value] : object.items()) {
+    bool known = false;
+    for (const char* k : kKnownKeys) known = known || key == k;
+    if (!known) return Invalid(index, key, "is not a known key");
+  }
+
+  FaultRule rule;
+
+  absl::StatusOr<std::string> kind = ParseKindAndTarget(object, index, rule);
+  if (!kind.ok()) return kind.status();
+  const std::string& kind_name = *kind;
+
+  if (const auto it = object.find("probability"); it != object.end()) {
+    if (!it->is_number()) return Invalid(index, "probability", "must be a number in [0, 1]");
+    const double p = it->get<double>();
+    // NaN fails both comparisons, so it is rejected too.
+    if (!(p >= 0.0 && p <= 1.0)) {
+      return Invalid(index, "probability", "must be a number in [0, 1]");
+    }
+    rule.probability = p;
+  }
+
+  if (const auto it = object.find("times"); it != object.end()) {
+    auto times = GetInt(*it, index, "times", -1, std::numeric_limits<int>::max());
+    if (!times.ok()) return times.status();
+    // 0 would be a rule that can never fire; it is almost certainly a mistake.
+    if (*times == 0) return Invalid(index, "times", "must be -1 (unlimited) or >= 1");
+    rule.times = static_cast<int>(*times);
+  }
+
+  // Kind-specific keys: refuse those the kind ignores (see kKindSpecificKeys).
+  for (const auto& [key, value] : object.items()) {
+    if (!IsKindSpecificKey(key)) continue;
+    const bool applies = rule.webhook ? KeyAppliesToWebhookKind(key, rule.webhook_kind)
+                                      : KeyAppliesToHttpKind(key, rule.kind);
+    if (!applies) {
+      return Invalid(index, key, absl::StrCat("does not apply to kind \"", kind_name, "\""));
+    }
+  }
+
+  if (absl::Status effects = ParseEffects(object, index, rule); !effects.ok()) return effects;
   return rule;
 }
 
