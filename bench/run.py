@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmarks of DESIGN.md §9 with public load generators (h2load, wrk, grpc.aio), against
+"""Benchmarks of docs/design.md §9 with public load generators (h2load, wrk, grpc.aio), against
 the real binaries: inspection-sandbox as the vendor, inspection-gateway in front of it.
 
 Each scenario starts its own processes on OS-chosen ports, measures, stops them by pid,
@@ -438,7 +438,7 @@ def hop_latency(build, tmp, args):
     added50 = hop["via"]["p"][50] - hop["direct"]["p"][50]
     added99 = hop["via"]["p"][99] - hop["direct"]["p"][99]
     complete = hop["ok"] == hop["n"]
-    # DESIGN.md §9 dropped "added p50 <= 100 us": it sat below this machine's floor.
+    # docs/design.md §9 dropped "added p50 <= 100 us": it sat below this machine's floor.
     record("hop_latency", "added latency p50", added50, "us", "reported", complete)
     record("hop_latency", "added latency p99", added99, "us", "<= 300 us",
            added99 <= 300 and complete)

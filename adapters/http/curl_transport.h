@@ -31,7 +31,7 @@ struct CurlTransportOptions {
   // Open connections across all hosts (CURLMOPT_MAX_TOTAL_CONNECTIONS). Requests beyond it wait
   // inside libcurl for a free connection, and that wait counts against their timeout. libcurl's
   // own default is unlimited; 4096 keeps the gateway well below a typical fd limit (ulimit -n)
-  // while leaving room for the 2,000 concurrent calls of DESIGN.md §9. 0 means unlimited.
+  // while leaving room for the 2,000 concurrent calls of docs/design.md §9. 0 means unlimited.
   long max_total_connections = 4096;
   // Open connections to one host:port (CURLMOPT_MAX_HOST_CONNECTIONS). 0 means unlimited.
   long max_host_connections = 0;

@@ -38,7 +38,7 @@ struct CachingOptions {
   timers::Scheduler* timers = nullptr;
 };
 
-// The response cache of the request pipeline (DESIGN §4), a decorator above the retry
+// The response cache of the request pipeline (docs/design.md §4), a decorator above the retry
 // loop. For cacheable routes (route table: `cacheable`, `cache_ttl`) it answers fresh
 // entries without calling the vendor, coalesces identical concurrent calls into one,
 // and serves an expired entry within the stale window when the vendor fails (the

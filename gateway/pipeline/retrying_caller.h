@@ -27,7 +27,7 @@ struct RetryOptions {
   size_t metrics_account = 0;
 };
 
-// The retry loop and circuit breaker of the request pipeline (DESIGN §4), a decorator
+// The retry loop and circuit breaker of the request pipeline (docs/design.md §4), a decorator
 // over the next VendorCaller. Per call: ask the breaker (open: fail fast with UNAVAILABLE
 // and RetryInfo), call the next caller, and on failure retry only what the route's
 // idempotency and the failure allow (resilience::ClassifyRetry), after a full-jitter

@@ -65,7 +65,7 @@ struct CallOptions {
 
 using VendorCallback = absl::AnyInvocable<void(VendorResult) &&>;
 
-// The request pipeline's one interface (DESIGN §4): the vendor client is the innermost
+// The request pipeline's one interface (docs/design.md §4): the vendor client is the innermost
 // implementation, and each concern (retry, circuit breaker, cache, idempotency,
 // metrics) is a decorator over it, composed in GatewayServer. Thread-safe; `done` is
 // called exactly once, possibly on another thread, and must not block.

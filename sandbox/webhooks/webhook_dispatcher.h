@@ -42,7 +42,8 @@ struct DeliveryRecord {
 };
 
 struct WebhookDispatcherOptions {
-  // Delay before the first attempt of every event (DESIGN: "after a configurable delay").
+  // Delay before the first attempt of every event: the sandbox delivers results "after a
+  // configurable delay", like the vendor's asynchronous damage results.
   std::chrono::milliseconds initial_delay{200};
   // Delays before attempts 2, 3, ...: the retry schedule (at-least-once until it runs out).
   std::vector<std::chrono::milliseconds> retry_schedule = {
