@@ -90,7 +90,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Fail("an error message holds a secret");
     return 0;
   }
-  if (HoldsSecret(inspection::config::DumpConfig(*config), text)) Fail("--print-config holds a secret");
+  if (HoldsSecret(inspection::config::DumpConfig(*config), text))
+    Fail("--print-config holds a secret");
   if (HoldsSecret(
           inspection::config::DumpConfig(*config, inspection::config::DumpFormat::kSingleLine),
           text)) {
