@@ -501,7 +501,6 @@ void GatewayMetrics::BuildUpstreams(const std::vector<std::string>& upstreams) {
 void GatewayMetrics::BuildCacheAndEvents() {
   BuildCache();
   BuildWebhooks();
-  BuildReconcileAndTracing();
 }
 
 void GatewayMetrics::BuildCache() {
@@ -599,69 +598,6 @@ void GatewayMetrics::BuildWebhooks() {
       .Register(registry)
       .Add({{"version", version::Version()}, {"revision", version::Revision()}})
       .Set(1);
-}
-
-void GatewayMetrics::BuildReconcileAndTracing() {
-  prometheus::Registry& registry = *registry_;
-  auto& reconcile_polls =
-      prometheus::BuildCounter()
-          .Name("inspection_reconcile_polls_total")
-          .Help(
-              "Vendor calls the reconciler made (reconcile.*): kind=inspection polls a damages "
-              "report, kind=token a token's status.")
-          .Register(registry);
-  reconcile_polls_[0] = &reconcile_polls.Add({{"kind", "inspection"}});
-  reconcile_polls_[1] = &reconcile_polls.Add({{"kind", "token"}});
-  auto& recovered =
-      prometheus::BuildCounter()
-          .Name("inspection_reconcile_recovered_total")
-          .Help(
-              "Damage reports the gateway recovered by polling and appended as damagesReport "
-              "events, by cause: missed_webhook (its createReport did not arrive within "
-              "reconcile.after_ms: webhooks are being lost) or webhook_less (webhook.mode poll).")
-          .Register(registry);
-  reconcile_recovered_[0] = &recovered.Add({{"cause", "missed_webhook"}});
-  reconcile_recovered_[1] = &recovered.Add({{"cause", "webhook_less"}});
-  reconcile_overdue_ = &prometheus::BuildGauge()
-                            .Name("inspection_reconcile_overdue_items")
-                            .Help(
-                                "Recorded inspections and tokens due for a poll and not being "
-                                "polled (grows when the poll budget is too small).")
-                            .Register(registry)
-                            .Add({});
-  reconcile_ledger_errors_ =
-      &prometheus::BuildCounter()
-           .Name("inspection_reconcile_ledger_errors_total")
-           .Help("Work ledger or event log operations of the reconciler that failed.")
-           .Register(registry)
-           .Add({});
-  reconcile_given_up_ =
-      &prometheus::BuildCounter()
-           .Name("inspection_reconcile_given_up_total")
-           .Help(
-               "Inspections and tokens the reconciler gave up on: polled "
-               "reconcile.max_polls_per_item times without a result, never polled again.")
-           .Register(registry)
-           .Add({});
-  trace_spans_exported_ = &prometheus::BuildCounter()
-                               .Name("inspection_trace_spans_exported_total")
-                               .Help("Spans the OTLP collector accepted (tracing.otlp_endpoint).")
-                               .Register(registry)
-                               .Add({});
-  auto& spans_dropped = prometheus::BuildCounter()
-                            .Name("inspection_trace_spans_dropped_total")
-                            .Help(
-                                "Spans not exported: queue_full (tracing.max_queued_spans "
-                                "reached), export_failed (the collector refused or did not "
-                                "answer their batch).")
-                            .Register(registry);
-  trace_spans_dropped_[0] = &spans_dropped.Add({{"reason", "queue_full"}});
-  trace_spans_dropped_[1] = &spans_dropped.Add({{"reason", "export_failed"}});
-  trace_export_failures_ = &prometheus::BuildCounter()
-                                .Name("inspection_trace_export_failures_total")
-                                .Help("OTLP export requests that failed (one per batch).")
-                                .Register(registry)
-                                .Add({});
 }
 
 void GatewayMetrics::BuildStreams(const std::vector<std::string>& rpcs) {
@@ -815,28 +751,6 @@ void GatewayMetrics::RecordUnknownWebhookEventName(uint64_t count) {
 }
 void GatewayMetrics::RecordEventLogAppend(uint64_t count) {
   event_log_appends_->Increment(static_cast<double>(count));
-}
-void GatewayMetrics::RecordReconcilePolls(bool token, uint64_t count) {
-  reconcile_polls_[token ? 1 : 0]->Increment(static_cast<double>(count));
-}
-void GatewayMetrics::RecordReconcileRecovered(bool webhook_less, uint64_t count) {
-  reconcile_recovered_[webhook_less ? 1 : 0]->Increment(static_cast<double>(count));
-}
-void GatewayMetrics::SetReconcileOverdue(int64_t items) {
-  reconcile_overdue_->Set(static_cast<double>(items));
-}
-void GatewayMetrics::RecordTraceSpans(uint64_t exported, uint64_t dropped_queue_full,
-                                      uint64_t dropped_export_failed, uint64_t failed_requests) {
-  trace_spans_exported_->Increment(static_cast<double>(exported));
-  trace_spans_dropped_[0]->Increment(static_cast<double>(dropped_queue_full));
-  trace_spans_dropped_[1]->Increment(static_cast<double>(dropped_export_failed));
-  trace_export_failures_->Increment(static_cast<double>(failed_requests));
-}
-void GatewayMetrics::RecordReconcileLedgerErrors(uint64_t count) {
-  reconcile_ledger_errors_->Increment(static_cast<double>(count));
-}
-void GatewayMetrics::RecordReconcileGivenUp(uint64_t count) {
-  reconcile_given_up_->Increment(static_cast<double>(count));
 }
 void GatewayMetrics::RecordEventLogAppendError(uint64_t count) {
   event_log_append_errors_->Increment(static_cast<double>(count));

@@ -49,6 +49,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "gateway/metrics/metrics_scope.h"
 #include "gateway/metrics/process_collector.h"
 #include "gateway/resilience/circuit_breaker.h"
 #include "gateway/resilience/retry_policy.h"
@@ -359,23 +360,9 @@ class GatewayMetrics final : public prometheus::Collectable {
   // inspection_event_log_append_errors_total
   void RecordEventLogAppendError(uint64_t count = 1);
 
-  // --- reconciliation (reconcile.*) ---------------------------------------------------------
-  // inspection_reconcile_polls_total{kind="inspection"|"token"}
-  void RecordReconcilePolls(bool token, uint64_t count);
-  // inspection_reconcile_recovered_total{cause="missed_webhook"|"webhook_less"}
-  void RecordReconcileRecovered(bool webhook_less, uint64_t count);
-  // inspection_reconcile_overdue_items
-  void SetReconcileOverdue(int64_t items);
-  // inspection_reconcile_ledger_errors_total
-  void RecordReconcileLedgerErrors(uint64_t count);
-  // inspection_reconcile_given_up_total
-  void RecordReconcileGivenUp(uint64_t count);
-
-  // --- tracing (tracing.*) ------------------------------------------------------------------
-  // inspection_trace_spans_exported_total, inspection_trace_spans_dropped_total{reason=
-  // "queue_full"|"export_failed"}, inspection_trace_export_failures_total (requests).
-  void RecordTraceSpans(uint64_t exported, uint64_t dropped_queue_full,
-                        uint64_t dropped_export_failed, uint64_t failed_requests);
+  // The reconciler's and the span exporter's series are theirs (reconcile_metrics.h,
+  // otlp_exporter.h), created from scope() into this registry.
+  MetricsScope scope() const { return MetricsScope(*registry_); }
 
   // --- streams ------------------------------------------------------------------------------
   // Handles of config.stream_rpcs[index]; out of range -> "other".
@@ -402,7 +389,6 @@ class GatewayMetrics final : public prometheus::Collectable {
   void BuildCacheAndEvents();
   void BuildCache();
   void BuildWebhooks();
-  void BuildReconcileAndTracing();
   void BuildStreams(const std::vector<std::string>& rpcs);
 
   const std::shared_ptr<prometheus::Registry> registry_;
@@ -441,14 +427,6 @@ class GatewayMetrics final : public prometheus::Collectable {
       ABSL_GUARDED_BY(authz_mu_);
   prometheus::Counter* event_log_appends_ = nullptr;
   prometheus::Counter* event_log_append_errors_ = nullptr;
-  prometheus::Counter* reconcile_polls_[2] = {};      // inspection, token
-  prometheus::Counter* reconcile_recovered_[2] = {};  // missed_webhook, webhook_less
-  prometheus::Gauge* reconcile_overdue_ = nullptr;
-  prometheus::Counter* reconcile_ledger_errors_ = nullptr;
-  prometheus::Counter* reconcile_given_up_ = nullptr;
-  prometheus::Counter* trace_spans_exported_ = nullptr;
-  prometheus::Counter* trace_spans_dropped_[2] = {};  // queue_full, export_failed
-  prometheus::Counter* trace_export_failures_ = nullptr;
   prometheus::Histogram* fanout_lag_ = nullptr;
   prometheus::Gauge* catching_up_ = nullptr;
   std::array<prometheus::Counter*, kNumStreamDropReasons> dropped_subscribers_{};

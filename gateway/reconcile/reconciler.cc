@@ -95,6 +95,26 @@ void Reconciler::QueueObserved(const eventlog::NewEvent& event) {
   }
 }
 
+void Reconciler::Count(int64_t Stats::*field, int64_t n) {
+  stats_.*field += n;
+  const ReconcileMetrics* m = options_.metrics;
+  if (m == nullptr || n <= 0) return;
+  prometheus::Counter* series = nullptr;
+  if (field == &Stats::polls) series = m->polls_inspection;
+  if (field == &Stats::token_polls) series = m->polls_token;
+  if (field == &Stats::recovered) {
+    series = options_.webhook_less ? m->recovered_webhook_less : m->recovered_missed_webhook;
+  }
+  if (field == &Stats::ledger_errors) series = m->ledger_errors;
+  if (field == &Stats::given_up) series = m->given_up;
+  if (series != nullptr) series->Increment(static_cast<double>(n));
+}
+
+void Reconciler::SetOverdue(int64_t items) {
+  stats_.overdue = items;
+  if (options_.metrics != nullptr) options_.metrics->overdue->Set(static_cast<double>(items));
+}
+
 void Reconciler::CountLedgerFailure(const absl::Status& status, const std::string& id) {
   if (status.ok()) return;
   // A record that failed: this submission's report depends on its webhook alone. A resolve
@@ -102,7 +122,7 @@ void Reconciler::CountLedgerFailure(const absl::Status& status, const std::strin
   logging::Warn("work ledger: write failed",
                 {{"error", std::string(status.message())}, {"id", id}});
   absl::MutexLock lock(&mu_);
-  ++stats_.ledger_errors;
+  Count(&Stats::ledger_errors);
 }
 
 void Reconciler::ApplyQueued() {
@@ -117,7 +137,7 @@ void Reconciler::ApplyQueued() {
     logging::Warn("reconcile: work dropped while the queue was full (the ledger is stuck)",
                   {{"dropped", std::to_string(dropped)}});
     absl::MutexLock lock(&mu_);
-    stats_.ledger_errors += dropped;
+    Count(&Stats::ledger_errors, dropped);
   }
   for (const Queued& q : queued) {
     absl::Status s;
@@ -165,14 +185,14 @@ absl::StatusOr<int> Reconciler::RunOnce() {
     absl::StatusOr<int64_t> overdue = ledger_->CountPending(Ms(now));
     absl::MutexLock lock(&mu_);
     ++stats_.budget_limited;
-    if (overdue.ok()) stats_.overdue = *overdue;
+    if (overdue.ok()) SetOverdue(*overdue);
     return 0;
   }
   absl::StatusOr<std::vector<eventlog::WorkItem>> due =
       ledger_->ClaimDue(Ms(now), budget, options_.owner, absl::ToInt64Milliseconds(options_.lease));
   if (!due.ok()) {
     absl::MutexLock lock(&mu_);
-    ++stats_.ledger_errors;
+    Count(&Stats::ledger_errors);
     return due.status();
   }
   // Items polled max_polls_per_item times already (the cap was lowered since) go without a
@@ -189,7 +209,7 @@ absl::StatusOr<int> Reconciler::RunOnce() {
     absl::MutexLock lock(&mu_);
     tokens_ -= static_cast<double>(due->size());
     for (const eventlog::WorkItem& item : *due) {
-      ++(item.kind == eventlog::WorkKind::kToken ? stats_.token_polls : stats_.polls);
+      Count(item.kind == eventlog::WorkKind::kToken ? &Stats::token_polls : &Stats::polls);
     }
     if (claimed == budget) ++stats_.budget_limited;
   }
@@ -213,7 +233,7 @@ absl::StatusOr<int> Reconciler::RunOnce() {
   absl::StatusOr<int64_t> overdue = ledger_->CountPending(Ms(clock_()));
   if (overdue.ok()) {
     absl::MutexLock lock(&mu_);
-    stats_.overdue = *overdue;
+    SetOverdue(*overdue);
   }
   return static_cast<int>(due->size());
 }
@@ -261,13 +281,13 @@ void Reconciler::OnReport(const eventlog::WorkItem& item, absl::StatusOr<std::st
         logging::Warn("work ledger: resolve failed", {{"error", std::string(s.message())}});
       }
       absl::MutexLock lock(&mu_);
-      ++stats_.recovered;
+      Count(&Stats::recovered);
       return;
     }
     logging::Warn("reconcile: append failed",
                   {{"error", std::string(appended.status().message())}});
     absl::MutexLock lock(&mu_);
-    ++stats_.ledger_errors;
+    Count(&Stats::ledger_errors);
   }
   {
     // NOT_FOUND is the vendor's "no report (yet)"; anything else failed.
@@ -296,7 +316,7 @@ void Reconciler::OnToken(const eventlog::WorkItem& item, absl::StatusOr<TokenSta
       return;
     }
     absl::MutexLock lock(&mu_);
-    ++stats_.ledger_errors;
+    Count(&Stats::ledger_errors);
   } else if (state.ok() && state->expired) {
     if (ledger_->Resolve(item.kind, item.account, item.id).ok()) {
       absl::MutexLock lock(&mu_);
@@ -339,7 +359,7 @@ void Reconciler::GiveUp(const eventlog::WorkItem& item, int polls) {
        {"id", item.id},
        {"polls", std::to_string(polls)}});
   absl::MutexLock lock(&mu_);
-  ++stats_.given_up;
+  Count(&Stats::given_up);
 }
 
 bool Reconciler::Ready(const nlohmann::json& report) const {

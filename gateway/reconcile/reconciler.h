@@ -36,6 +36,7 @@
 #include "absl/time/time.h"
 #include "adapters/eventlog/event_log.h"
 #include "adapters/eventlog/work_ledger.h"
+#include "gateway/reconcile/reconcile_metrics.h"
 #include "nlohmann/json.hpp"
 
 namespace inspection::reconcile {
@@ -80,6 +81,9 @@ struct ReconcilerOptions {
   // Queued work (Queue*) not applied yet, at most: a stuck ledger must not grow the queue
   // without bound. Beyond it work is dropped and counted (Stats::ledger_errors).
   size_t max_queued = 100000;
+  // Where the Prometheus series are updated (reconcile_metrics.h); null: none. Must
+  // outlive the reconciler.
+  const ReconcileMetrics* metrics = nullptr;
 };
 
 // GET damagesReport for one inspection of one vendor account. `done` gets the 2xx body
@@ -166,6 +170,9 @@ class Reconciler {
   };
   // Queues `queued` unless options.max_queued wait already (then counts it dropped).
   void Enqueue(Queued queued);
+  // Adds `n` to stats_.*field and to its Prometheus series, if it has one.
+  void Count(int64_t Stats::*field, int64_t n = 1) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetOverdue(int64_t items) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyQueued() ABSL_LOCKS_EXCLUDED(mu_);
   // Logs and counts (stats_.ledger_errors) a ledger write for `id` that failed; OK: nothing.
   void CountLedgerFailure(const absl::Status& status, const std::string& id)

@@ -28,6 +28,7 @@ absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
 // Opens the ledger and creates the reconciler (ReconcileSettings); leaves both null when
 // reconciliation is off.
 absl::Status MakeReconciler(const GatewayServerOptions& options, EventPipeline& events,
+                            const reconcile::ReconcileMetrics* metrics,
                             reconcile::FetchReport fetch_report,
                             reconcile::FetchToken fetch_token) {
   const ReconcileSettings& settings = options.reconcile;
@@ -46,6 +47,7 @@ absl::Status MakeReconciler(const GatewayServerOptions& options, EventPipeline& 
   reconcile::ReconcilerOptions reconciler = settings.reconciler;
   reconciler.webhook_less = events.webhook_less;
   reconciler.owner = ReplicaName();
+  reconciler.metrics = metrics;
   events.reconciler = std::make_unique<reconcile::Reconciler>(
       std::move(reconciler), events.ledger.get(), events.log.get(), std::move(fetch_report),
       std::move(fetch_token));
@@ -96,11 +98,10 @@ absl::StatusOr<std::unique_ptr<eventlog::EventLog>> OpenEventLog(
   return absl::InvalidArgumentError("event_log must be sqlite:<path> or redis://host:port");
 }
 
-absl::StatusOr<EventPipeline> MakeEventPipeline(const GatewayServerOptions& options,
-                                                metrics::GatewayMetrics* metrics,
-                                                pipeline::CachingCaller* cache,
-                                                reconcile::FetchReport fetch_report,
-                                                reconcile::FetchToken fetch_token) {
+absl::StatusOr<EventPipeline> MakeEventPipeline(
+    const GatewayServerOptions& options, metrics::GatewayMetrics* metrics,
+    const reconcile::ReconcileMetrics* reconcile_metrics, pipeline::CachingCaller* cache,
+    reconcile::FetchReport fetch_report, reconcile::FetchToken fetch_token) {
   EventPipeline events;
   events.log = options.event_log;
   if (events.log == nullptr) {
@@ -109,8 +110,8 @@ absl::StatusOr<EventPipeline> MakeEventPipeline(const GatewayServerOptions& opti
     events.log = std::shared_ptr<eventlog::EventLog>(std::move(*log));
   }
   events.webhook_less = options.webhook_less || options.webhook.current_key.empty();
-  if (absl::Status made =
-          MakeReconciler(options, events, std::move(fetch_report), std::move(fetch_token));
+  if (absl::Status made = MakeReconciler(options, events, reconcile_metrics,
+                                         std::move(fetch_report), std::move(fetch_token));
       !made.ok()) {
     return made;
   }

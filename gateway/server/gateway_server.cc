@@ -80,6 +80,8 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   auto metrics = MakeGatewayMetrics(opts);
   if (!metrics.ok()) return metrics.status();
   s.metrics_ = *std::move(metrics);
+  s.reconcile_metrics_ = reconcile::ReconcileMetrics::Create(s.metrics_->scope());
+  s.tracing_metrics_ = tracing::OtlpExporterMetrics::Create(s.metrics_->scope());
   s.scheduler_ = std::make_unique<timers::TimerThreadScheduler>();
   if (absl::Status made = s.MakeSpanSink(); !made.ok()) return made;
   auto stub =
@@ -87,8 +89,9 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   if (!stub.ok()) return stub.status();
   s.vendor_ = *std::move(stub);
 
-  auto events = MakeEventPipeline(opts, s.metrics_.get(), s.vendor_.caching.get(),
-                                  services::ReportFetch(&s.deps_), services::TokenFetch(&s.deps_));
+  auto events =
+      MakeEventPipeline(opts, s.metrics_.get(), &s.reconcile_metrics_, s.vendor_.caching.get(),
+                        services::ReportFetch(&s.deps_), services::TokenFetch(&s.deps_));
   if (!events.ok()) return events.status();
   s.events_ = *std::move(events);
   s.InstallCollectHook();
@@ -113,7 +116,9 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
 absl::Status GatewayServer::MakeSpanSink() {
   spans_ = options_.span_sink;
   if (spans_ != nullptr || options_.tracing.endpoint.empty()) return absl::OkStatus();
-  auto exporter = tracing::OtlpExporter::Create(options_.tracing, transport_.get());
+  tracing::OtlpExporterOptions tracing = options_.tracing;
+  tracing.metrics = &tracing_metrics_;
+  auto exporter = tracing::OtlpExporter::Create(std::move(tracing), transport_.get());
   if (!exporter.ok()) return exporter.status();
   exporter_ = std::move(*exporter);
   spans_ = exporter_.get();
@@ -123,8 +128,6 @@ absl::Status GatewayServer::MakeSpanSink() {
 void GatewayServer::InstallCollectHook() {
   metrics_->SetCollectHook([this] {
     SyncReceiverMetrics();
-    SyncReconcileMetrics();
-    SyncTracingMetrics();
     metrics_->SetUpstreamBufferedResponseBytes(transport_->BufferedResponseBytes());
   });
 }
@@ -240,37 +243,6 @@ void GatewayServer::StartHealthChecks() {
       if (health_stop_) return;
     }
   });
-}
-
-void GatewayServer::SyncTracingMetrics() {
-  if (exporter_ == nullptr) return;
-  const tracing::OtlpExporter::Stats now = exporter_->stats();
-  absl::MutexLock lock(&tracing_metrics_mu_);
-  tracing::OtlpExporter::Stats& seen = tracing_reported_;
-  metrics_->RecordTraceSpans(now.exported - seen.exported,
-                             now.dropped_queue_full - seen.dropped_queue_full,
-                             now.dropped_export_failed - seen.dropped_export_failed,
-                             now.export_requests_failed - seen.export_requests_failed);
-  seen = now;
-}
-
-void GatewayServer::SyncReconcileMetrics() {
-  if (events_.reconciler == nullptr) return;
-  const reconcile::Reconciler::Stats now = events_.reconciler->stats();
-  absl::MutexLock lock(&reconcile_metrics_mu_);
-  reconcile::Reconciler::Stats& seen = reconcile_reported_;
-  auto delta = [](int64_t now_value, int64_t& seen_value) {
-    const uint64_t d = now_value > seen_value ? static_cast<uint64_t>(now_value - seen_value) : 0;
-    seen_value = std::max(seen_value, now_value);
-    return d;
-  };
-  metrics::GatewayMetrics& m = *metrics_;
-  m.RecordReconcilePolls(/*token=*/false, delta(now.polls, seen.polls));
-  m.RecordReconcilePolls(/*token=*/true, delta(now.token_polls, seen.token_polls));
-  m.RecordReconcileRecovered(events_.webhook_less, delta(now.recovered, seen.recovered));
-  m.RecordReconcileLedgerErrors(delta(now.ledger_errors, seen.ledger_errors));
-  m.RecordReconcileGivenUp(delta(now.given_up, seen.given_up));
-  m.SetReconcileOverdue(now.overdue);
 }
 
 void GatewayServer::SyncReceiverMetrics() {

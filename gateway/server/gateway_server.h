@@ -76,7 +76,8 @@ class GatewayServer {
   explicit GatewayServer(GatewayServerOptions options);
   // The span exporter when tracing.otlp_endpoint is set, or the injected sink.
   absl::Status MakeSpanSink();
-  // Registers what is copied into the metrics on each scrape (SyncReceiverMetrics, ...).
+  // Registers what is read into the metrics on each scrape (the webhook receiver's counters,
+  // the transport's buffered bytes).
   void InstallCollectHook();
   // Fills deps_: each account's token poller, the idempotency store, the stream limits,
   // the per-caller limits and the authorization policy.
@@ -85,16 +86,16 @@ class GatewayServer {
   absl::Status StartAdmin();
   // Copies the webhook receiver's counters into the Prometheus metrics (per scrape).
   void SyncReceiverMetrics();
-  // The same for the reconciler's.
-  void SyncReconcileMetrics();
-  // The same for the span exporter's.
-  void SyncTracingMetrics();
   // Keeps EventService's health status in step with the event log.
   void StartHealthChecks();
 
   GatewayServerOptions options_;
   std::shared_ptr<http::HttpTransport> transport_;
   std::shared_ptr<metrics::GatewayMetrics> metrics_;
+  // The reconciler's and the exporter's series, created from metrics_->scope() whether or
+  // not they run (the families exist at zero).
+  reconcile::ReconcileMetrics reconcile_metrics_;
+  tracing::OtlpExporterMetrics tracing_metrics_;
   std::unique_ptr<timers::TimerThreadScheduler> scheduler_;
   // The OTLP span exporter; null when tracing.otlp_endpoint is not set.
   std::unique_ptr<tracing::OtlpExporter> exporter_;
@@ -120,14 +121,10 @@ class GatewayServer {
   absl::Mutex health_mu_;
   bool health_stop_ ABSL_GUARDED_BY(health_mu_) = false;
   std::thread health_thread_;
-  // Counters already copied into the metrics (see the Sync* functions).
-  absl::Mutex tracing_metrics_mu_;
-  tracing::OtlpExporter::Stats tracing_reported_ ABSL_GUARDED_BY(tracing_metrics_mu_);
+  // Receiver counters already copied into the metrics (see SyncReceiverMetrics).
   absl::Mutex receiver_metrics_mu_;
   webhooks::WebhookReceiverStats receiver_reported_ ABSL_GUARDED_BY(receiver_metrics_mu_);
   http::HttpServerStats receiver_http_reported_ ABSL_GUARDED_BY(receiver_metrics_mu_);
-  absl::Mutex reconcile_metrics_mu_;
-  reconcile::Reconciler::Stats reconcile_reported_ ABSL_GUARDED_BY(reconcile_metrics_mu_);
 };
 
 }  // namespace inspection::server

@@ -96,6 +96,7 @@ void OtlpExporter::Record(Span span) {
   absl::MutexLock lock(&mu_);
   if (stopping_ || queue_.size() >= options_.max_queued_spans) {
     ++stats_.dropped_queue_full;
+    if (options_.metrics != nullptr) options_.metrics->dropped_queue_full->Increment();
     return;
   }
   queue_.push_back(std::move(span));
@@ -134,6 +135,9 @@ void OtlpExporter::Run() {
       if (last) {
         // One last batch is sent; whatever does not fit in it is dropped and counted.
         stats_.dropped_queue_full += queue_.size();
+        if (options_.metrics != nullptr) {
+          options_.metrics->dropped_queue_full->Increment(static_cast<double>(queue_.size()));
+        }
         queue_.clear();
       }
     }
@@ -164,12 +168,33 @@ void OtlpExporter::SendBatch(std::vector<Span> batch, bool last) {
       accepted.wait_for(timeout + std::chrono::seconds(1)) == std::future_status::ready &&
       accepted.get();
   absl::MutexLock lock(&mu_);
+  const OtlpExporterMetrics* metrics = options_.metrics;
   if (ok) {
     stats_.exported += batch.size();
+    if (metrics != nullptr) metrics->exported->Increment(static_cast<double>(batch.size()));
   } else {
     stats_.dropped_export_failed += batch.size();
     ++stats_.export_requests_failed;
+    if (metrics != nullptr) {
+      metrics->dropped_export_failed->Increment(static_cast<double>(batch.size()));
+      metrics->export_failures->Increment();
+    }
   }
+}
+
+OtlpExporterMetrics OtlpExporterMetrics::Create(const metrics::MetricsScope& scope) {
+  OtlpExporterMetrics m;
+  m.exported = &scope.Counter("inspection_trace_spans_exported_total",
+                              "Spans the OTLP collector accepted (tracing.otlp_endpoint).");
+  auto& dropped = scope.CounterFamily(
+      "inspection_trace_spans_dropped_total",
+      "Spans not exported: queue_full (tracing.max_queued_spans reached), export_failed (the "
+      "collector refused or did not answer their batch).");
+  m.dropped_queue_full = &dropped.Add({{"reason", "queue_full"}});
+  m.dropped_export_failed = &dropped.Add({{"reason", "export_failed"}});
+  m.export_failures = &scope.Counter("inspection_trace_export_failures_total",
+                                     "OTLP export requests that failed (one per batch).");
+  return m;
 }
 
 }  // namespace inspection::tracing

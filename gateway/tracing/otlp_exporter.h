@@ -28,9 +28,22 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "adapters/http/http_transport.h"
+#include "gateway/metrics/metrics_scope.h"
 #include "gateway/tracing/span.h"
 
 namespace inspection::tracing {
+
+// The exporter's Prometheus series (inspection_trace_*), created from a scope and updated
+// where spans are exported or dropped (docs/design.md §7).
+struct OtlpExporterMetrics {
+  // Registers the families, every series at zero.
+  static OtlpExporterMetrics Create(const metrics::MetricsScope& scope);
+
+  prometheus::Counter* exported = nullptr;
+  prometheus::Counter* dropped_queue_full = nullptr;
+  prometheus::Counter* dropped_export_failed = nullptr;
+  prometheus::Counter* export_failures = nullptr;
+};
 
 struct OtlpExporterOptions {
   // The collector's OTLP/HTTP traces URL (http or https); "" turns tracing export off.
@@ -42,6 +55,8 @@ struct OtlpExporterOptions {
   // Resource attributes service.name and service.version.
   std::string service_name = "inspection-gateway";
   std::string service_version;
+  // Where the Prometheus series are updated; null: none. Must outlive the exporter.
+  const OtlpExporterMetrics* metrics = nullptr;
 };
 
 // The ExportTraceServiceRequest JSON of `spans` (one resource, one scope). Ids are hex

@@ -27,6 +27,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "gateway/metrics/gateway_metrics.h"
+#include "gateway/reconcile/reconcile_metrics.h"
+#include "gateway/tracing/otlp_exporter.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -154,6 +156,9 @@ class AdminServerTest : public ::testing::Test {
     absl::StatusOr<std::shared_ptr<GatewayMetrics>> metrics = GatewayMetrics::Create(TestConfig());
     ASSERT_TRUE(metrics.ok()) << metrics.status();
     metrics_ = *std::move(metrics);
+    // The series the reconciler and the span exporter own, registered as the server does.
+    reconcile::ReconcileMetrics::Create(metrics_->scope());
+    tracing::OtlpExporterMetrics::Create(metrics_->scope());
     AdminServer::Options options;
     options.host = "127.0.0.1";
     options.port = 0;
@@ -359,7 +364,7 @@ TEST_F(AdminServerTest, MetricsUseTheTextFormatContentTypeAndDescribeEveryFamily
     if (kind == "HELP") helps.insert(name);
     if (kind == "TYPE") types[name] = type;
   }
-  EXPECT_EQ(types.size(), 52u);  // 45 of the gateway + 7 process_*
+  EXPECT_EQ(types.size(), 52u);  // 45 of the gateway (8 of them the components') + 7 process_*
   for (const auto& [name, type] : types) {
     EXPECT_TRUE(helps.count(name)) << name;
     if (type == "counter") {

@@ -10,11 +10,13 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "adapters/eventlog/sqlite/sqlite_event_log.h"
 #include "adapters/eventlog/work_ledger.h"
+#include "gateway/metrics/metrics_scope.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/captured_log.h"
 #include "tests/support/temp_dir.h"
@@ -370,6 +372,41 @@ TEST_F(ReconcilerTest, ANewSubmissionIsPolledWhenDueDespiteThousandsOfStaleItems
   EXPECT_LE(first_poll - due, 5) << "the new submission's first poll came " << first_poll - due
                                  << " s after it was due";
   EXPECT_GT(reconciler.stats().budget_limited, 0) << "the budget was the limit all along";
+}
+
+// The reconciler's Prometheus series are its own (reconcile_metrics.h): updated where a
+// poll, a recovery, a give-up or a ledger failure happens, not copied from stats() later.
+TEST_F(ReconcilerTest, UpdatesItsPrometheusSeriesWhereThingsHappen) {
+  prometheus::Registry registry;
+  const ReconcileMetrics metrics = ReconcileMetrics::Create(metrics::MetricsScope(registry));
+  options_.metrics = &metrics;
+  options_.max_polls_per_item = 2;
+  Reconciler& reconciler = Make();
+  ASSERT_TRUE(reconciler.Submitted("prod", "insp-1").ok());
+  ASSERT_TRUE(reconciler.Submitted("prod", "insp-2").ok());
+  ASSERT_TRUE(reconciler.TokenCreated("prod", "tok-1").ok());
+  tokens_["tok-1"] = TokenState{};  // never completed: given up after 2 polls
+  reports_["insp-1"] = R"({"damages": []})";
+  EXPECT_EQ(metrics.polls_inspection->Value(), 0);
+  for (int t = 0; t <= 7200; t += 30) At(t);
+  const Reconciler::Stats stats = reconciler.stats();
+  EXPECT_EQ(stats.polls, 3) << "insp-1 once (recovered), insp-2 twice (given up)";
+  EXPECT_EQ(stats.token_polls, 2);
+  EXPECT_EQ(metrics.polls_inspection->Value(), 3);
+  EXPECT_EQ(metrics.polls_token->Value(), 2);
+  EXPECT_EQ(metrics.recovered_missed_webhook->Value(), 1);
+  EXPECT_EQ(metrics.recovered_webhook_less->Value(), 0);
+  EXPECT_EQ(metrics.given_up->Value(), 2);
+  EXPECT_EQ(metrics.ledger_errors->Value(), 0);
+  EXPECT_EQ(metrics.overdue->Value(), 0);
+  // A report recovered in webhook-less mode counts under its own cause.
+  options_.webhook_less = true;
+  Reconciler& webhook_less = Make();
+  reports_["insp-3"] = R"({"damages": []})";
+  ASSERT_TRUE(webhook_less.Submitted("prod", "insp-3").ok());
+  for (int t = 7200; t <= 7800; t += 30) At(t);
+  EXPECT_EQ(metrics.recovered_webhook_less->Value(), 1);
+  EXPECT_EQ(metrics.recovered_missed_webhook->Value(), 1);
 }
 
 // reconcile.max_polls_per_item: an inspection or token without a result after that many

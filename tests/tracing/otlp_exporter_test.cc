@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
 
 #include "absl/synchronization/mutex.h"
 #include "nlohmann/json.hpp"
@@ -159,11 +160,29 @@ TEST(OtlpExporterTest, SendsBatchesToTheEndpointAndCountsThem) {
   EXPECT_EQ((*exporter)->stats().dropped_queue_full, 0u);
 }
 
+TEST(OtlpExporterTest, CountsExportedSpansInItsPrometheusSeries) {
+  FakeCollector collector;
+  prometheus::Registry registry;
+  const OtlpExporterMetrics metrics = OtlpExporterMetrics::Create(metrics::MetricsScope(registry));
+  OtlpExporterOptions options = Options();
+  options.metrics = &metrics;
+  auto exporter = OtlpExporter::Create(options, &collector);
+  ASSERT_TRUE(exporter.ok()) << exporter.status();
+  for (int i = 0; i < 6; ++i) (*exporter)->Record(MakeSpan(i));
+  ASSERT_TRUE(WaitUntil([&] { return metrics.exported->Value() == 6; }, 5s));
+  EXPECT_EQ(metrics.dropped_queue_full->Value(), 0);
+  EXPECT_EQ(metrics.export_failures->Value(), 0);
+}
+
 TEST(OtlpExporterTest, AFullQueueDropsAndCountsWithoutBlocking) {
   FakeCollector collector;
   collector.Hold();  // the collector never answers: the exporter's thread is stuck sending
   OtlpExporterOptions options = Options();
   options.export_timeout = 5s;
+  // Its Prometheus series are its own, updated where spans are dropped or exported.
+  prometheus::Registry registry;
+  const OtlpExporterMetrics metrics = OtlpExporterMetrics::Create(metrics::MetricsScope(registry));
+  options.metrics = &metrics;
   auto exporter = OtlpExporter::Create(options, &collector);
   ASSERT_TRUE(exporter.ok());
   for (int i = 0; i < 4; ++i) (*exporter)->Record(MakeSpan(i));  // one batch, taken
@@ -176,6 +195,9 @@ TEST(OtlpExporterTest, AFullQueueDropsAndCountsWithoutBlocking) {
   collector.ReleaseAll();  // the held batch fails
   ASSERT_TRUE(WaitUntil([&] { return (*exporter)->stats().dropped_export_failed >= 4; }, 5s));
   EXPECT_GE((*exporter)->stats().export_requests_failed, 1u);
+  EXPECT_EQ(metrics.dropped_queue_full->Value(), 1000 - 8);
+  EXPECT_GE(metrics.dropped_export_failed->Value(), 4);
+  EXPECT_GE(metrics.export_failures->Value(), 1);
 }
 
 TEST(OtlpExporterTest, ARefusingCollectorCostsSpansNotMemory) {
