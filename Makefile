@@ -128,10 +128,16 @@ format-check: deps
 
 # No production function longer than LIZARD_MAX_LENGTH lines (lizard's "length": the
 # function's lines, signature and braces included): a longer one is split where its steps are.
+# The composition root (gateway/server/gateway_server.cc: Start, Shutdown) stays on a
+# screen: LIZARD_ROOT_MAX_LENGTH.
 LIZARD_MAX_LENGTH ?= 120
+LIZARD_ROOT_MAX_LENGTH ?= 60
 lint-functions: deps
 	@.tools/venv/bin/lizard --length $(LIZARD_MAX_LENGTH) --CCN 1000 --arguments 100 \
-	  --warnings_only gateway adapters sandbox && echo "lint-functions: ok (<= $(LIZARD_MAX_LENGTH) lines)"
+	  --warnings_only gateway adapters sandbox && \
+	  .tools/venv/bin/lizard --length $(LIZARD_ROOT_MAX_LENGTH) --CCN 1000 --arguments 100 \
+	  --warnings_only gateway/server/gateway_server.cc && \
+	  echo "lint-functions: ok (<= $(LIZARD_MAX_LENGTH) lines; the composition root <= $(LIZARD_ROOT_MAX_LENGTH))"
 
 # buf lint (STANDARD), and buf breaking against the last release's image: inspection.v1
 # only grows (README, "The API"; a new release adds its image to proto/releases/).
