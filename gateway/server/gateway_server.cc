@@ -317,6 +317,9 @@ GatewayServer::~GatewayServer() {
   vendor_.accounts.clear();
   events_.log.reset();
   events_.ledger.reset();
+  // The exporter sends through the transport: gone first (also on a start that failed
+  // before Shutdown had anything to stop).
+  exporter_.reset();
   transport_.reset();
 }
 
