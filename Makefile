@@ -82,10 +82,19 @@ test-sanitize: deps
 # end. Only those binaries (and the gateway the integration tests start) are built.
 TSAN_TARGETS := http_tests cache_tests idempotency_tests reconcile_tests gateway_tests \
 	integration_tests inspection-gateway
+# Not run under TSan: StreamingTest.AThousandSubscribersAllReceiveAFannedOutEvent opens 1,000
+#   streams at once, and each stream's first write hands gRPC's interceptor batch and op set
+#   between threads through libgrpc (not built with TSan): most runs report races whose top
+#   frames are std::function and grpcpp header code inside InterceptorBatchMethodsImpl::
+#   ProceedServer, which no suppression can name without also hiding our code that gRPC calls
+#   from there. The other StreamingTest cases run the same reactors under TSan; the
+#   thousand-stream case runs in `make test` and under ASan.
+TSAN_EXCLUDE ?= ^StreamingTest\.AThousandSubscribersAllReceiveAFannedOutEvent$$
 TSAN_CTEST_ARGS ?= -j2 -L '^(http_tests|cache_tests|idempotency_tests|reconcile_tests)$$' \
 	--then -j2 -L '^gateway_tests$$' -R '^(VendorClient|CachingCaller)' \
 	--then -j2 -L '^integration_tests$$' \
-	  -R '^(EventHub|EventFilter|EventStreamReactor|Streaming|CachePipeline|Reconcile)Test\.'
+	  -R '^(EventHub|EventFilter|EventStreamReactor|Streaming|CachePipeline|Reconcile)Test\.' \
+	  $(if $(TSAN_EXCLUDE),-E '$(TSAN_EXCLUDE)')
 test-tsan: deps
 	@cmake -S . -B $(TSAN_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DINSPECTION_GATEWAY_BUILD_TESTS=ON -DINSPECTION_GATEWAY_SANITIZE=thread >/dev/null
