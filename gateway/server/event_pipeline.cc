@@ -21,10 +21,6 @@ std::string ReplicaName() {
                       tracing::Hex(tracing::NewSpanId()).substr(0, 8));
 }
 
-absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
-  return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
-}
-
 // Opens the ledger and creates the reconciler (ReconcileSettings); leaves both null when
 // reconciliation is off.
 absl::Status MakeReconciler(const GatewayServerOptions& options, EventPipeline& events,
@@ -78,6 +74,10 @@ absl::Status CheckWebhookAccounts(const GatewayServerOptions& options) {
 }
 
 }  // namespace
+
+absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
+  return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
+}
 
 absl::StatusOr<std::unique_ptr<eventlog::WorkLedger>> OpenWorkLedger(
     const std::string& ledger_url, const std::string& event_log_url) {

@@ -44,6 +44,10 @@ absl::StatusOr<EventPipeline> MakeEventPipeline(
     const reconcile::ReconcileMetrics* reconcile_metrics, pipeline::CachingCaller* cache,
     reconcile::FetchReport fetch_report, reconcile::FetchToken fetch_token);
 
+// `status` with `prefix` (what it is about: "event_log: ") before its message, its code kept.
+// The composition root's start-up errors name their config key this way.
+absl::Status Prefixed(const absl::Status& status, absl::string_view prefix);
+
 // Opens "sqlite:<path>" or "redis://..." (config key event_log).
 absl::StatusOr<std::unique_ptr<eventlog::EventLog>> OpenEventLog(
     const std::string& url, const eventlog::RetentionPolicy& retention);

@@ -57,10 +57,6 @@ absl::StatusOr<std::shared_ptr<metrics::GatewayMetrics>> MakeGatewayMetrics(
   return metrics;
 }
 
-absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
-  return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
-}
-
 }  // namespace
 
 GatewayServer::GatewayServer(GatewayServerOptions options) : options_(std::move(options)) {}
