@@ -22,9 +22,11 @@
 #include "adapters/vendor/event_config_mapper.h"
 #include "adapters/vendor/event_mapper.h"
 #include "adapters/vendor/image_mapper.h"
-#include "adapters/vendor/inspection_mapper.h"
 #include "adapters/vendor/json_codec.h"
 #include "adapters/vendor/token_mapper.h"
+#include "adapters/vendor/vendor_mapping.h"
+#include "adapters/vendor/vendor_routes.h"
+#include "inspection/v1/inspection.pb.h"
 
 namespace {
 
@@ -54,13 +56,11 @@ absl::Status Decode(int type, const json& body, std::unique_ptr<google::protobuf
       return vendor::DecodeCreateTokenResponse(body, "https://webapp.example.com", "en",
                                                make(new v1::CreateTokenResponse), &report);
     case 1:
-      return vendor::DecodeGetTokenStatusResponse(body, make(new v1::GetTokenStatusResponse),
-                                                  &report);
+      return vendor::DecodeResponse(body, make(new v1::GetTokenStatusResponse), &report);
     case 2:
-      return vendor::DecodeSearchInspectionsResponse(body, make(new v1::SearchInspectionsResponse),
-                                                     &report);
+      return vendor::DecodeResponse(body, make(new v1::SearchInspectionsResponse), &report);
     case 3:
-      return vendor::DecodeGetDamagesReportResponse(body, make(new v1::GetDamagesReportResponse));
+      return vendor::DecodeResponse(body, make(new v1::GetDamagesReportResponse), &report);
     case 4:
       return vendor::DecodeGetWebhookConfigResponse(body, make(new v1::GetWebhookConfigResponse),
                                                     &report);
@@ -68,25 +68,19 @@ absl::Status Decode(int type, const json& body, std::unique_ptr<google::protobuf
       return vendor::DecodeUpdateWebhookConfigResponse(
           body, make(new v1::UpdateWebhookConfigResponse), &report);
     case 6:
-      return vendor::DecodeListEventConfigsResponse(body, make(new v1::ListEventConfigsResponse),
-                                                    &report);
+      return vendor::DecodeResponse(body, make(new v1::ListEventConfigsResponse), &report);
     case 7:
-      return vendor::DecodeUpdateEventConfigResponse(body, make(new v1::UpdateEventConfigResponse),
-                                                     &report);
+      return vendor::DecodeResponse(body, make(new v1::UpdateEventConfigResponse), &report);
     case 8:
-      return vendor::DecodeTestWebhookResponse(body, make(new v1::TestWebhookResponse), &report);
+      return vendor::DecodeResponse(body, make(new v1::TestWebhookResponse), &report);
     case 9:
-      return vendor::DecodeRemoveBackgroundResponse(body, make(new v1::RemoveBackgroundResponse),
-                                                    &report);
+      return vendor::DecodeResponse(body, make(new v1::RemoveBackgroundResponse), &report);
     case 10:
-      return vendor::DecodeAssessQualityResponse(body, make(new v1::AssessQualityResponse),
-                                                 &report);
+      return vendor::DecodeResponse(body, make(new v1::AssessQualityResponse), &report);
     case 11:
-      return vendor::DecodeAssessQualityBatchResponse(
-          body, make(new v1::AssessQualityBatchResponse), &report);
+      return vendor::DecodeResponse(body, make(new v1::AssessQualityBatchResponse), &report);
     case 12:
-      return vendor::DecodeSegmentVehicleResponse(body, make(new v1::SegmentVehicleResponse),
-                                                  &report);
+      return vendor::DecodeResponse(body, make(new v1::SegmentVehicleResponse), &report);
     case 13:
       return vendor::DecodeSegmentPartsResponse(body, make(new v1::SegmentPartsResponse), &report);
     case 14:

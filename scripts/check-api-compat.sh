@@ -43,7 +43,7 @@ expect_breaking() {  # name, file, sed expression, text the report must contain
   echo "check-api-compat: $name is caught: $(head -1 <<<"$report")"
 }
 expect_breaking "a renumbered field" proto/inspection/v1/token.proto \
-  '/^message GetTokenStatusRequest {/,/^}/ s/string uid = 1;/string uid = 9;/' \
+  '/^message GetTokenStatusRequest {/,/^}/ s/string uid = 1 /string uid = 9 /' \
   'with name "uid" on message "GetTokenStatusRequest"'
 expect_breaking "a removed RPC" proto/inspection/v1/inspection.proto \
   '/rpc GetDamagesReport(/,/^  }/d' 'GetDamagesReport'

@@ -2,12 +2,6 @@
 
 namespace inspection::vendor {
 
-VendorRequest EncodeDetectDamageRequest(const v1::DetectDamageRequest& request) {
-  VendorRequest out;
-  out.body = EncodeMessage(request);
-  return out;
-}
-
 std::string FindIdByPointers(const nlohmann::json& body, const std::vector<std::string>& pointers) {
   for (const std::string& text : pointers) {
     // json_pointer's constructor throws on a malformed pointer; config validation

@@ -12,10 +12,8 @@
 
 namespace inspection::vendor {
 
-// POST /apiV1/damage/vehicle.
-VendorRequest EncodeDetectDamageRequest(const v1::DetectDamageRequest& request);
-
-// The spec does not show this response: the body is kept whole as a Value (any JSON,
+// POST /apiV1/damage/vehicle (the request uses the generic mapping, vendor_mapping.h). The
+// spec does not show this response: the body is kept whole as a Value (any JSON,
 // or null when the vendor sent an empty body), and the inspection id is the first
 // string (or number) found at one of `options.inspection_id_pointers`.
 absl::Status DecodeDetectDamageResponse(const nlohmann::json& body, const MapperOptions& options,

@@ -72,59 +72,11 @@ absl::Status DecodeGetWebhookConfigResponse(const nlohmann::json& body,
   return DecodeWebhookConfig(body, response->mutable_config(), report);
 }
 
-VendorRequest EncodeUpdateWebhookConfigRequest(const v1::UpdateWebhookConfigRequest& request) {
-  VendorRequest out;
-  out.body = EncodeMessage(request);
-  return out;
-}
-
 absl::Status DecodeUpdateWebhookConfigResponse(const nlohmann::json& body,
                                                v1::UpdateWebhookConfigResponse* response,
                                                DecodeReport* report) {
   response->Clear();
   return DecodeWebhookConfig(body, response->mutable_config(), report);
-}
-
-absl::Status DecodeListEventConfigsResponse(const nlohmann::json& body,
-                                            v1::ListEventConfigsResponse* response,
-                                            DecodeReport* report) {
-  response->Clear();
-  if (!body.is_array()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expected a JSON array of event configurations, got ", body.type_name()));
-  }
-  for (size_t i = 0; i < body.size(); ++i) {
-    DecodeReport item_report;
-    absl::Status status = DecodeMessage(body[i], response->add_event_configs(), &item_report);
-    if (!status.ok()) {
-      response->Clear();  // never half-filled
-      return absl::InvalidArgumentError(absl::StrCat("[", i, "]: ", status.message()));
-    }
-    if (report != nullptr) {
-      const std::string prefix = absl::StrCat("[", i, "].");
-      for (auto& path : item_report.unknown_paths) report->unknown_paths.push_back(prefix + path);
-      for (auto& path : item_report.type_mismatch_paths) {
-        report->type_mismatch_paths.push_back(prefix + path);
-      }
-      for (auto& path : item_report.unknown_enum_paths) {
-        report->unknown_enum_paths.push_back(prefix + path);
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
-VendorRequest EncodeUpdateEventConfigRequest(const v1::UpdateEventConfigRequest& request) {
-  VendorRequest out;
-  out.body = EncodeMessage(request);
-  return out;
-}
-
-absl::Status DecodeUpdateEventConfigResponse(const nlohmann::json& body,
-                                             v1::UpdateEventConfigResponse* response,
-                                             DecodeReport* report) {
-  response->Clear();
-  return DecodeMessage(body, response->mutable_config(), report);
 }
 
 VendorRequest EncodeTestWebhookRequest(const v1::TestWebhookRequest& request,
@@ -142,11 +94,6 @@ VendorRequest EncodeTestWebhookRequest(const v1::TestWebhookRequest& request,
     }
   }
   return out;
-}
-
-absl::Status DecodeTestWebhookResponse(const nlohmann::json& body,
-                                       v1::TestWebhookResponse* response, DecodeReport* report) {
-  return DecodeMessage(body, response, report);
 }
 
 }  // namespace inspection::vendor

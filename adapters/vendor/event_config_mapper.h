@@ -28,31 +28,17 @@ absl::Status DecodeGetWebhookConfigResponse(const nlohmann::json& body,
                                             v1::GetWebhookConfigResponse* response,
                                             DecodeReport* report);
 
-// PUT /apiV1/eventmanager/configwebhook `{ webhookUrlV2, webhookHeaderKey? }`.
-VendorRequest EncodeUpdateWebhookConfigRequest(const v1::UpdateWebhookConfigRequest& request);
+// PUT /apiV1/eventmanager/configwebhook answers as GET does (its request uses the generic
+// mapping, vendor_mapping.h).
 absl::Status DecodeUpdateWebhookConfigResponse(const nlohmann::json& body,
                                                v1::UpdateWebhookConfigResponse* response,
                                                DecodeReport* report);
-
-// GET /apiV1/eventmanager/configevent: a JSON array, one entry per event name.
-// InvalidArgument when the body is not an array.
-absl::Status DecodeListEventConfigsResponse(const nlohmann::json& body,
-                                            v1::ListEventConfigsResponse* response,
-                                            DecodeReport* report);
-
-// PUT /apiV1/eventmanager/configevent `{ eventName, webhook }`.
-VendorRequest EncodeUpdateEventConfigRequest(const v1::UpdateEventConfigRequest& request);
-absl::Status DecodeUpdateEventConfigResponse(const nlohmann::json& body,
-                                             v1::UpdateEventConfigResponse* response,
-                                             DecodeReport* report);
 
 // GET /apiV1/eventmanager/testwebhook with eventName and inspectionId in the query
 // string or a JSON body, per `options.test_webhook_params` (the spec does not show
 // where they go).
 VendorRequest EncodeTestWebhookRequest(const v1::TestWebhookRequest& request,
                                        const MapperOptions& options);
-absl::Status DecodeTestWebhookResponse(const nlohmann::json& body,
-                                       v1::TestWebhookResponse* response, DecodeReport* report);
 
 // The vendor spelling of an event name: `raw` when non-empty, else the enum's.
 std::string EventNameString(v1::EventName name, const std::string& raw);

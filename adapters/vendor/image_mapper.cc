@@ -40,46 +40,6 @@ VendorRequest EncodeRemoveBackgroundRequest(const v1::RemoveBackgroundRequest& r
   return out;
 }
 
-absl::Status DecodeRemoveBackgroundResponse(const nlohmann::json& body,
-                                            v1::RemoveBackgroundResponse* response,
-                                            DecodeReport* report) {
-  return DecodeMessage(body, response, report);
-}
-
-VendorRequest EncodeAssessQualityRequest(const v1::AssessQualityRequest& request) {
-  return BodyOf(request);
-}
-
-absl::Status DecodeAssessQualityResponse(const nlohmann::json& body,
-                                         v1::AssessQualityResponse* response,
-                                         DecodeReport* report) {
-  return DecodeMessage(body, response, report);
-}
-
-VendorRequest EncodeAssessQualityBatchRequest(const v1::AssessQualityBatchRequest& request) {
-  return BodyOf(request);
-}
-
-absl::Status DecodeAssessQualityBatchResponse(const nlohmann::json& body,
-                                              v1::AssessQualityBatchResponse* response,
-                                              DecodeReport* report) {
-  return DecodeMessage(body, response, report);
-}
-
-VendorRequest EncodeSegmentVehicleRequest(const v1::SegmentVehicleRequest& request) {
-  return BodyOf(request);
-}
-
-absl::Status DecodeSegmentVehicleResponse(const nlohmann::json& body,
-                                          v1::SegmentVehicleResponse* response,
-                                          DecodeReport* report) {
-  return DecodeMessage(body, response, report);
-}
-
-VendorRequest EncodeSegmentPartsRequest(const v1::SegmentPartsRequest& request) {
-  return BodyOf(request);
-}
-
 absl::Status DecodeSegmentPartsResponse(const nlohmann::json& body,
                                         v1::SegmentPartsResponse* response, DecodeReport* report) {
   if (absl::Status status = DecodeMessage(body, response, report); !status.ok()) return status;

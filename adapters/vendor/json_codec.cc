@@ -68,8 +68,8 @@ struct EnumPlan {
 
 struct MessagePlan {
   Shape shape = Shape::kObject;
-  // json_name and vendor_alias spellings -> field. Excludes gateway_only fields, `_raw`
-  // siblings, map fields and unknown_fields, which never match a vendor key.
+  // json_name and vendor_alias spellings -> field. Excludes gateway_only and vendor_body fields,
+  // `_raw` siblings, map fields and unknown_fields, which never match a vendor key.
   std::unordered_map<std::string, const FieldDescriptor*> by_key;
   // Fields exchanged with the vendor, in field-number order (encode order and the
   // element order of a vendor_tuple).
@@ -188,8 +188,10 @@ class PlanCache {
       const FieldDescriptor* field = descriptor->field(i);
       const auto& field_options = field->options();
       plan->nullable[i] = field_options.GetExtension(v1::vendor_nullable);
+      // A vendor_body field holds the whole answer, not a key of it.
       if (field == plan->unknown_fields || is_raw[i] || field->is_map() ||
-          field_options.GetExtension(v1::gateway_only)) {
+          field_options.GetExtension(v1::gateway_only) ||
+          field_options.GetExtension(v1::vendor_body)) {
         continue;
       }
       plan->vendor_fields.push_back(field);

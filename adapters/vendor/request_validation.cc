@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstddef>
+#include <functional>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -10,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "inspection/v1/vendor_options.pb.h"
 
 namespace inspection::validation {
 namespace {
@@ -222,38 +225,6 @@ const char* UrlProblem(absl::string_view url) {
   return nullptr;
 }
 
-// A required URL field: "required" when empty, the reason it is malformed otherwise.
-void CheckRequiredUrl(const std::string& field, const std::string& url, Collector& out) {
-  if (url.empty()) {
-    out.Add(field, absl::StrCat(field, " is required and ", kUrlExpectation, "."));
-    return;
-  }
-  if (const char* problem = UrlProblem(url)) {
-    out.Add(field, absl::StrCat(field, " ", kUrlExpectation, "; ", problem, "."));
-  }
-}
-
-void CheckUrlList(const google::protobuf::RepeatedPtrField<std::string>& urls, int max_urls,
-                  Collector& out) {
-  if (urls.empty()) {
-    out.Add("urls", "urls must contain at least one URL.");
-    return;
-  }
-  if (urls.size() > max_urls) {
-    out.Add("urls", absl::StrCat("urls has ", urls.size(), " URLs; at most ", max_urls,
-                                 " are allowed per call (gateway config validation.max_urls)."));
-    return;
-  }
-  for (int i = 0; i < urls.size(); ++i) {
-    const std::string field = absl::StrCat("urls[", i, "]");
-    if (urls[i].empty()) {
-      out.Add(field, absl::StrCat(field, " is empty; every element ", kUrlExpectation, "."));
-    } else if (const char* problem = UrlProblem(urls[i])) {
-      out.Add(field, absl::StrCat(field, " ", kUrlExpectation, "; ", problem, "."));
-    }
-  }
-}
-
 // Identifiers the gateway puts into a vendor URL (uid in the query, inspection ids in
 // the path or, for TestWebhook, a placement the spec does not show). The route table
 // percent-encodes them, but an id containing URL delimiters is never a real vendor id
@@ -437,18 +408,288 @@ void CheckCustomer(const v1::CreateTokenRequest& request, Collector& out) {
   }
 }
 
-// An optional finite-number list with a fixed size.
-void CheckFixedSizeNumbers(const char* field, const google::protobuf::RepeatedField<double>& list,
-                           int size, const char* shape, Collector& out) {
-  if (!list.empty() && list.size() != size) {
-    out.Add(field, absl::StrCat(field, " must be empty or have exactly ", size, " values ", shape,
-                                "; it has ", list.size(), "."));
+// The checks only code can make, by the name a field's `(rules).check` gives. Each runs at
+// its field's place in the order and may look at the whole request (rules across fields).
+template <class Request>
+using TypedCheck = void (*)(const Request&, Collector&);
+
+struct NamedCheck {
+  const google::protobuf::Descriptor* message;
+  std::function<void(const google::protobuf::Message&, Collector&)> run;
+};
+
+template <class Request>
+NamedCheck Check(TypedCheck<Request> check) {
+  return {Request::descriptor(), [check](const google::protobuf::Message& message, Collector& out) {
+            // Generated messages only: a DynamicMessage of the same type is not this class.
+            const auto* typed = dynamic_cast<const Request*>(&message);
+            if (typed != nullptr) check(*typed, out);
+          }};
+}
+
+void CheckCreatorUserId(const v1::CreateTokenRequest& request, Collector& out) {
+  if (request.has_creator_user_id() && IsBlank(request.creator_user_id())) {
+    out.Add("creator_user_id",
+            "creator_user_id must not be empty when set; leave it unset to send null.");
   }
-  for (int i = 0; i < list.size(); ++i) {
-    if (!std::isfinite(list[i])) {
-      out.Add(absl::StrCat(field, "[", i, "]"),
-              absl::StrCat(field, "[", i, "] must be a finite number (not NaN or infinity)."));
+}
+
+void CheckValidity(const v1::CreateTokenRequest& request, Collector& out) {
+  // No upper bound: the spec gives none (its sample is 90 days).
+  if (request.validity() <= 0) {
+    out.Add("validity", absl::StrCat("validity must be greater than 0 (days before the token "
+                                     "expires, e.g. 90); it is ",
+                                     request.validity(), "."));
+  }
+}
+
+void CheckUidSuffix(const v1::GetTokenStatusRequest& request, Collector& out) {
+  if (absl::EndsWith(request.uid(), "-pwa")) {
+    out.Add("uid",
+            "uid must be the token uid without the \"-pwa\" suffix: pass the uid, the gateway "
+            "appends -pwa to build the deviceId.");
+  }
+}
+
+void CheckColourBackground(const v1::RemoveBackgroundRequest& request, Collector& out) {
+  if (!request.has_color_background()) return;
+  if (!IsHexColour(request.color_background())) {
+    out.Add("color_background",
+            "color_background must be a hexadecimal colour: #RRGGBB, RRGGBB, #RGB or RGB.");
+  }
+  if (request.has_url_background()) {
+    out.Add("color_background",
+            "Set only one of url_background or color_background: the background is either "
+            "an image or a plain colour.");
+  }
+}
+
+void CheckWidthRatio(const v1::RemoveBackgroundRequest& request, Collector& out) {
+  if (request.has_manual_width_ratio() &&
+      !(std::isfinite(request.manual_width_ratio()) && request.manual_width_ratio() > 0)) {
+    // No upper bound: the spec only says larger means a bigger vehicle.
+    out.Add("manual_width_ratio",
+            "manual_width_ratio must be a finite number greater than 0 when set.");
+  }
+}
+
+void CheckManualPositioning(const v1::RemoveBackgroundRequest& request, Collector& out) {
+  // Values are not limited to 0..1: the spec does not say they are fractions.
+  if (request.manual_positioning() && request.manual_top_left_position_ratio().empty()) {
+    out.Add("manual_top_left_position_ratio",
+            "manual_top_left_position_ratio is required with 2 values [x, y] when "
+            "manual_positioning is true.");
+  }
+}
+
+void CheckPlateOrUsername(const v1::SearchInspectionsRequest& request, Collector& out) {
+  if (IsBlank(request.license_plate()) && IsBlank(request.username())) {
+    out.Add("license_plate", "One of license_plate or username is required (both may be set).");
+  }
+}
+
+void CheckWebhookHeaderKey(const v1::UpdateWebhookConfigRequest& request, Collector& out) {
+  if (!request.has_webhook_header_key()) return;
+  const std::string& key = request.webhook_header_key();
+  bool printable = true;
+  for (char c : key) {
+    const auto u = static_cast<unsigned char>(c);
+    // Visible ASCII only: the key travels as an HTTP header value, where non-ASCII
+    // bytes are obsolete (RFC 9110) and handled inconsistently by servers.
+    if (u < 0x21 || u > 0x7E) printable = false;
+  }
+  // The key is a secret: descriptions state the rule, never the value.
+  if (key.empty()) {
+    out.Add("webhook_header_key",
+            "webhook_header_key must not be empty when set; leave it unset for no key.");
+  } else if (!printable) {
+    out.Add("webhook_header_key",
+            "webhook_header_key must contain only visible ASCII characters (no spaces or "
+            "control characters) because it is sent as an HTTP header value.");
+  }
+}
+
+template <class Request>
+void CheckEventNameOf(const Request& request, Collector& out) {
+  CheckEventName(request.event_name(), request.event_name_raw(), out);
+}
+
+const std::map<std::string, NamedCheck, std::less<>>& NamedChecks() {
+  static const auto* const checks = new std::map<std::string, NamedCheck, std::less<>>{
+      {"create_token.options", Check<v1::CreateTokenRequest>(CheckOptions)},
+      {"create_token.trade_in", Check<v1::CreateTokenRequest>(CheckTradeIn)},
+      {"create_token.customer", Check<v1::CreateTokenRequest>(CheckCustomer)},
+      {"create_token.creator_user_id", Check<v1::CreateTokenRequest>(CheckCreatorUserId)},
+      {"create_token.validity", Check<v1::CreateTokenRequest>(CheckValidity)},
+      {"token.uid_without_suffix", Check<v1::GetTokenStatusRequest>(CheckUidSuffix)},
+      {"remove_background.color_background",
+       Check<v1::RemoveBackgroundRequest>(CheckColourBackground)},
+      {"remove_background.manual_width_ratio", Check<v1::RemoveBackgroundRequest>(CheckWidthRatio)},
+      {"remove_background.manual_positioning",
+       Check<v1::RemoveBackgroundRequest>(CheckManualPositioning)},
+      {"search.plate_or_username", Check<v1::SearchInspectionsRequest>(CheckPlateOrUsername)},
+      {"webhook.header_key", Check<v1::UpdateWebhookConfigRequest>(CheckWebhookHeaderKey)},
+      {"event.name",
+       {nullptr,
+        [](const google::protobuf::Message& message, Collector& out) {
+          if (const auto* update = dynamic_cast<const v1::UpdateEventConfigRequest*>(&message)) {
+            CheckEventNameOf(*update, out);
+          } else if (const auto* test = dynamic_cast<const v1::TestWebhookRequest*>(&message)) {
+            CheckEventNameOf(*test, out);
+          }
+        }}},
+  };
+  return *checks;
+}
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+// Whether `field` counts as set for `required`: a non-empty string, a set message or optional
+// scalar, a non-zero enum or number, a non-empty list.
+bool IsPresent(const Message& message, const FieldDescriptor* field) {
+  const Reflection* reflection = message.GetReflection();
+  if (field->is_repeated()) return reflection->FieldSize(message, field) > 0;
+  if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+    return !reflection->GetString(message, field).empty();
+  }
+  if (field->has_presence()) return reflection->HasField(message, field);
+  if (field->cpp_type() == FieldDescriptor::CPPTYPE_ENUM) {
+    return reflection->GetEnumValue(message, field) != 0;
+  }
+  return reflection->HasField(message, field);  // proto3 scalar: non-default
+}
+
+int64_t LimitOf(const std::string& name, const ValidationLimits& limits) {
+  if (name == "max_urls") return limits.max_urls;
+  if (name == "search_max_limit") return limits.search_max_limit;
+  return -1;  // a proto naming an unknown limit: caught by ValidationRulesTest
+}
+
+// An http_url string field (not a list). A field with presence that is set but empty is
+// reported as such ("when set; it is empty").
+void CheckUrlField(const Message& message, const FieldDescriptor* field,
+                   const v1::FieldRules& rules, Collector& out) {
+  const Reflection* reflection = message.GetReflection();
+  const std::string& name = field->name();
+  const std::string url = reflection->GetString(message, field);
+  if (!rules.required().empty()) {
+    if (const char* problem = UrlProblem(url)) {
+      out.Add(name, absl::StrCat(name, " ", kUrlExpectation, "; ", problem, "."));
     }
+    return;
+  }
+  if (field->has_presence() && !reflection->HasField(message, field)) return;
+  if (!field->has_presence() && url.empty()) return;
+  if (const char* problem = UrlProblem(url)) {
+    out.Add(name, absl::StrCat(name, " ", kUrlExpectation, " when set; ",
+                               url.empty() ? "it is empty" : problem, "."));
+  }
+}
+
+// A list: its length (min_items, max_items_limit), then every http_url element. A list out
+// of bounds is reported as a whole, before any element is looked at.
+void CheckList(const Message& message, const FieldDescriptor* field, const v1::FieldRules& rules,
+               const ValidationLimits& limits, Collector& out) {
+  const Reflection* reflection = message.GetReflection();
+  const std::string& name = field->name();
+  const int size = reflection->FieldSize(message, field);
+  const char* noun = rules.http_url() ? "URL" : "element";
+  if (size < static_cast<int>(rules.min_items())) {
+    out.Add(name, rules.min_items() == 1
+                      ? absl::StrCat(name, " must contain at least one ", noun, ".")
+                      : absl::StrCat(name, " must contain at least ", rules.min_items(), " ", noun,
+                                     "s; it has ", size, "."));
+    return;
+  }
+  if (!rules.max_items_limit().empty()) {
+    const int64_t max = LimitOf(rules.max_items_limit(), limits);
+    if (size > max) {
+      out.Add(name, absl::StrCat(name, " has ", size, " ", noun, "s; at most ", max,
+                                 " are allowed per call (gateway config validation.",
+                                 rules.max_items_limit(), ")."));
+      return;
+    }
+  }
+  if (rules.http_url() && field->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+    for (int i = 0; i < size; ++i) {
+      const std::string element = absl::StrCat(name, "[", i, "]");
+      const std::string url = reflection->GetRepeatedString(message, field, i);
+      if (url.empty()) {
+        out.Add(element, absl::StrCat(element, " is empty; every element ", kUrlExpectation, "."));
+      } else if (const char* problem = UrlProblem(url)) {
+        out.Add(element, absl::StrCat(element, " ", kUrlExpectation, "; ", problem, "."));
+      }
+    }
+  }
+  if (rules.exact_items() > 0 && field->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE) {
+    if (size != 0 && size != static_cast<int>(rules.exact_items())) {
+      out.Add(name, absl::StrCat(name, " must be empty or have exactly ", rules.exact_items(),
+                                 " values ", rules.shape(), "; it has ", size, "."));
+    }
+    for (int i = 0; i < size; ++i) {
+      if (!std::isfinite(reflection->GetRepeatedDouble(message, field, i))) {
+        out.Add(absl::StrCat(name, "[", i, "]"),
+                absl::StrCat(name, "[", i, "] must be a finite number (not NaN or infinity)."));
+      }
+    }
+  }
+}
+
+// An integer's bounds (min, max_limit), checked when it is set.
+void CheckRange(const Message& message, const FieldDescriptor* field, const v1::FieldRules& rules,
+                const ValidationLimits& limits, Collector& out) {
+  const Reflection* reflection = message.GetReflection();
+  if (field->has_presence() && !reflection->HasField(message, field)) return;
+  int64_t value = 0;
+  switch (field->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32:
+      value = reflection->GetInt32(message, field);
+      break;
+    case FieldDescriptor::CPPTYPE_INT64:
+      value = reflection->GetInt64(message, field);
+      break;
+    case FieldDescriptor::CPPTYPE_UINT32:
+      value = reflection->GetUInt32(message, field);
+      break;
+    default:
+      return;
+  }
+  const std::string& name = field->name();
+  const int64_t min = rules.min();
+  if (!rules.max_limit().empty()) {
+    const int64_t max = LimitOf(rules.max_limit(), limits);
+    if (value < min || value > max) {
+      out.Add(name, absl::StrCat(name, " must be between ", min, " and ", max, " when set; it is ",
+                                 value, "."));
+    }
+  } else if (value < min) {
+    out.Add(name, absl::StrCat(name, " must be ", min, " or greater when set; it is ", value, "."));
+  }
+}
+
+void CheckField(const Message& message, const FieldDescriptor* field, const v1::FieldRules& rules,
+                const ValidationLimits& limits, Collector& out) {
+  const std::string& name = field->name();
+  if (!rules.required().empty() && !IsPresent(message, field)) {
+    out.Add(name, rules.http_url() ? absl::StrCat(name, " is required and ", kUrlExpectation, ".")
+                                   : absl::StrCat(name, " is required: ", rules.required(), "."));
+    return;
+  }
+  if (field->is_repeated()) {
+    CheckList(message, field, rules, limits, out);
+  } else if (rules.http_url()) {
+    CheckUrlField(message, field, rules, out);
+  }
+  if (rules.url_segment() && !field->is_repeated()) {
+    const std::string value = message.GetReflection()->GetString(message, field);
+    if (!value.empty()) CheckUrlId(name, value, out);
+  }
+  if (rules.has_min() || !rules.max_limit().empty()) CheckRange(message, field, rules, limits, out);
+  if (!rules.check().empty()) {
+    const auto& checks = NamedChecks();
+    if (auto it = checks.find(rules.check()); it != checks.end()) it->second.run(message, out);
   }
 }
 
@@ -458,180 +699,53 @@ bool IsWellFormedHttpUrl(const std::string& url) {
   return !url.empty() && UrlProblem(url) == nullptr;
 }
 
-Violations ValidateCreateToken(const v1::CreateTokenRequest& request) {
+Violations ValidateRequest(const google::protobuf::Message& request,
+                           const ValidationLimits& limits) {
   Collector out;
-  CheckOptions(request, out);
-  CheckTradeIn(request, out);
-  CheckCustomer(request, out);
-  if (request.has_creator_user_id() && IsBlank(request.creator_user_id())) {
-    out.Add("creator_user_id",
-            "creator_user_id must not be empty when set; leave it unset to send null.");
-  }
-  // No upper bound: the spec gives none (its sample is 90 days).
-  if (request.validity() <= 0) {
-    out.Add("validity", absl::StrCat("validity must be greater than 0 (days before the token "
-                                     "expires, e.g. 90); it is ",
-                                     request.validity(), "."));
+  const google::protobuf::Descriptor* descriptor = request.GetDescriptor();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const FieldDescriptor* field = descriptor->field(i);
+    if (!field->options().HasExtension(v1::rules)) continue;
+    CheckField(request, field, field->options().GetExtension(v1::rules), limits, out);
   }
   return out.Take();
 }
 
-Violations ValidateGetTokenStatus(const v1::GetTokenStatusRequest& request) {
-  Collector out;
-  if (request.uid().empty()) {
-    out.Add("uid", "uid is required: the token uid returned by CreateToken.");
-    return out.Take();
-  }
-  CheckUrlId("uid", request.uid(), out);
-  if (absl::EndsWith(request.uid(), "-pwa")) {
-    out.Add("uid",
-            "uid must be the token uid without the \"-pwa\" suffix: pass the uid, the gateway "
-            "appends -pwa to build the deviceId.");
-  }
-  return out.Take();
-}
-
-Violations ValidateRemoveBackground(const v1::RemoveBackgroundRequest& request) {
-  Collector out;
-  CheckRequiredUrl("url", request.url(), out);
-  if (request.has_url_background()) {
-    if (const char* problem = UrlProblem(request.url_background())) {
-      out.Add("url_background",
-              absl::StrCat("url_background ", kUrlExpectation, " when set; ",
-                           request.url_background().empty() ? "it is empty" : problem, "."));
+std::vector<std::string> RuleProblems(const google::protobuf::Descriptor& message) {
+  std::vector<std::string> problems;
+  for (int i = 0; i < message.field_count(); ++i) {
+    const FieldDescriptor* field = message.field(i);
+    if (!field->options().HasExtension(v1::rules)) continue;
+    const v1::FieldRules& rules = field->options().GetExtension(v1::rules);
+    const std::string where = field->full_name();
+    const bool string = field->cpp_type() == FieldDescriptor::CPPTYPE_STRING;
+    if ((rules.http_url() || rules.url_segment()) && !string) {
+      problems.push_back(where + ": http_url and url_segment need a string field");
+    }
+    if ((rules.min_items() > 0 || !rules.max_items_limit().empty() || rules.exact_items() > 0) &&
+        !field->is_repeated()) {
+      problems.push_back(where + ": min_items, max_items_limit and exact_items need a list");
+    }
+    if (rules.exact_items() > 0 && field->cpp_type() != FieldDescriptor::CPPTYPE_DOUBLE) {
+      problems.push_back(where + ": exact_items needs a list of doubles");
+    }
+    for (const std::string& limit : {rules.max_items_limit(), rules.max_limit()}) {
+      if (!limit.empty() && LimitOf(limit, ValidationLimits()) < 0) {
+        problems.push_back(where + ": no limit is named " + limit);
+      }
+    }
+    if (!rules.check().empty()) {
+      const auto& checks = NamedChecks();
+      auto it = checks.find(rules.check());
+      if (it == checks.end()) {
+        problems.push_back(where + ": no check is named " + rules.check());
+      } else if (it->second.message != nullptr && it->second.message != &message) {
+        problems.push_back(where + ": check " + rules.check() + " is for " +
+                           it->second.message->full_name());
+      }
     }
   }
-  if (request.has_color_background()) {
-    if (!IsHexColour(request.color_background())) {
-      out.Add("color_background",
-              "color_background must be a hexadecimal colour: #RRGGBB, RRGGBB, #RGB or RGB.");
-    }
-    if (request.has_url_background()) {
-      out.Add("color_background",
-              "Set only one of url_background or color_background: the background is either "
-              "an image or a plain colour.");
-    }
-  }
-  if (request.has_manual_width_ratio() &&
-      !(std::isfinite(request.manual_width_ratio()) && request.manual_width_ratio() > 0)) {
-    // No upper bound: the spec only says larger means a bigger vehicle.
-    out.Add("manual_width_ratio",
-            "manual_width_ratio must be a finite number greater than 0 when set.");
-  }
-  // Values are not limited to 0..1: the spec does not say they are fractions.
-  CheckFixedSizeNumbers("manual_top_left_position_ratio", request.manual_top_left_position_ratio(),
-                        2, "[x, y]", out);
-  if (request.manual_positioning() && request.manual_top_left_position_ratio().empty()) {
-    out.Add("manual_top_left_position_ratio",
-            "manual_top_left_position_ratio is required with 2 values [x, y] when "
-            "manual_positioning is true.");
-  }
-  CheckFixedSizeNumbers("wheel_box", request.wheel_box(), 4, "[x1, y1, x2, y2]", out);
-  return out.Take();
-}
-
-Violations ValidateAssessQuality(const v1::AssessQualityRequest& request) {
-  Collector out;
-  CheckRequiredUrl("url", request.url(), out);
-  return out.Take();
-}
-
-Violations ValidateAssessQualityBatch(const v1::AssessQualityBatchRequest& request,
-                                      const ValidationLimits& limits) {
-  Collector out;
-  CheckUrlList(request.urls(), limits.max_urls, out);
-  return out.Take();
-}
-
-Violations ValidateSegmentVehicle(const v1::SegmentVehicleRequest& request,
-                                  const ValidationLimits& limits) {
-  Collector out;
-  CheckUrlList(request.urls(), limits.max_urls, out);
-  return out.Take();
-}
-
-Violations ValidateSegmentParts(const v1::SegmentPartsRequest& request,
-                                const ValidationLimits& limits) {
-  Collector out;
-  CheckUrlList(request.urls(), limits.max_urls, out);
-  return out.Take();
-}
-
-Violations ValidateDetectDamage(const v1::DetectDamageRequest& request,
-                                const ValidationLimits& limits) {
-  Collector out;
-  CheckUrlList(request.urls(), limits.max_urls, out);
-  return out.Take();
-}
-
-Violations ValidateSearchInspections(const v1::SearchInspectionsRequest& request,
-                                     const ValidationLimits& limits) {
-  Collector out;
-  if (IsBlank(request.license_plate()) && IsBlank(request.username())) {
-    out.Add("license_plate", "One of license_plate or username is required (both may be set).");
-  }
-  if (request.has_page() && request.page() < 1) {
-    out.Add("page",
-            absl::StrCat("page must be 1 or greater when set; it is ", request.page(), "."));
-  }
-  if (request.has_limit() && (request.limit() < 1 || request.limit() > limits.search_max_limit)) {
-    out.Add("limit", absl::StrCat("limit must be between 1 and ", limits.search_max_limit,
-                                  " when set; it is ", request.limit(), "."));
-  }
-  return out.Take();
-}
-
-Violations ValidateGetDamagesReport(const v1::GetDamagesReportRequest& request) {
-  Collector out;
-  if (request.inspection_id().empty()) {
-    out.Add("inspection_id", "inspection_id is required: the id of the inspection.");
-  } else {
-    CheckUrlId("inspection_id", request.inspection_id(), out);
-  }
-  return out.Take();
-}
-
-Violations ValidateUpdateWebhookConfig(const v1::UpdateWebhookConfigRequest& request) {
-  Collector out;
-  CheckRequiredUrl("webhook_url_v2", request.webhook_url_v2(), out);
-  if (request.has_webhook_header_key()) {
-    const std::string& key = request.webhook_header_key();
-    bool printable = true;
-    for (char c : key) {
-      const auto u = static_cast<unsigned char>(c);
-      // Visible ASCII only: the key travels as an HTTP header value, where non-ASCII
-      // bytes are obsolete (RFC 9110) and handled inconsistently by servers.
-      if (u < 0x21 || u > 0x7E) printable = false;
-    }
-    // The key is a secret: descriptions state the rule, never the value.
-    if (key.empty()) {
-      out.Add("webhook_header_key",
-              "webhook_header_key must not be empty when set; leave it unset for no key.");
-    } else if (!printable) {
-      out.Add("webhook_header_key",
-              "webhook_header_key must contain only visible ASCII characters (no spaces or "
-              "control characters) because it is sent as an HTTP header value.");
-    }
-  }
-  return out.Take();
-}
-
-Violations ValidateUpdateEventConfig(const v1::UpdateEventConfigRequest& request) {
-  Collector out;
-  CheckEventName(request.event_name(), request.event_name_raw(), out);
-  if (!request.has_webhook()) {
-    out.Add("webhook",
-            "webhook is required: true enables webhook delivery of the event, false disables "
-            "it.");
-  }
-  return out.Take();
-}
-
-Violations ValidateTestWebhook(const v1::TestWebhookRequest& request) {
-  Collector out;
-  CheckEventName(request.event_name(), request.event_name_raw(), out);
-  if (!request.inspection_id().empty()) CheckUrlId("inspection_id", request.inspection_id(), out);
-  return out.Take();
+  return problems;
 }
 
 }  // namespace inspection::validation

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <google/protobuf/message.h>
+
 #include "inspection/v1/damage.pb.h"
 #include "inspection/v1/event_config.pb.h"
 #include "inspection/v1/image.pb.h"
@@ -37,26 +39,17 @@ struct ValidationLimits {
 // that no error can outgrow its gRPC trailer.
 inline constexpr size_t kMaxReportedViolations = 20;
 
-// Each function returns every violation of the request (empty = valid), one per
-// problem, in field order. They never call the vendor and never throw.
-Violations ValidateCreateToken(const v1::CreateTokenRequest& request);
-Violations ValidateGetTokenStatus(const v1::GetTokenStatusRequest& request);
-Violations ValidateRemoveBackground(const v1::RemoveBackgroundRequest& request);
-Violations ValidateAssessQuality(const v1::AssessQualityRequest& request);
-Violations ValidateAssessQualityBatch(const v1::AssessQualityBatchRequest& request,
-                                      const ValidationLimits& limits = ValidationLimits());
-Violations ValidateSegmentVehicle(const v1::SegmentVehicleRequest& request,
-                                  const ValidationLimits& limits = ValidationLimits());
-Violations ValidateSegmentParts(const v1::SegmentPartsRequest& request,
-                                const ValidationLimits& limits = ValidationLimits());
-Violations ValidateDetectDamage(const v1::DetectDamageRequest& request,
-                                const ValidationLimits& limits = ValidationLimits());
-Violations ValidateSearchInspections(const v1::SearchInspectionsRequest& request,
-                                     const ValidationLimits& limits);
-Violations ValidateGetDamagesReport(const v1::GetDamagesReportRequest& request);
-Violations ValidateUpdateWebhookConfig(const v1::UpdateWebhookConfigRequest& request);
-Violations ValidateUpdateEventConfig(const v1::UpdateEventConfigRequest& request);
-Violations ValidateTestWebhook(const v1::TestWebhookRequest& request);
+// Every violation of `request` (empty = valid), one per problem, in field order: the
+// `(inspection.v1.rules)` annotations of its fields (proto/inspection/v1/vendor_options.proto,
+// FieldRules), each field's named code check at its place. Never calls the vendor, never
+// throws. A request type with no rules is valid.
+Violations ValidateRequest(const google::protobuf::Message& request,
+                           const ValidationLimits& limits = ValidationLimits());
+
+// What is wrong with the rules of `message`'s fields (a rule on a field of the wrong type, an
+// unknown limit or check name); empty when they are sound. validation tests run it on every
+// request type of the API.
+std::vector<std::string> RuleProblems(const google::protobuf::Descriptor& message);
 
 // Building blocks, exposed for tests and for other request types.
 // True for an absolute http:// or https:// URL with a non-empty host and no spaces

@@ -64,10 +64,4 @@ VendorRequest EncodeGetTokenStatusRequest(const v1::GetTokenStatusRequest& reque
   return out;
 }
 
-absl::Status DecodeGetTokenStatusResponse(const nlohmann::json& body,
-                                          v1::GetTokenStatusResponse* response,
-                                          DecodeReport* report) {
-  return DecodeMessage(body, response, report);
-}
-
 }  // namespace inspection::vendor

@@ -23,11 +23,8 @@ absl::Status DecodeCreateTokenResponse(const nlohmann::json& body, std::string_v
                                        std::string_view locale, v1::CreateTokenResponse* response,
                                        DecodeReport* report);
 
-// GET /apiV1/tokenmanager/test?deviceId=<uid>-pwa
+// GET /apiV1/tokenmanager/test?deviceId=<uid>-pwa (the answer uses the generic mapping).
 VendorRequest EncodeGetTokenStatusRequest(const v1::GetTokenStatusRequest& request);
-absl::Status DecodeGetTokenStatusResponse(const nlohmann::json& body,
-                                          v1::GetTokenStatusResponse* response,
-                                          DecodeReport* report);
 
 // `<uid>-pwa`.
 std::string DeviceIdForUid(std::string_view uid);

@@ -1,5 +1,9 @@
 #include "adapters/vendor/vendor_routes.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
+
 #include "inspection/v1/damage.pb.h"
 #include "inspection/v1/event.pb.h"
 #include "inspection/v1/event_config.pb.h"
@@ -8,6 +12,29 @@
 #include "inspection/v1/token.pb.h"
 
 namespace inspection::vendor {
+
+namespace {
+
+struct ExtraFiles {
+  std::vector<const google::protobuf::FileDescriptor*> files;
+  bool read = false;  // ApiMethods() has been built: registering now would be lost
+};
+
+ExtraFiles& Extra() {
+  static auto* const extra = new ExtraFiles();
+  return *extra;
+}
+
+}  // namespace
+
+void RegisterApiFile(const google::protobuf::FileDescriptor* file) {
+  if (Extra().read) {
+    std::fprintf(stderr, "RegisterApiFile(%s) after ApiMethods() was built\n",
+                 file->name().c_str());
+    std::abort();
+  }
+  Extra().files.push_back(file);
+}
 
 const std::vector<const google::protobuf::MethodDescriptor*>& ApiMethods() {
   static const auto* const methods = [] {
@@ -22,7 +49,10 @@ const std::vector<const google::protobuf::MethodDescriptor*>& ApiMethods() {
         v1::SubscribeRequest::descriptor()->file(),
     };
     auto* out = new std::vector<const google::protobuf::MethodDescriptor*>();
-    for (const google::protobuf::FileDescriptor* file : files) {
+    std::vector<const google::protobuf::FileDescriptor*> all(std::begin(files), std::end(files));
+    Extra().read = true;
+    all.insert(all.end(), Extra().files.begin(), Extra().files.end());
+    for (const google::protobuf::FileDescriptor* file : all) {
       for (int s = 0; s < file->service_count(); ++s) {
         const google::protobuf::ServiceDescriptor* service = file->service(s);
         for (int m = 0; m < service->method_count(); ++m) out->push_back(service->method(m));

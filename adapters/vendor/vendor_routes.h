@@ -14,8 +14,15 @@ namespace inspection::vendor {
 // the generated descriptors: the one place each RPC's vendor endpoint is declared. The
 // gateway's route table and the sandbox's router are built from them.
 
-// Every RPC of every inspection.v1 service, in file then declaration order.
+// Every RPC of every inspection.v1 service, in file then declaration order, then those of
+// files added with RegisterApiFile.
 const std::vector<const google::protobuf::MethodDescriptor*>& ApiMethods();
+
+// Adds the services of `file` to ApiMethods(): for a test's own proto, whose annotated RPCs
+// the gateway then routes and serves like the API's (tests/generic_unary).
+// Must run before anything reads ApiMethods() (the route table is built once); aborts
+// otherwise.
+void RegisterApiFile(const google::protobuf::FileDescriptor* file);
 
 // The RPC's vendor_route annotation, or null when it has none.
 const v1::VendorRoute* VendorRouteOf(const google::protobuf::MethodDescriptor& method);

@@ -10,8 +10,8 @@
 namespace inspection::routes {
 namespace {
 
-// The RPC of each RouteId (RouteId order). Everything else about a route is read from
-// that RPC's vendor_route annotation.
+// The RPC of each named RouteId (RouteId order): the routes code refers to by name.
+// Everything else about a route is read from its RPC's vendor_route annotation.
 constexpr std::string_view kRpcOfRoute[] = {
     "inspection.v1.TokenService.CreateToken",
     "inspection.v1.TokenService.GetTokenStatus",
@@ -92,12 +92,33 @@ Route FromAnnotation(RouteId id, std::string_view rpc) {
   route.audited = annotation->audited();
   route.image_analysis = annotation->image_analysis();
   route.cache_tags.assign(annotation->cache_tags().begin(), annotation->cache_tags().end());
-  for (const std::string& other : annotation->invalidates()) {
-    std::optional<RouteId> target = RouteOfRpc(other);
-    if (!target.has_value()) Broken(rpc, "vendor_route.invalidates names no routed RPC");
-    route.invalidates.push_back(*target);
+  return route;  // invalidates: ResolveInvalidates, once every route has its id
+}
+
+// "inspection.v1.EventConfigService.GetWebhookConfig" -> its route's id.
+std::optional<RouteId> FindRoute(const std::vector<Route>& routes, const std::string& rpc) {
+  const google::protobuf::MethodDescriptor* method = vendor::FindApiMethod(rpc);
+  if (method == nullptr) return std::nullopt;
+  const std::string path = vendor::GrpcPath(*method);
+  for (const Route& route : routes) {
+    if (route.grpc_method == path) return route.id;
   }
-  return route;
+  return std::nullopt;
+}
+
+void ResolveInvalidates(std::vector<Route>& routes) {
+  for (const google::protobuf::MethodDescriptor* method : vendor::ApiMethods()) {
+    const v1::VendorRoute* annotation = vendor::VendorRouteOf(*method);
+    if (annotation == nullptr) continue;
+    std::optional<RouteId> self = FindRoute(routes, method->full_name());
+    for (const std::string& other : annotation->invalidates()) {
+      std::optional<RouteId> target = FindRoute(routes, other);
+      if (!target.has_value()) {
+        Broken(method->full_name(), "vendor_route.invalidates names no routed RPC");
+      }
+      routes[static_cast<size_t>(*self)].invalidates.push_back(*target);
+    }
+  }
 }
 
 }  // namespace
@@ -108,12 +129,14 @@ const std::vector<Route>& AllRoutes() {
     for (size_t i = 0; i < std::size(kRpcOfRoute); ++i) {
       built->push_back(FromAnnotation(static_cast<RouteId>(i), kRpcOfRoute[i]));
     }
-    // Every annotated RPC has a RouteId (the gateway would not know how to call it).
+    // Every other annotated RPC gets the next id: code never names it, the generic unary
+    // handler serves it from its annotation alone.
     for (const google::protobuf::MethodDescriptor* method : vendor::ApiMethods()) {
       if (vendor::VendorRouteOf(*method) != nullptr && !RouteOfRpc(method->full_name())) {
-        Broken(method->full_name(), "annotated with vendor_route but has no RouteId");
+        built->push_back(FromAnnotation(static_cast<RouteId>(built->size()), method->full_name()));
       }
     }
+    ResolveInvalidates(*built);
     return built;
   }();
   return *routes;

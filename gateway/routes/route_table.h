@@ -15,6 +15,9 @@ namespace inspection::routes {
 // (proto/inspection/v1/vendor_options.proto); the route table is built from those
 // descriptors at start-up, and the services, the vendor client, retries, the cache, the
 // circuit breaker and metrics read it. To add an endpoint: CONTRIBUTING.md.
+//
+// The named ids are the routes code refers to (overrides, background calls, tests); every
+// other annotated RPC gets the next id past them, in ApiMethods() order, and needs no name.
 enum class RouteId {
   kCreateToken,
   kGetTokenStatus,
@@ -71,7 +74,7 @@ struct Route {
   std::vector<RouteId> invalidates;
 };
 
-// All routes, in RouteId order.
+// All routes, in RouteId order (the named ones first).
 const std::vector<Route>& AllRoutes();
 const Route& GetRoute(RouteId id);
 // nullptr when no route serves that gRPC method.

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "gateway/logging/log.h"
 #include "gateway/services/background_calls.h"
+#include "gateway/services/endpoints.h"
 
 namespace inspection::server {
 namespace {
@@ -93,6 +94,8 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   s.InstallCollectHook();
 
   if (absl::Status wired = s.WireServiceDeps(); !wired.ok()) return wired;
+  s.endpoints_ = std::make_unique<services::Endpoints>(s.deps_);  // reads deps_ when called
+  s.deps_.endpoints = s.endpoints_.get();
   s.grpc_services_ = MakeGrpcServices(s.deps_, opts.reflection);
   s.in_flight_ = std::make_shared<metrics::InFlightCalls>();
   auto grpc = MakeGrpcServer(opts, s.grpc_services_.all(), s.metrics_, s.in_flight_, &s.grpc_port_);

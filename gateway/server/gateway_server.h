@@ -109,6 +109,7 @@ class GatewayServer {
   std::shared_ptr<security::CallerLimiter> limiter_;
   std::shared_ptr<streaming::StreamSlots> stream_slots_;
   services::ServiceDeps deps_;
+  std::unique_ptr<services::Endpoints> endpoints_;  // every route's, reading deps_
   // Registered with the server, destroyed after it.
   GrpcServices grpc_services_;
   // Calls in flight, so that Shutdown does not wait for idle client connections.

@@ -13,11 +13,10 @@
 #include <grpcpp/security/tls_credentials_options.h>
 
 #include "absl/strings/str_cat.h"
+#include "adapters/vendor/vendor_routes.h"
 #include "gateway/services/damage_service.h"
-#include "gateway/services/event_config_service.h"
 #include "gateway/services/event_service.h"
-#include "gateway/services/image_service.h"
-#include "gateway/services/inspection_service.h"
+#include "gateway/services/generic_unary_service.h"
 #include "gateway/services/token_service.h"
 
 namespace inspection::server {
@@ -106,10 +105,16 @@ void SetLimits(const GrpcServerLimits& limits, grpc::ServerBuilder& builder) {
 }  // namespace
 
 const std::vector<std::string>& PublicServiceNames() {
-  static const auto* const kNames = new std::vector<std::string>{
-      "inspection.v1.TokenService",       "inspection.v1.ImageService",
-      "inspection.v1.DamageService",      "inspection.v1.InspectionService",
-      "inspection.v1.EventConfigService", "inspection.v1.EventService"};
+  static const auto* const kNames = [] {
+    auto* names = new std::vector<std::string>();
+    for (const google::protobuf::MethodDescriptor* method : vendor::ApiMethods()) {
+      const std::string& service = method->service()->full_name();
+      if (std::find(names->begin(), names->end(), service) == names->end()) {
+        names->push_back(service);
+      }
+    }
+    return names;
+  }();
   return *kNames;
 }
 
@@ -141,11 +146,11 @@ std::vector<grpc::Service*> GrpcServices::all() const {
 
 GrpcServices MakeGrpcServices(const services::ServiceDeps& deps, bool reflection) {
   GrpcServices made;
+  // Every annotated unary RPC, of any service: one generic handler. The services below
+  // implement the streams only.
+  made.public_services.push_back(std::make_unique<services::GenericUnaryService>(deps));
   made.public_services.push_back(std::make_unique<services::TokenServiceImpl>(deps));
-  made.public_services.push_back(std::make_unique<services::ImageServiceImpl>(deps));
   made.public_services.push_back(std::make_unique<services::DamageServiceImpl>(deps));
-  made.public_services.push_back(std::make_unique<services::InspectionServiceImpl>(deps));
-  made.public_services.push_back(std::make_unique<services::EventConfigServiceImpl>(deps));
   made.public_services.push_back(std::make_unique<services::EventServiceImpl>(deps));
   made.health = std::make_unique<services::HealthService>(deps);
   if (reflection) {

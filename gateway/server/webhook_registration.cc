@@ -3,14 +3,13 @@
 #include <future>
 
 #include "absl/strings/str_cat.h"
-#include "gateway/services/event_config_service.h"
+#include "gateway/services/endpoints.h"
 
 namespace inspection::server {
 namespace {
 
 template <class Request, class Response>
-absl::Status CallAndWait(const services::ServiceDeps& deps,
-                         const services::UnaryEndpoint<Request, Response>& endpoint,
+absl::Status CallAndWait(const services::ServiceDeps& deps, const services::Endpoint& endpoint,
                          Request request, const std::string& account,
                          std::chrono::milliseconds timeout, const std::string& what) {
   std::promise<grpc::Status> promise;
@@ -46,17 +45,19 @@ absl::Status RegisterWebhookAtVendor(const services::ServiceDeps& deps, const st
   // The config key the error points at.
   const std::string key = account.empty() ? "register_webhook"
                                           : absl::StrCat("accounts.", account, ".register_webhook");
-  const auto update_webhook = services::UpdateWebhookConfigEndpoint();
-  const auto update_event = services::UpdateEventConfigEndpoint();
+  const services::Endpoint& update_webhook =
+      deps.endpoints->Get(routes::RouteId::kUpdateWebhookConfig);
+  const services::Endpoint& update_event = deps.endpoints->Get(routes::RouteId::kUpdateEventConfig);
   absl::Status status =
-      CallAndWait(deps, update_webhook, std::move(config), account, timeout,
-                  absl::StrCat("registering the webhook URL at the vendor (", key, ")"));
+      CallAndWait<v1::UpdateWebhookConfigRequest, v1::UpdateWebhookConfigResponse>(
+          deps, update_webhook, std::move(config), account, timeout,
+          absl::StrCat("registering the webhook URL at the vendor (", key, ")"));
   if (!status.ok()) return status;
   for (const std::string& event : events) {
     v1::UpdateEventConfigRequest enable;
     enable.set_event_name_raw(event);
     enable.set_webhook(true);
-    status = CallAndWait(
+    status = CallAndWait<v1::UpdateEventConfigRequest, v1::UpdateEventConfigResponse>(
         deps, update_event, std::move(enable), account, timeout,
         absl::StrCat("enabling event ", event, " (", key, ", register_webhook_events)"));
     if (!status.ok()) return status;

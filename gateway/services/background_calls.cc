@@ -4,9 +4,8 @@
 #include <memory>
 #include <utility>
 
-#include "adapters/vendor/inspection_mapper.h"
 #include "gateway/routes/route_table.h"
-#include "gateway/services/token_service.h"
+#include "gateway/services/endpoints.h"
 #include "google/protobuf/wrappers.pb.h"
 
 namespace inspection::services {
@@ -14,7 +13,7 @@ namespace {
 
 // One call through the call core with no RPC around it, at the route's own deadline.
 template <class Request, class Response>
-void BackgroundCall(const ServiceDeps& deps, const UnaryEndpoint<Request, Response>& endpoint,
+void BackgroundCall(const ServiceDeps& deps, const Endpoint& endpoint,
                     std::shared_ptr<const Request> request, std::string_view origin,
                     const std::string& account,
                     absl::AnyInvocable<void(EndpointResult<Response>) &&> done) {
@@ -32,28 +31,22 @@ absl::Status ToAbsl(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-const UnaryEndpoint<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>& TokenStatusEndpoint() {
-  static const auto* const kEndpoint =
-      new UnaryEndpoint<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>(
-          GetTokenStatusEndpoint());
-  return *kEndpoint;
+const Endpoint& TokenStatusEndpoint(const ServiceDeps& deps) {
+  return deps.endpoints->Get(routes::RouteId::kGetTokenStatus);
 }
 
-// GetDamagesReport with the vendor's JSON kept as text instead of decoded.
-using ReportEndpoint = UnaryEndpoint<v1::GetDamagesReportRequest, google::protobuf::StringValue>;
-const ReportEndpoint& DamagesReportAsJsonEndpoint() {
-  static const auto* const kEndpoint = new ReportEndpoint{
-      routes::RouteId::kGetDamagesReport,
-      [](const v1::GetDamagesReportRequest& r) { return validation::ValidateGetDamagesReport(r); },
-      [](const v1::GetDamagesReportRequest& r) { return vendor::EncodeGetDamagesReportRequest(r); },
-      [](const nlohmann::json& j, const v1::GetDamagesReportRequest&,
-         google::protobuf::StringValue* out, vendor::DecodeReport*) {
-        out->set_value(j.dump());
-        return absl::OkStatus();
-      },
-      /*idempotency_key=*/nullptr,
-      /*on_success=*/nullptr};
-  return *kEndpoint;
+// GetDamagesReport with the vendor's JSON kept as text instead of decoded: its encoding is
+// the RPC's, its answer a google.protobuf.StringValue.
+std::shared_ptr<const Endpoint> DamagesReportAsJsonEndpoint(const ServiceDeps& deps) {
+  auto endpoint =
+      std::make_shared<Endpoint>(deps.endpoints->Get(routes::RouteId::kGetDamagesReport));
+  endpoint->response_prototype = &google::protobuf::StringValue::default_instance();
+  endpoint->decode = [](const nlohmann::json& j, const google::protobuf::Message&,
+                        google::protobuf::Message* out, vendor::DecodeReport*) {
+    static_cast<google::protobuf::StringValue*>(out)->set_value(j.dump());
+    return absl::OkStatus();
+  };
+  return endpoint;
 }
 
 }  // namespace
@@ -64,7 +57,7 @@ token_watch::FetchStatus TokenStatusFetch(const ServiceDeps* deps, std::string a
     auto request = std::make_shared<v1::GetTokenStatusRequest>();
     request->set_uid(uid);
     BackgroundCall<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>(
-        *deps, TokenStatusEndpoint(), std::move(request), "token_watch", account,
+        *deps, TokenStatusEndpoint(*deps), std::move(request), "token_watch", account,
         [done = std::move(done)](EndpointResult<v1::GetTokenStatusResponse> out) mutable {
           if (!out.status.ok()) {
             std::move(done)(std::move(out.status));
@@ -78,11 +71,14 @@ token_watch::FetchStatus TokenStatusFetch(const ServiceDeps* deps, std::string a
 reconcile::FetchReport ReportFetch(const ServiceDeps* deps) {
   return [deps](const std::string& account, const std::string& inspection_id,
                 absl::AnyInvocable<void(absl::StatusOr<std::string>) &&> done) {
+    // Made per poll (polls are rare), held until the call is done.
+    std::shared_ptr<const Endpoint> endpoint = DamagesReportAsJsonEndpoint(*deps);
     auto request = std::make_shared<v1::GetDamagesReportRequest>();
     request->set_inspection_id(inspection_id);
     BackgroundCall<v1::GetDamagesReportRequest, google::protobuf::StringValue>(
-        *deps, DamagesReportAsJsonEndpoint(), std::move(request), "reconcile", account,
-        [done = std::move(done)](EndpointResult<google::protobuf::StringValue> out) mutable {
+        *deps, *endpoint, std::move(request), "reconcile", account,
+        [endpoint,
+         done = std::move(done)](EndpointResult<google::protobuf::StringValue> out) mutable {
           if (!out.status.ok()) {
             std::move(done)(ToAbsl(out.status));
             return;
@@ -98,7 +94,7 @@ reconcile::FetchToken TokenFetch(const ServiceDeps* deps) {
     auto request = std::make_shared<v1::GetTokenStatusRequest>();
     request->set_uid(uid);
     BackgroundCall<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>(
-        *deps, TokenStatusEndpoint(), std::move(request), "reconcile", account,
+        *deps, TokenStatusEndpoint(*deps), std::move(request), "reconcile", account,
         [done = std::move(done)](EndpointResult<v1::GetTokenStatusResponse> out) mutable {
           if (!out.status.ok()) {
             std::move(done)(ToAbsl(out.status));

@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "adapters/vendor/damage_mapper.h"
+#include "gateway/services/endpoints.h"
 #include "gateway/streaming/event_stream.h"
 
 namespace inspection::services {
@@ -89,7 +89,8 @@ std::optional<grpc::Status> ReadStreamRequest(const ServiceDeps& deps, const grp
     return refused->ToGrpcStatus();
   }
   *submit->mutable_urls() = request->urls();
-  validation::Violations violations = validation::ValidateDetectDamage(*submit, deps.limits);
+  validation::Violations violations =
+      deps.endpoints->Get(routes::RouteId::kDetectDamage).validate(*submit);
   if (!violations.empty()) {
     return errors::ApiError::InvalidRequest(std::move(violations)).ToGrpcStatus();
   }
@@ -99,29 +100,7 @@ std::optional<grpc::Status> ReadStreamRequest(const ServiceDeps& deps, const grp
 }  // namespace
 
 DamageServiceImpl::DamageServiceImpl(const ServiceDeps& deps)
-    : deps_(deps),
-      detect_damage_{
-          routes::RouteId::kDetectDamage,
-          [this](const v1::DetectDamageRequest& r) {
-            return validation::ValidateDetectDamage(r, deps_.limits);
-          },
-          [this](const v1::DetectDamageRequest& r) { return vendor::EncodeDetectDamageRequest(r); },
-          [this](const nlohmann::json& j, const v1::DetectDamageRequest& r,
-                 v1::DetectDamageResponse* out, vendor::DecodeReport* report) {
-            return vendor::DecodeDetectDamageResponse(j, deps_.mapper_options, out);
-          },
-          [](const v1::DetectDamageRequest& r) { return r.idempotency_key(); },
-          [this](const v1::DetectDamageResponse& response, const std::string& account) {
-            if (deps_.on_damage_submitted && !response.inspection_id().empty()) {
-              deps_.on_damage_submitted(account, response.inspection_id());
-            }
-          }} {}
-
-grpc::ServerUnaryReactor* DamageServiceImpl::DetectDamage(grpc::CallbackServerContext* context,
-                                                          const v1::DetectDamageRequest* request,
-                                                          v1::DetectDamageResponse* response) {
-  return RunUnary(context, request, response, deps_, detect_damage_);
-}
+    : StreamsOnly(deps, "inspection.v1.DamageService"), deps_(deps) {}
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResults(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request) {
@@ -213,9 +192,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResul
   record.resource = AuditResource(submit);
   const std::string account = call.account;
   CallEndpoint<v1::DetectDamageRequest, v1::DetectDamageResponse>(
-      deps_, detect_damage_, std::make_shared<const v1::DetectDamageRequest>(std::move(submit)),
-      context->deadline(), std::move(call), key, std::move(record),
-      std::chrono::steady_clock::now(),
+      deps_, deps_.endpoints->Get(routes::RouteId::kDetectDamage),
+      std::make_shared<const v1::DetectDamageRequest>(std::move(submit)), context->deadline(),
+      std::move(call), key, std::move(record), std::chrono::steady_clock::now(),
       [handle, start, account](EndpointResult<v1::DetectDamageResponse> out) {
         if (!out.status.ok()) {
           handle.End(out.status, /*as_is=*/true);

@@ -3,25 +3,22 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "gateway/services/generic_unary_service.h"
 #include "gateway/services/unary_call.h"
 #include "inspection/v1/damage.grpc.pb.h"
 
 namespace inspection::services {
 
-// inspection.v1.DamageService: each RPC is one vendor call, described by its UnaryEndpoint
-// (route, validation, request encoding, response decoding). Thread-safe; `deps` must
-// outlive the service.
-// StreamDamageResults is registered raw: its reactor writes each event's shared,
-// serialized-once bytes (streaming::EventStreamReactor); clients see
-// StreamDamageResultsResponse as declared.
-class DamageServiceImpl final : public v1::DamageService::WithRawCallbackMethod_StreamDamageResults<
-                                    v1::DamageService::CallbackService> {
+// inspection.v1.DamageService's stream, StreamDamageResults; DetectDamage is served by the
+// generic unary handler (generic_unary_service.h), and the stream submits through the same
+// endpoint. Thread-safe; `deps` must outlive the service. StreamDamageResults is registered raw:
+// its reactor writes each event's shared, serialized-once bytes (streaming::EventStreamReactor);
+// clients see StreamDamageResultsResponse as declared.
+class DamageServiceImpl final
+    : public StreamsOnly<v1::DamageService::WithRawCallbackMethod_StreamDamageResults<
+          v1::DamageService::CallbackService>> {
  public:
   explicit DamageServiceImpl(const ServiceDeps& deps);
-
-  grpc::ServerUnaryReactor* DetectDamage(grpc::CallbackServerContext* context,
-                                         const v1::DetectDamageRequest* request,
-                                         v1::DetectDamageResponse* response) override;
 
   // Submits like DetectDamage, then streams the inspection's events until createReport,
   // or until the report the gateway recovered by polling (Event.source), whichever first.
@@ -31,7 +28,6 @@ class DamageServiceImpl final : public v1::DamageService::WithRawCallbackMethod_
 
  private:
   const ServiceDeps& deps_;
-  const UnaryEndpoint<v1::DetectDamageRequest, v1::DetectDamageResponse> detect_damage_;
 };
 
 }  // namespace inspection::services

@@ -2,52 +2,13 @@
 
 #include <chrono>
 
-#include "adapters/vendor/token_mapper.h"
 #include "gateway/logging/log.h"
 #include "gateway/token_watch/token_watch.h"
 
 namespace inspection::services {
 
-UnaryEndpoint<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse> GetTokenStatusEndpoint() {
-  return {routes::RouteId::kGetTokenStatus,
-          [](const v1::GetTokenStatusRequest& r) { return validation::ValidateGetTokenStatus(r); },
-          [](const v1::GetTokenStatusRequest& r) { return vendor::EncodeGetTokenStatusRequest(r); },
-          [](const nlohmann::json& j, const v1::GetTokenStatusRequest& r,
-             v1::GetTokenStatusResponse* out, vendor::DecodeReport* report) {
-            return vendor::DecodeGetTokenStatusResponse(j, out, report);
-          }};
-}
-
 TokenServiceImpl::TokenServiceImpl(const ServiceDeps& deps)
-    : deps_(deps),
-      create_token_{
-          routes::RouteId::kCreateToken,
-          [](const v1::CreateTokenRequest& r) { return validation::ValidateCreateToken(r); },
-          [this](const v1::CreateTokenRequest& r) { return vendor::EncodeCreateTokenRequest(r); },
-          [this](const nlohmann::json& j, const v1::CreateTokenRequest& r,
-                 v1::CreateTokenResponse* out, vendor::DecodeReport* report) {
-            return vendor::DecodeCreateTokenResponse(
-                j, deps_.webapp_url, vendor::LocaleCode(r.customer().locale()), out, report);
-          },
-          [](const v1::CreateTokenRequest& r) { return r.idempotency_key(); },
-          [this](const v1::CreateTokenResponse& response, const std::string& account) {
-            if (deps_.on_token_created && response.token().has_uid()) {
-              deps_.on_token_created(account, response.token().uid());
-            }
-          }},
-      get_token_status_(GetTokenStatusEndpoint()) {}
-
-grpc::ServerUnaryReactor* TokenServiceImpl::CreateToken(grpc::CallbackServerContext* context,
-                                                        const v1::CreateTokenRequest* request,
-                                                        v1::CreateTokenResponse* response) {
-  return RunUnary(context, request, response, deps_, create_token_);
-}
-
-grpc::ServerUnaryReactor* TokenServiceImpl::GetTokenStatus(grpc::CallbackServerContext* context,
-                                                           const v1::GetTokenStatusRequest* request,
-                                                           v1::GetTokenStatusResponse* response) {
-  return RunUnary(context, request, response, deps_, get_token_status_);
-}
+    : StreamsOnly(deps, "inspection.v1.TokenService"), deps_(deps) {}
 
 grpc::ServerWriteReactor<v1::WatchTokenStatusResponse>* TokenServiceImpl::WatchTokenStatus(
     grpc::CallbackServerContext* context, const v1::WatchTokenStatusRequest* request) {

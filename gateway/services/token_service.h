@@ -3,27 +3,18 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "gateway/services/generic_unary_service.h"
 #include "gateway/services/unary_call.h"
 #include "inspection/v1/token.grpc.pb.h"
 
 namespace inspection::services {
 
-// GetTokenStatus as a vendor call: the RPC and WatchTokenStatus' polls share it.
-UnaryEndpoint<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse> GetTokenStatusEndpoint();
-
-// inspection.v1.TokenService: each RPC is one vendor call, described by its UnaryEndpoint
-// (route, validation, request encoding, response decoding). Thread-safe; `deps` must
-// outlive the service.
-class TokenServiceImpl final : public v1::TokenService::CallbackService {
+// inspection.v1.TokenService's stream, WatchTokenStatus. Its unary RPCs (CreateToken,
+// GetTokenStatus) are served by the generic unary handler (generic_unary_service.h). Thread-safe;
+// `deps` must outlive the service.
+class TokenServiceImpl final : public StreamsOnly<v1::TokenService::CallbackService> {
  public:
   explicit TokenServiceImpl(const ServiceDeps& deps);
-
-  grpc::ServerUnaryReactor* CreateToken(grpc::CallbackServerContext* context,
-                                        const v1::CreateTokenRequest* request,
-                                        v1::CreateTokenResponse* response) override;
-  grpc::ServerUnaryReactor* GetTokenStatus(grpc::CallbackServerContext* context,
-                                           const v1::GetTokenStatusRequest* request,
-                                           v1::GetTokenStatusResponse* response) override;
 
   // Streams the token's status changes from the shared poller (token_watch/).
   grpc::ServerWriteReactor<v1::WatchTokenStatusResponse>* WatchTokenStatus(
@@ -31,8 +22,6 @@ class TokenServiceImpl final : public v1::TokenService::CallbackService {
 
  private:
   const ServiceDeps& deps_;
-  const UnaryEndpoint<v1::CreateTokenRequest, v1::CreateTokenResponse> create_token_;
-  const UnaryEndpoint<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse> get_token_status_;
 };
 
 }  // namespace inspection::services

@@ -450,3 +450,66 @@ std::optional<errors::ApiError> CheckIdempotencyKey(const std::string& key) {
 }
 
 }  // namespace inspection::services
+
+namespace inspection::services {
+
+void CallVendor(const ServiceDeps& deps, const Endpoint& endpoint,
+                std::shared_ptr<const google::protobuf::Message> request,
+                google::protobuf::Message* response, std::chrono::system_clock::time_point deadline,
+                upstream::CallOptions call, std::string idempotency_key, RpcRecord record,
+                std::chrono::steady_clock::time_point start,
+                absl::AnyInvocable<void(CallOutcome) &&> done) {
+  record.route = &routes::GetRoute(endpoint.route);
+  const std::string account = call.account;
+  // Every vendor call belongs to a trace: the RPC's, or one started for the gateway's own
+  // work (stream submissions, token polls, reconciliation, start-up registration).
+  if (!call.trace.has_value()) {
+    if (tracing::IsZero(record.trace.span_id)) {
+      record.trace = tracing::TraceContext::NewRoot();
+    }
+    call.trace = record.trace;
+  }
+  vendor::VendorRequest vendor_request = endpoint.encode(*request);
+  deps.vendor->Call(
+      endpoint.route, vendor_request, deadline, call,
+      [&deps, &endpoint, request, response, idempotency_key = std::move(idempotency_key), account,
+       record = std::move(record), start,
+       done = std::move(done)](upstream::VendorResult result) mutable {
+        record.http_status = result.response.status;
+        record.attempts = result.attempts;
+        record.cache = result.cache;
+        CallOutcome out;
+        out.cache = result.cache;
+        out.stale_cause = result.stale_cause;
+        if (!result.ok()) {
+          out.error = errors::OutcomeOf(*record.route, *result.error);
+        } else if (absl::Status decoded = endpoint.decode(result.json_body(), *request, response,
+                                                          &record.decode_report);
+                   !decoded.ok()) {
+          out.error = errors::OutcomeOf(*record.route, errors::ApiError::FromBadVendorBody(
+                                                           *record.route, result.response,
+                                                           errors::kReasonVendorUnexpectedResponse,
+                                                           std::string(decoded.message())));
+        }
+        if (out.error.has_value()) {
+          response->Clear();  // never a half-filled message
+          out.status = out.error->ToGrpcStatus();
+          record.reason = out.error->reason;
+        }
+        record.code = out.status.error_code();
+        NotifyFinished(deps, record, start);
+        if (out.status.ok() && endpoint.on_success) endpoint.on_success(*response, account);
+        if (!idempotency_key.empty()) {
+          pipeline::IdempotentOutcome outcome{
+              out.status, out.status.ok() ? response->SerializeAsString() : std::string()};
+          if (!result.ok() && VendorNotReached(*result.error)) {
+            deps.idempotency->Abandon(account, idempotency_key, outcome);
+          } else {
+            deps.idempotency->Complete(account, idempotency_key, std::move(outcome));
+          }
+        }
+        std::move(done)(std::move(out));
+      });
+}
+
+}  // namespace inspection::services

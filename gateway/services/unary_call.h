@@ -117,8 +117,12 @@ class RpcObserver {
   virtual void OnRpcFinished(const RpcRecord& record) = 0;
 };
 
+class Endpoints;
+
 // What every service needs, built once by the composition root.
 struct ServiceDeps {
+  // Every vendor route's endpoint (endpoints.h), built from this struct once it is filled.
+  const Endpoints* endpoints = nullptr;
   // The request pipeline (the vendor client, behind any decorators).
   upstream::VendorCaller* vendor = nullptr;
   vendor::MapperOptions mapper_options;
@@ -224,25 +228,74 @@ std::optional<errors::ApiError> AdmitHealthCheck(const grpc::CallbackServerConte
                                                  std::shared_ptr<void>* slot = nullptr,
                                                  size_t request_bytes = 0);
 
-// How one unary RPC maps onto its vendor route. Built once per service.
+// How one unary RPC maps onto its vendor route, for any request type: what the generic
+// unary handler (generic_unary_service.h) and the call core run. Built once, at start-up
+// (endpoints.h): the generic mapping from the annotations, with the hooks of
+// endpoint_overrides.cc for the few RPCs that need code.
+struct Endpoint {
+  routes::RouteId route;
+  // The response type (a prototype: New() makes one).
+  const google::protobuf::Message* response_prototype = nullptr;
+  std::function<validation::Violations(const google::protobuf::Message&)> validate;
+  std::function<vendor::VendorRequest(const google::protobuf::Message&)> encode;
+  // Fills `response` from the vendor's 2xx JSON; InvalidArgument when the JSON does
+  // not have the expected shape.
+  std::function<absl::Status(const nlohmann::json&, const google::protobuf::Message& request,
+                             google::protobuf::Message* response, vendor::DecodeReport*)>
+      decode;
+  // For operations that create something: the request's idempotency key field (the
+  // metadata `idempotency-key` is used when it is empty). Null: no idempotency.
+  std::function<std::string(const google::protobuf::Message&)> idempotency_key;
+  // Told about every successful vendor call through the endpoint (not a replay of an
+  // idempotency key) with the decoded response and the vendor account ("" = default), on
+  // the call's completion thread: must not block. Null: nothing to tell.
+  std::function<void(const google::protobuf::Message& response, const std::string& account)>
+      on_success;
+};
+
+// The same for code that knows its types (background calls, start-up registration,
+// tests); CallEndpoint runs it as an Endpoint.
 template <class Request, class Response>
 struct UnaryEndpoint {
   routes::RouteId route;
   std::function<validation::Violations(const Request&)> validate;
   std::function<vendor::VendorRequest(const Request&)> encode;
-  // Fills `response` from the vendor's 2xx JSON; InvalidArgument when the JSON does
-  // not have the expected shape.
   std::function<absl::Status(const nlohmann::json&, const Request&, Response*,
                              vendor::DecodeReport*)>
       decode;
-  // For operations that create something: the request's idempotency key field (the
-  // metadata `idempotency-key` is used when it is empty). Null: no idempotency.
   std::function<std::string(const Request&)> idempotency_key;
-  // Told about every successful vendor call through the endpoint (not a replay of an
-  // idempotency key) with the decoded response and the vendor account ("" = default), on
-  // the call's completion thread: must not block. Null: nothing to tell.
   std::function<void(const Response&, const std::string& account)> on_success;
 };
+
+// `typed` as an Endpoint; `typed` must outlive it.
+template <class Request, class Response>
+Endpoint Untyped(const UnaryEndpoint<Request, Response>& typed) {
+  using google::protobuf::Message;
+  Endpoint out;
+  out.route = typed.route;
+  out.response_prototype = &Response::default_instance();
+  out.validate = [&typed](const Message& r) {
+    return typed.validate ? typed.validate(static_cast<const Request&>(r))
+                          : validation::Violations();
+  };
+  out.encode = [&typed](const Message& r) { return typed.encode(static_cast<const Request&>(r)); };
+  out.decode = [&typed](const nlohmann::json& j, const Message& r, Message* response,
+                        vendor::DecodeReport* report) {
+    return typed.decode(j, static_cast<const Request&>(r), static_cast<Response*>(response),
+                        report);
+  };
+  if (typed.idempotency_key) {
+    out.idempotency_key = [&typed](const Message& r) {
+      return typed.idempotency_key(static_cast<const Request&>(r));
+    };
+  }
+  if (typed.on_success) {
+    out.on_success = [&typed](const Message& response, const std::string& account) {
+      typed.on_success(static_cast<const Response&>(response), account);
+    };
+  }
+  return out;
+}
 
 // The idempotency key of a call (request field, else `idempotency-key` metadata) and the
 // fingerprint of its parameters (SHA-256 of the deterministic serialization without the
@@ -295,27 +348,67 @@ void RefuseUnary(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor*
 // ASCII characters; nothing for a valid one.
 std::optional<errors::ApiError> CheckIdempotencyKey(const std::string& key);
 
-// What one vendor call through an endpoint produced (CallEndpoint).
-template <class Response>
-struct EndpointResult {
+// What one vendor call through an endpoint produced (CallVendor).
+struct CallOutcome {
   // OK, or the error as the caller gets it: errors::OutcomeOf applied, details included.
   grpc::Status status;
   std::optional<errors::ApiError> error;  // the same error, typed (reason, RetryInfo)
-  Response response;                      // decoded; empty unless OK
   upstream::CacheStatus cache = upstream::CacheStatus::kNotCached;
   std::string stale_cause;  // for kStale
 };
 
 // The call core: every vendor call of the gateway goes through it, whoever makes it (unary
-// RPCs through RunUnary, StreamDamageResults' submission, WatchTokenStatus' polls, webhook
-// registration at start-up), so each gets the same pipeline, decoding, error mapping (one
-// OutcomeOf; an unreadable answer is VENDOR_UNEXPECTED_RESPONSE), idempotency bookkeeping,
-// log line and metrics:
-//   encode -> deps.vendor (cache, retries, breaker, vendor client) -> decode -> OutcomeOf
-//   -> the idempotency key's outcome (Complete, or Abandon when nothing reached the
-//      vendor; `idempotency_key` must have been begun by the caller: kLead)
+// RPCs through the generic unary handler, StreamDamageResults' submission, WatchTokenStatus'
+// polls, webhook registration at start-up), so each gets the same pipeline, decoding, error
+// mapping (one OutcomeOf; an unreadable answer is VENDOR_UNEXPECTED_RESPONSE), idempotency
+// bookkeeping, log line and metrics:
+//   encode -> deps.vendor (cache, retries, breaker, vendor client) -> decode into `response`
+//   -> OutcomeOf -> the idempotency key's outcome (Complete, or Abandon when nothing reached
+//      the vendor; `idempotency_key` must have been begun by the caller: kLead)
 //   -> NotifyFinished(record) -> done.
-// `endpoint` and `deps` must outlive the call; `done` runs once, on any thread.
+// `response` is cleared unless the call succeeds. `endpoint`, `deps` and `response` must
+// outlive the call; `done` runs once, on any thread.
+void CallVendor(const ServiceDeps& deps, const Endpoint& endpoint,
+                std::shared_ptr<const google::protobuf::Message> request,
+                google::protobuf::Message* response, std::chrono::system_clock::time_point deadline,
+                upstream::CallOptions call, std::string idempotency_key, RpcRecord record,
+                std::chrono::steady_clock::time_point start,
+                absl::AnyInvocable<void(CallOutcome) &&> done);
+
+// What one vendor call through an endpoint produced, typed (CallEndpoint).
+template <class Response>
+struct EndpointResult {
+  grpc::Status status;
+  std::optional<errors::ApiError> error;
+  Response response;  // decoded; empty unless OK
+  upstream::CacheStatus cache = upstream::CacheStatus::kNotCached;
+  std::string stale_cause;
+};
+
+// CallVendor for code that knows its types: `endpoint` (an Endpoint whose response type is
+// Response, or a UnaryEndpoint) must outlive the call.
+template <class Request, class Response>
+void CallEndpoint(const ServiceDeps& deps, const Endpoint& endpoint,
+                  std::shared_ptr<const Request> request,
+                  std::chrono::system_clock::time_point deadline, upstream::CallOptions call,
+                  std::string idempotency_key, RpcRecord record,
+                  std::chrono::steady_clock::time_point start,
+                  absl::AnyInvocable<void(EndpointResult<Response>) &&> done) {
+  auto response = std::make_shared<Response>();
+  Response* filled = response.get();
+  CallVendor(deps, endpoint, std::move(request), filled, deadline, std::move(call),
+             std::move(idempotency_key), std::move(record), start,
+             [response = std::move(response), done = std::move(done)](CallOutcome outcome) mutable {
+               EndpointResult<Response> out;
+               out.status = std::move(outcome.status);
+               out.error = std::move(outcome.error);
+               out.cache = outcome.cache;
+               out.stale_cause = std::move(outcome.stale_cause);
+               out.response.Swap(response.get());
+               std::move(done)(std::move(out));
+             });
+}
+
 template <class Request, class Response>
 void CallEndpoint(const ServiceDeps& deps, const UnaryEndpoint<Request, Response>& endpoint,
                   std::shared_ptr<const Request> request,
@@ -323,170 +416,14 @@ void CallEndpoint(const ServiceDeps& deps, const UnaryEndpoint<Request, Response
                   std::string idempotency_key, RpcRecord record,
                   std::chrono::steady_clock::time_point start,
                   absl::AnyInvocable<void(EndpointResult<Response>) &&> done) {
-  record.route = &routes::GetRoute(endpoint.route);
-  const std::string account = call.account;
-  // Every vendor call belongs to a trace: the RPC's, or one started for the gateway's own
-  // work (stream submissions, token polls, reconciliation, start-up registration).
-  if (!call.trace.has_value()) {
-    if (tracing::IsZero(record.trace.span_id)) {
-      record.trace = tracing::TraceContext::NewRoot();
-    }
-    call.trace = record.trace;
-  }
-  deps.vendor->Call(
-      endpoint.route, endpoint.encode(*request), deadline, call,
-      [&deps, &endpoint, request, idempotency_key = std::move(idempotency_key), account,
-       record = std::move(record), start,
-       done = std::move(done)](upstream::VendorResult result) mutable {
-        record.http_status = result.response.status;
-        record.attempts = result.attempts;
-        record.cache = result.cache;
-        EndpointResult<Response> out;
-        out.cache = result.cache;
-        out.stale_cause = result.stale_cause;
-        if (!result.ok()) {
-          out.error = errors::OutcomeOf(*record.route, *result.error);
-        } else if (absl::Status decoded = endpoint.decode(result.json_body(), *request,
-                                                          &out.response, &record.decode_report);
-                   !decoded.ok()) {
-          out.response.Clear();  // never a half-filled message
-          out.error = errors::OutcomeOf(*record.route, errors::ApiError::FromBadVendorBody(
-                                                           *record.route, result.response,
-                                                           errors::kReasonVendorUnexpectedResponse,
-                                                           std::string(decoded.message())));
-        }
-        if (out.error.has_value()) {
-          out.status = out.error->ToGrpcStatus();
-          record.reason = out.error->reason;
-        }
-        record.code = out.status.error_code();
-        NotifyFinished(deps, record, start);
-        if (out.status.ok() && endpoint.on_success) endpoint.on_success(out.response, account);
-        if (!idempotency_key.empty()) {
-          pipeline::IdempotentOutcome outcome{
-              out.status, out.status.ok() ? out.response.SerializeAsString() : std::string()};
-          if (!result.ok() && VendorNotReached(*result.error)) {
-            deps.idempotency->Abandon(account, idempotency_key, outcome);
-          } else {
-            deps.idempotency->Complete(account, idempotency_key, std::move(outcome));
-          }
-        }
+  auto untyped = std::make_shared<const Endpoint>(Untyped(endpoint));
+  const Endpoint& held = *untyped;
+  CallEndpoint<Request, Response>(
+      deps, held, std::move(request), deadline, std::move(call), std::move(idempotency_key),
+      std::move(record), start,
+      [untyped = std::move(untyped), done = std::move(done)](EndpointResult<Response> out) mutable {
         std::move(done)(std::move(out));
       });
-}
-
-// Runs one unary RPC without blocking: validate -> encode -> vendor call -> decode ->
-// Finish. The reactor finishes on the transport's event-loop thread.
-template <class Request, class Response>
-grpc::ServerUnaryReactor* RunUnary(grpc::CallbackServerContext* context, const Request* request,
-                                   Response* response, const ServiceDeps& deps,
-                                   const UnaryEndpoint<Request, Response>& endpoint) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const auto start = std::chrono::steady_clock::now();
-  RpcRecord record;
-  record.route = &routes::GetRoute(endpoint.route);
-  record.request_id = RequestIdFor(*context);
-  record.caller = CallerIdentity(*context);
-  record.peer = context->peer();
-  record.trace = TraceFor(*context);
-  if (auto account = SingleMetadata(*context, "x-vendor-account"); account.has_value()) {
-    record.account = std::string(account->substr(0, 64));
-  }
-  if (record.route->audited) record.resource = AuditResource(*request);
-  // Sent with the answer (FinishUnary): in the headers on success, in the trailers on an
-  // error.
-  const ResponseMetadata request_id = {{"x-request-id", record.request_id},
-                                       {"x-trace-id", record.trace.TraceIdHex()}};
-
-  if (auto denied = AdmitCall(*context, deps, record.route->grpc_method, &record.trace);
-      denied.has_value()) {
-    RefuseUnary(context, reactor, deps, record, start, *denied, request_id);
-    return reactor;
-  }
-  validation::Violations violations = endpoint.validate(*request);
-  if (!violations.empty()) {
-    RefuseUnary(context, reactor, deps, record, start,
-                errors::ApiError::InvalidRequest(std::move(violations)), request_id);
-    return reactor;
-  }
-  upstream::CallOptions call;
-  if (auto error = CallOptionsFor(*context, deps, record.request_id, &call); error.has_value()) {
-    RefuseUnary(context, reactor, deps, record, start, *error, request_id);
-    return reactor;
-  }
-  call.trace = record.trace;
-
-  // Idempotency: a repeat replays the first outcome, a concurrent duplicate waits for it.
-  std::string idempotency_key;
-  if (endpoint.idempotency_key && deps.idempotency != nullptr) {
-    idempotency_key = IdempotencyKeyFor(*context, endpoint.idempotency_key(*request));
-    if (auto invalid = CheckIdempotencyKey(idempotency_key); invalid.has_value()) {
-      RefuseUnary(context, reactor, deps, record, start, *invalid, request_id);
-      return reactor;
-    }
-    if (!idempotency_key.empty()) {
-      idempotency_key = ScopedIdempotencyKey(record.caller, idempotency_key);
-    }
-  }
-  if (!idempotency_key.empty()) {
-    // Runs for a replay and, possibly on another thread, for a waiter: the metadata is
-    // added here, before Finish, never after. ABORTED is the store telling a waiter that
-    // the first call never finished (retry), not a replayed outcome.
-    auto finish_with = [reactor, response, context, &deps, start, record,
-                        request_id](const pipeline::IdempotentOutcome& outcome) mutable {
-      ResponseMetadata metadata = request_id;
-      if (outcome.status.error_code() != grpc::StatusCode::ABORTED) {
-        metadata.emplace_back("idempotency-replayed", "true");
-        record.idempotency_replayed = true;
-      }
-      if (outcome.status.ok()) response->ParseFromString(outcome.response);
-      record.code = outcome.status.error_code();
-      NotifyFinished(deps, record, start);
-      FinishUnary(context, reactor, outcome.status, metadata);
-    };
-    pipeline::IdempotentOutcome replay;
-    switch (deps.idempotency->Begin(call.account, idempotency_key, RequestFingerprint(*request),
-                                    &replay, finish_with)) {
-      case pipeline::IdempotencyStore::Decision::kReplay:
-        finish_with(replay);
-        return reactor;
-      case pipeline::IdempotencyStore::Decision::kWait:
-        return reactor;
-      case pipeline::IdempotencyStore::Decision::kMismatch:
-        RefuseUnary(
-            context, reactor, deps, record, start,
-            errors::ApiError::InvalidRequest({{"idempotency_key",
-                                               "was already used with different parameters; use "
-                                               "a new key for a new operation"}}),
-            request_id);
-        return reactor;
-      case pipeline::IdempotencyStore::Decision::kUnavailable:
-        record.code = replay.status.error_code();
-        NotifyFinished(deps, record, start);
-        FinishUnary(context, reactor, replay.status, request_id);
-        return reactor;
-      case pipeline::IdempotencyStore::Decision::kLead:
-        break;
-    }
-  }
-
-  // Not owned: gRPC keeps the request until the reactor finishes, after `done`.
-  std::shared_ptr<const Request> borrowed(request, [](const Request*) {});
-  CallEndpoint<Request, Response>(
-      deps, endpoint, std::move(borrowed), context->deadline(), std::move(call),
-      std::move(idempotency_key), std::move(record), start,
-      [reactor, context, response, request_id](EndpointResult<Response> out) {
-        ResponseMetadata metadata = request_id;
-        AddCacheMetadata(&metadata, out.cache, out.stale_cause);
-        if (out.error.has_value() && out.error->retry_delay.has_value()) {
-          // gRPC clients with retry policies read this to back off too.
-          metadata.emplace_back("grpc-retry-pushback-ms",
-                                std::to_string(out.error->retry_delay->count()));
-        }
-        if (out.status.ok()) response->Swap(&out.response);
-        FinishUnary(context, reactor, out.status, metadata);
-      });
-  return reactor;
 }
 
 }  // namespace inspection::services

@@ -25,7 +25,7 @@ grpc::Status ValidateWatchUid(const std::string& uid) {
   // The same rules as GetTokenStatus: one definition, in gateway/validation.
   v1::GetTokenStatusRequest request;
   request.set_uid(uid);
-  const validation::Violations violations = validation::ValidateGetTokenStatus(request);
+  const validation::Violations violations = validation::ValidateRequest(request);
   if (violations.empty()) return grpc::Status::OK;
 
   const std::string message =

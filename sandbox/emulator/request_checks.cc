@@ -23,6 +23,13 @@ using nlohmann::json;
 using validation::FieldViolation;
 using validation::Violations;
 
+// The gateway's own validation of a request type (its `(rules)` annotations), as the
+// sandbox's typed check.
+template <class Request>
+Violations ValidateTyped(const Request& request) {
+  return validation::ValidateRequest(request);
+}
+
 constexpr char kBodyField[] = "body";
 
 // A field of `type` by its vendor JSON key: its json_name or one of its vendor_alias
@@ -280,6 +287,15 @@ bool ParseInt32(const std::string& text, int* out) {
 
 }  // namespace
 
+Violations CheckRequest(const json& body, Message* request) {
+  Violations all = DecodeVendorJson(body, request);
+  for (const FieldViolation& violation : all) {
+    if (violation.field == kBodyField) return all;  // nothing typed to check
+  }
+  return Merge(std::move(all),
+               ToVendorSpelling(request->GetDescriptor(), validation::ValidateRequest(*request)));
+}
+
 const std::vector<std::string>& KnownEventNames() { return vendor::SpecEventNames(); }
 
 bool IsKnownEventName(const std::string& name) {
@@ -331,52 +347,52 @@ Violations CheckCreateToken(const json& body, v1::CreateTokenRequest* request) {
     }
   }
   return CheckTyped<v1::CreateTokenRequest>(body, request, std::move(json_level),
-                                            validation::ValidateCreateToken);
+                                            ValidateTyped<v1::CreateTokenRequest>);
 }
 
 Violations CheckRemoveBackground(const json& body, v1::RemoveBackgroundRequest* request) {
   return CheckTyped<v1::RemoveBackgroundRequest>(body, request, {},
-                                                 validation::ValidateRemoveBackground);
+                                                 ValidateTyped<v1::RemoveBackgroundRequest>);
 }
 
 Violations CheckAssessQuality(const json& body, v1::AssessQualityRequest* request) {
-  return CheckTyped<v1::AssessQualityRequest>(body, request, {}, validation::ValidateAssessQuality);
+  return CheckRequest(body, request);
 }
 
 Violations CheckAssessQualityBatch(const json& body, v1::AssessQualityBatchRequest* request) {
   return CheckUrlsRequest(body, request,
-                          [request] { return validation::ValidateAssessQualityBatch(*request); });
+                          [request] { return validation::ValidateRequest(*request); });
 }
 
 Violations CheckSegmentVehicle(const json& body, v1::SegmentVehicleRequest* request) {
   return CheckUrlsRequest(body, request,
-                          [request] { return validation::ValidateSegmentVehicle(*request); });
+                          [request] { return validation::ValidateRequest(*request); });
 }
 
 Violations CheckSegmentParts(const json& body, v1::SegmentPartsRequest* request) {
   return CheckUrlsRequest(body, request,
-                          [request] { return validation::ValidateSegmentParts(*request); });
+                          [request] { return validation::ValidateRequest(*request); });
 }
 
 Violations CheckDetectDamage(const json& body, v1::DetectDamageRequest* request) {
   return CheckUrlsRequest(body, request,
-                          [request] { return validation::ValidateDetectDamage(*request); });
+                          [request] { return validation::ValidateRequest(*request); });
 }
 
 Violations CheckUpdateWebhookConfig(const json& body, v1::UpdateWebhookConfigRequest* request) {
   return CheckTyped<v1::UpdateWebhookConfigRequest>(body, request, {},
-                                                    validation::ValidateUpdateWebhookConfig);
+                                                    ValidateTyped<v1::UpdateWebhookConfigRequest>);
 }
 
 Violations CheckUpdateEventConfig(const json& body, v1::UpdateEventConfigRequest* request) {
   Violations json_level;
   if (body.is_object()) CheckEventNameJson(body, &json_level);
-  return CheckTyped<v1::UpdateEventConfigRequest>(
-      body, request, std::move(json_level), [](const v1::UpdateEventConfigRequest& typed) {
-        v1::UpdateEventConfigRequest normalised = typed;
-        NormaliseEventName(&normalised);
-        return validation::ValidateUpdateEventConfig(normalised);
-      });
+  return CheckTyped<v1::UpdateEventConfigRequest>(body, request, std::move(json_level),
+                                                  [](const v1::UpdateEventConfigRequest& typed) {
+                                                    v1::UpdateEventConfigRequest normalised = typed;
+                                                    NormaliseEventName(&normalised);
+                                                    return validation::ValidateRequest(normalised);
+                                                  });
 }
 
 Violations CheckTestWebhook(const json& params, v1::TestWebhookRequest* request) {
@@ -386,7 +402,7 @@ Violations CheckTestWebhook(const json& params, v1::TestWebhookRequest* request)
       params, request, std::move(json_level), [](const v1::TestWebhookRequest& typed) {
         v1::TestWebhookRequest normalised = typed;
         NormaliseEventName(&normalised);
-        return validation::ValidateTestWebhook(normalised);
+        return validation::ValidateRequest(normalised);
       });
   NormaliseEventName(request);
   return all;
@@ -418,7 +434,7 @@ Violations CheckSearchInspections(const std::map<std::string, std::string>& quer
   limits.search_max_limit = kSearchMaxLimit;
   return Merge(std::move(json_level),
                ToVendorSpelling(v1::SearchInspectionsRequest::descriptor(),
-                                validation::ValidateSearchInspections(*request, limits)));
+                                validation::ValidateRequest(*request, limits)));
 }
 
 Violations CheckDeviceId(const std::string* device_id, std::string* uid) {
@@ -435,7 +451,7 @@ Violations CheckDeviceId(const std::string* device_id, std::string* uid) {
   v1::GetTokenStatusRequest typed;
   typed.set_uid(*uid);
   Violations out;
-  for (FieldViolation violation : validation::ValidateGetTokenStatus(typed)) {
+  for (FieldViolation violation : validation::ValidateRequest(typed)) {
     // The rule is about the uid inside deviceId; "-pwa" is checked above.
     violation.description = ReplaceAll(violation.description, "uid", "the uid in deviceId");
     violation.field = "deviceId";
@@ -448,7 +464,7 @@ Violations CheckDamagesReportId(const std::string& inspection_id) {
   v1::GetDamagesReportRequest typed;
   typed.set_inspection_id(inspection_id);
   return ToVendorSpelling(v1::GetDamagesReportRequest::descriptor(),
-                          validation::ValidateGetDamagesReport(typed));
+                          validation::ValidateRequest(typed));
 }
 
 }  // namespace inspection::sandbox

@@ -36,6 +36,11 @@ namespace inspection::sandbox {
 const std::vector<std::string>& KnownEventNames();
 bool IsKnownEventName(const std::string& name);
 
+// Any request with a JSON body and no check of its own: decoded as the gateway encodes it,
+// then the gateway's own rules (validation::ValidateRequest, the `(rules)` annotations). A
+// new endpoint's handler needs nothing more.
+validation::Violations CheckRequest(const nlohmann::json& body, google::protobuf::Message* request);
+
 validation::Violations CheckCreateToken(const nlohmann::json& body,
                                         v1::CreateTokenRequest* request);
 validation::Violations CheckRemoveBackground(const nlohmann::json& body,

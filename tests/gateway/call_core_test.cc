@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "gateway/idempotency/idempotency_store.h"
-#include "gateway/services/token_service.h"
+#include "gateway/services/endpoints.h"
 #include "gateway/services/unary_call.h"
 
 namespace inspection::services {
@@ -45,9 +45,9 @@ class CallCoreTest : public ::testing::Test {
     deps_.idempotency = store_.get();
   }
 
-  template <class Request, class Response>
-  EndpointResult<Response> Run(const UnaryEndpoint<Request, Response>& endpoint, Request request,
-                               std::string key = "") {
+  template <class Request, class Response, class AnyEndpoint>
+  EndpointResult<Response> RunAs(const AnyEndpoint& endpoint, Request request,
+                                 std::string key = "") {
     std::optional<EndpointResult<Response>> out;
     RpcRecord record;
     record.origin = "test";
@@ -60,6 +60,17 @@ class CallCoreTest : public ::testing::Test {
         [&out](EndpointResult<Response> result) { out = std::move(result); });
     EXPECT_TRUE(out.has_value()) << "done runs once the pipeline answered";
     return std::move(*out);
+  }
+  template <class Request, class Response>
+  EndpointResult<Response> Run(const UnaryEndpoint<Request, Response>& endpoint, Request request,
+                               std::string key = "") {
+    return RunAs<Request, Response>(endpoint, std::move(request), std::move(key));
+  }
+  // GetTokenStatus as the gateway serves it (the generic mapping and its override).
+  EndpointResult<v1::GetTokenStatusResponse> RunGetTokenStatus(v1::GetTokenStatusRequest request) {
+    const Endpoints endpoints(deps_);
+    return RunAs<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>(
+        endpoints.Get(routes::RouteId::kGetTokenStatus), std::move(request));
   }
 
   pipeline::IdempotencyStore::Decision Begin(const std::string& key) {
@@ -85,8 +96,7 @@ TEST_F(CallCoreTest, ASuccessIsDecodedAndRecorded) {
   pipeline_.next = Answer(200, {{"status", 2}, {"uid", "u-1"}});
   v1::GetTokenStatusRequest request;
   request.set_uid("u-1");
-  const auto endpoint = GetTokenStatusEndpoint();
-  auto out = Run(endpoint, request);
+  auto out = RunGetTokenStatus(request);
   EXPECT_TRUE(out.status.ok()) << out.status.error_message();
   EXPECT_FALSE(out.error.has_value());
   EXPECT_EQ(pipeline_.routes, std::vector<routes::RouteId>{routes::RouteId::kGetTokenStatus});
@@ -102,8 +112,7 @@ TEST_F(CallCoreTest, ASuccessIsDecodedAndRecorded) {
 TEST_F(CallCoreTest, AnUnreadableAnswerIsUnexpectedAndForACreationUnknown) {
   // JSON of the wrong shape for a token status: an array.
   pipeline_.next = Answer(200, nlohmann::json::array({1, 2}));
-  const auto status_endpoint = GetTokenStatusEndpoint();
-  auto read = Run(status_endpoint, v1::GetTokenStatusRequest());
+  auto read = RunGetTokenStatus(v1::GetTokenStatusRequest());
   EXPECT_EQ(read.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(read.error->reason, errors::kReasonVendorUnexpectedResponse);
   EXPECT_EQ(recorder_.records.back().reason, errors::kReasonVendorUnexpectedResponse);

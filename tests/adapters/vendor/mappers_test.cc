@@ -7,11 +7,18 @@
 #include "adapters/vendor/event_config_mapper.h"
 #include "adapters/vendor/event_mapper.h"
 #include "adapters/vendor/image_mapper.h"
-#include "adapters/vendor/inspection_mapper.h"
 #include "adapters/vendor/token_mapper.h"
+#include "adapters/vendor/vendor_mapping.h"
+#include "adapters/vendor/vendor_routes.h"
+#include "inspection/v1/inspection.pb.h"
 
 namespace inspection::vendor {
 namespace {
+
+// The route annotation of an RPC of the API, as the generic mapping reads it.
+const v1::VendorRoute& RouteOf(const std::string& rpc) {
+  return *VendorRouteOf(*FindApiMethod(rpc));
+}
 
 // The spec's event names, spelled once (EventName's vendor_string annotations): every name
 // maps back to its enum value.
@@ -145,13 +152,14 @@ TEST(DamageMapperTest, InspectionIdPointers) {
 TEST(InspectionMapperTest, OnlySetParametersAreSent) {
   v1::SearchInspectionsRequest request;
   request.set_username("agent");
-  VendorRequest out = EncodeSearchInspectionsRequest(request);
+  VendorRequest out =
+      EncodeRequest(RouteOf("inspection.v1.InspectionService.SearchInspections"), request);
   ASSERT_EQ(out.query.size(), 1u);
   EXPECT_EQ(out.query[0].first, "username");
   request.set_page(1);
   request.set_limit(50);
   request.set_license_plate("AB");
-  out = EncodeSearchInspectionsRequest(request);
+  out = EncodeRequest(RouteOf("inspection.v1.InspectionService.SearchInspections"), request);
   ASSERT_EQ(out.query.size(), 4u);
   EXPECT_EQ(out.query[0].first, "licensePlate");
   EXPECT_EQ(out.query[3], (std::pair<std::string, std::string>{"limit", "50"}));
@@ -178,21 +186,22 @@ TEST(EventConfigMapperTest, RawEventNameWins) {
   v1::UpdateEventConfigRequest request;
   request.set_event_name_raw("brandNew");
   request.set_webhook(true);
-  EXPECT_EQ(*EncodeUpdateEventConfigRequest(request).body,
-            json::parse(R"({"eventName": "brandNew", "webhook": true})"));
+  EXPECT_EQ(
+      *EncodeRequest(RouteOf("inspection.v1.EventConfigService.UpdateEventConfig"), request).body,
+      json::parse(R"({"eventName": "brandNew", "webhook": true})"));
 }
 
 TEST(EventConfigMapperTest, ListMustBeAnArrayAndIsNeverHalfFilled) {
   v1::ListEventConfigsResponse response;
-  EXPECT_FALSE(DecodeListEventConfigsResponse(json::parse("{}"), &response, nullptr).ok());
+  EXPECT_FALSE(DecodeResponse(json::parse("{}"), &response, nullptr).ok());
   EXPECT_EQ(response.event_configs_size(), 0);
-  EXPECT_FALSE(DecodeListEventConfigsResponse(json::parse(R"([{"eventName": "createReport"}, 3])"),
-                                              &response, nullptr)
-                   .ok());
+  EXPECT_FALSE(
+      DecodeResponse(json::parse(R"([{"eventName": "createReport"}, 3])"), &response, nullptr)
+          .ok());
   EXPECT_EQ(response.event_configs_size(), 0);
   DecodeReport report;
-  ASSERT_TRUE(DecodeListEventConfigsResponse(
-                  json::parse(R"([{"eventName": "createReport", "extra": 1}])"), &response, &report)
+  ASSERT_TRUE(DecodeResponse(json::parse(R"([{"eventName": "createReport", "extra": 1}])"),
+                             &response, &report)
                   .ok());
   ASSERT_EQ(report.unknown_paths.size(), 1u);
   EXPECT_EQ(report.unknown_paths[0], "[0].extra");
@@ -201,8 +210,9 @@ TEST(EventConfigMapperTest, ListMustBeAnArrayAndIsNeverHalfFilled) {
 TEST(WebhookConfigMapperTest, UpdateBodyAndNullsBack) {
   v1::UpdateWebhookConfigRequest request;
   request.set_webhook_url_v2("https://h.test/v2");
-  EXPECT_EQ(*EncodeUpdateWebhookConfigRequest(request).body,
-            json::parse(R"({"webhookUrlV2": "https://h.test/v2"})"));
+  EXPECT_EQ(
+      *EncodeRequest(RouteOf("inspection.v1.EventConfigService.UpdateWebhookConfig"), request).body,
+      json::parse(R"({"webhookUrlV2": "https://h.test/v2"})"));
   v1::GetWebhookConfigResponse response;
   ASSERT_TRUE(
       DecodeGetWebhookConfigResponse(json::parse(R"({"webhookHeaderKey": null, "webhookUrl": null,
@@ -244,6 +254,50 @@ TEST(WebhookConfigMapperTest, TheKeyIsSealedIntoItsFingerprintAndNeverDecoded) {
   json no_key = json::parse(R"({"webhookHeaderKey": null})");
   SealWebhookHeaderKey(&no_key);
   EXPECT_EQ(no_key, json::parse(R"({"webhookHeaderKeySha256Prefix": null})"));
+}
+
+TEST(GenericMappingTest, PathParameterFromTheFieldOfThatJsonName) {
+  v1::GetDamagesReportRequest request;
+  request.set_inspection_id("insp 7");
+  VendorRequest out =
+      EncodeRequest(RouteOf("inspection.v1.InspectionService.GetDamagesReport"), request);
+  ASSERT_EQ(out.path_params.size(), 1u);
+  EXPECT_EQ(out.path_params[0], (std::pair<std::string, std::string>{"inspectionId", "insp 7"}));
+  EXPECT_TRUE(out.query.empty()) << "a path field is not sent twice";
+  EXPECT_FALSE(out.body.has_value()) << "a GET has no body";
+}
+
+TEST(GenericMappingTest, PostBodyIsTheWholeRequestLessGatewayOnlyFields) {
+  v1::DetectDamageRequest request;
+  request.add_urls("https://img.test/1.jpg");
+  request.set_idempotency_key("k-1");
+  VendorRequest out = EncodeRequest(RouteOf("inspection.v1.DamageService.DetectDamage"), request);
+  ASSERT_TRUE(out.body.has_value());
+  EXPECT_EQ(*out.body, json::parse(R"({"urls": ["https://img.test/1.jpg"]})"));
+  EXPECT_TRUE(out.query.empty());
+}
+
+TEST(GenericMappingTest, VendorBodyFieldTakesTheWholeAnswer) {
+  v1::GetDamagesReportResponse report;
+  ASSERT_TRUE(DecodeResponse(json::parse(R"({"damages": [1, 2]})"), &report, nullptr).ok());
+  EXPECT_EQ(report.report().struct_value().fields().at("damages").list_value().values_size(), 2);
+  v1::UpdateEventConfigResponse config;
+  ASSERT_TRUE(DecodeResponse(json::parse(R"({"eventName": "createReport", "webhook": true})"),
+                             &config, nullptr)
+                  .ok());
+  EXPECT_TRUE(config.config().webhook());
+  // Without a vendor_body field the answer is the response's own fields.
+  v1::TestWebhookResponse test;
+  ASSERT_TRUE(DecodeResponse(json::parse(R"({"status": "sent"})"), &test, nullptr).ok());
+  EXPECT_EQ(test.status(), "sent");
+  EXPECT_EQ(VendorBodyField(*v1::TestWebhookResponse::descriptor()), nullptr);
+}
+
+TEST(GenericMappingTest, AVendorBodyFieldIsNeverAJsonKey) {
+  // The codec skips it both ways: encoding the response gives no "config" key.
+  v1::UpdateEventConfigResponse config;
+  config.mutable_config()->set_webhook(true);
+  EXPECT_FALSE(EncodeMessage(config).contains("config"));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "adapters/vendor/codes.h"
 #include "adapters/vendor/image_mapper.h"
 #include "adapters/vendor/json_codec.h"
+#include "adapters/vendor/vendor_mapping.h"
 #include "inspection/v1/image.pb.h"
 
 namespace inspection::sandbox {

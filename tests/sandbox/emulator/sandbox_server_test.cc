@@ -22,8 +22,10 @@
 #include "adapters/vendor/damage_mapper.h"
 #include "adapters/vendor/event_config_mapper.h"
 #include "adapters/vendor/image_mapper.h"
-#include "adapters/vendor/inspection_mapper.h"
 #include "adapters/vendor/token_mapper.h"
+#include "adapters/vendor/vendor_mapping.h"
+#include "adapters/vendor/vendor_routes.h"
+#include "inspection/v1/inspection.pb.h"
 #include "tests/support/fake_vendor.h"
 #include "tests/support/wait.h"
 
@@ -1006,7 +1008,7 @@ TEST_F(SandboxServerTest, EveryResponseDecodesIntoTheGatewaysTypedResponse) {
   {
     v1::GetTokenStatusResponse response;
     vendor::DecodeReport report;
-    ASSERT_TRUE(vendor::DecodeGetTokenStatusResponse(Status(uid).body, &response, &report).ok());
+    ASSERT_TRUE(vendor::DecodeResponse(Status(uid).body, &response, &report).ok());
     ExpectClean(report, "token status");
     EXPECT_EQ(response.token().tradein_status(), v1::TRADEIN_STATUS_COMPLETED);
     EXPECT_EQ(response.token().inspection_ptr().type(), 4);
@@ -1014,8 +1016,8 @@ TEST_F(SandboxServerTest, EveryResponseDecodesIntoTheGatewaysTypedResponse) {
   {
     v1::SearchInspectionsResponse response;
     vendor::DecodeReport report;
-    ASSERT_TRUE(vendor::DecodeSearchInspectionsResponse(
-                    Get("/apiv1/inspection/search?username=agent-007").body, &response, &report)
+    ASSERT_TRUE(vendor::DecodeResponse(Get("/apiv1/inspection/search?username=agent-007").body,
+                                       &response, &report)
                     .ok());
     ExpectClean(report, "search");
     ASSERT_EQ(response.data_size(), 1);
@@ -1026,7 +1028,7 @@ TEST_F(SandboxServerTest, EveryResponseDecodesIntoTheGatewaysTypedResponse) {
   {
     v1::RemoveBackgroundResponse response;
     vendor::DecodeReport report;
-    ASSERT_TRUE(vendor::DecodeRemoveBackgroundResponse(
+    ASSERT_TRUE(vendor::DecodeResponse(
                     Post("/apiV1/remarketing/removeBackground",
                          {{"url", "https://a.example/car.jpg"}, {"colorBackground", "#ffffff"}})
                         .body,
@@ -1040,7 +1042,7 @@ TEST_F(SandboxServerTest, EveryResponseDecodesIntoTheGatewaysTypedResponse) {
   {
     v1::AssessQualityResponse response;
     vendor::DecodeReport report;
-    ASSERT_TRUE(vendor::DecodeAssessQualityResponse(
+    ASSERT_TRUE(vendor::DecodeResponse(
                     Post("/apiV1/quality/image", {{"url", "https://a.example/1.jpg"}}).body,
                     &response, &report)
                     .ok());
@@ -1049,17 +1051,16 @@ TEST_F(SandboxServerTest, EveryResponseDecodesIntoTheGatewaysTypedResponse) {
   {
     v1::AssessQualityBatchResponse response;
     vendor::DecodeReport report;
-    ASSERT_TRUE(vendor::DecodeAssessQualityBatchResponse(
-                    Post("/apiV1/quality/image/list", urls).body, &response, &report)
-                    .ok());
+    ASSERT_TRUE(
+        vendor::DecodeResponse(Post("/apiV1/quality/image/list", urls).body, &response, &report)
+            .ok());
     ExpectClean(report, "quality list");
   }
   {
     v1::SegmentVehicleResponse response;
     vendor::DecodeReport report;
-    ASSERT_TRUE(vendor::DecodeSegmentVehicleResponse(Post("/apiV1/seg/image", urls).body, &response,
-                                                     &report)
-                    .ok());
+    ASSERT_TRUE(
+        vendor::DecodeResponse(Post("/apiV1/seg/image", urls).body, &response, &report).ok());
     ExpectClean(report, "segmentation");
   }
   {
@@ -1082,9 +1083,9 @@ TEST_F(SandboxServerTest, EveryResponseDecodesIntoTheGatewaysTypedResponse) {
   {
     v1::GetDamagesReportResponse response;
     ASSERT_TRUE(
-        vendor::DecodeGetDamagesReportResponse(
+        vendor::DecodeResponse(
             Get("/apiv1/inspection/apiV1_sdk/inspection/damagesReport/" + inspection_id).body,
-            &response)
+            &response, nullptr)
             .ok());
     EXPECT_TRUE(response.report().has_struct_value());
   }
@@ -1117,9 +1118,9 @@ TEST_F(SandboxServerTest, EveryResponseDecodesIntoTheGatewaysTypedResponse) {
   {
     v1::ListEventConfigsResponse response;
     vendor::DecodeReport report;
-    ASSERT_TRUE(vendor::DecodeListEventConfigsResponse(Get("/apiV1/eventmanager/configevent").body,
-                                                       &response, &report)
-                    .ok());
+    ASSERT_TRUE(
+        vendor::DecodeResponse(Get("/apiV1/eventmanager/configevent").body, &response, &report)
+            .ok());
     ExpectClean(report, "list event configs");
     ASSERT_EQ(response.event_configs_size(), 8);
     EXPECT_EQ(response.event_configs(7).event_name(), v1::EVENT_NAME_CHASE_UP_VEHICLE);
@@ -1127,12 +1128,11 @@ TEST_F(SandboxServerTest, EveryResponseDecodesIntoTheGatewaysTypedResponse) {
   {
     v1::UpdateEventConfigResponse response;
     vendor::DecodeReport report;
-    ASSERT_TRUE(
-        vendor::DecodeUpdateEventConfigResponse(
-            Put("/apiV1/eventmanager/configevent", {{"eventName", "newDamage"}, {"webhook", true}})
-                .body,
-            &response, &report)
-            .ok());
+    ASSERT_TRUE(vendor::DecodeResponse(Put("/apiV1/eventmanager/configevent",
+                                           {{"eventName", "newDamage"}, {"webhook", true}})
+                                           .body,
+                                       &response, &report)
+                    .ok());
     ExpectClean(report, "update event config");
     EXPECT_EQ(response.config().event_name(), v1::EVENT_NAME_NEW_DAMAGE);
     EXPECT_TRUE(response.config().webhook());
@@ -1140,7 +1140,7 @@ TEST_F(SandboxServerTest, EveryResponseDecodesIntoTheGatewaysTypedResponse) {
   {
     v1::TestWebhookResponse response;
     vendor::DecodeReport report;
-    ASSERT_TRUE(vendor::DecodeTestWebhookResponse(
+    ASSERT_TRUE(vendor::DecodeResponse(
                     Get("/apiV1/eventmanager/testwebhook?eventName=deleteInspection").body,
                     &response, &report)
                     .ok());
@@ -1184,7 +1184,11 @@ TEST_F(SandboxServerTest, AcceptsWhatTheGatewaysEncodersSend) {
   event.set_event_name(v1::EVENT_NAME_CREATE_REPORT);
   event.set_webhook(true);
   Answer updated =
-      Put("/apiV1/eventmanager/configevent", *vendor::EncodeUpdateEventConfigRequest(event).body);
+      Put("/apiV1/eventmanager/configevent",
+          *vendor::EncodeRequest(*vendor::VendorRouteOf(*vendor::FindApiMethod(
+                                     "inspection.v1.EventConfigService.UpdateEventConfig")),
+                                 event)
+               .body);
   EXPECT_EQ(updated.status(), 200) << updated.result.response.body;
 }
 

@@ -285,9 +285,9 @@ var File_inspection_v1_damage_proto protoreflect.FileDescriptor
 
 const file_inspection_v1_damage_proto_rawDesc = "" +
 	"\n" +
-	"\x1ainspection/v1/damage.proto\x12\rinspection.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x19inspection/v1/event.proto\x1a\"inspection/v1/vendor_options.proto\"X\n" +
-	"\x13DetectDamageRequest\x12\x12\n" +
-	"\x04urls\x18\x01 \x03(\tR\x04urls\x12-\n" +
+	"\x1ainspection/v1/damage.proto\x12\rinspection.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x19inspection/v1/event.proto\x1a\"inspection/v1/vendor_options.proto\"l\n" +
+	"\x13DetectDamageRequest\x12&\n" +
+	"\x04urls\x18\x01 \x03(\tB\x12\xb2\xf4\x18\x0e\x10\x01 \x01*\bmax_urlsR\x04urls\x12-\n" +
 	"\x0fidempotency_key\x18\x14 \x01(\tB\x04\xa0\xf4\x18\x01R\x0eidempotencyKey\"s\n" +
 	"\x14DetectDamageResponse\x120\n" +
 	"\x04body\x18\x01 \x01(\v2\x16.google.protobuf.ValueB\x04\xa0\xf4\x18\x01R\x04body\x12)\n" +

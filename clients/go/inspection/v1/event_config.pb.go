@@ -772,30 +772,34 @@ const file_inspection_v1_event_config_proto_rawDesc = "" +
 	"\f_sender_name\"\x19\n" +
 	"\x17GetWebhookConfigRequest\"V\n" +
 	"\x18GetWebhookConfigResponse\x12:\n" +
-	"\x06config\x18\x01 \x01(\v2\x1c.inspection.v1.WebhookConfigB\x04\xa0\xf4\x18\x01R\x06config\"\x8c\x01\n" +
-	"\x1aUpdateWebhookConfigRequest\x12$\n" +
-	"\x0ewebhook_url_v2\x18\x01 \x01(\tR\fwebhookUrlV2\x121\n" +
-	"\x12webhook_header_key\x18\x02 \x01(\tH\x00R\x10webhookHeaderKey\x88\x01\x01B\x15\n" +
+	"\x06config\x18\x01 \x01(\v2\x1c.inspection.v1.WebhookConfigB\x04\xa8\xf4\x18\x01R\x06config\"\xcf\x01\n" +
+	"\x1aUpdateWebhookConfigRequest\x12M\n" +
+	"\x0ewebhook_url_v2\x18\x01 \x01(\tB'\xb2\xf4\x18#\n" +
+	"\x1fwhere the vendor sends webhooks\x10\x01R\fwebhookUrlV2\x12K\n" +
+	"\x12webhook_header_key\x18\x02 \x01(\tB\x18\xb2\xf4\x18\x14R\x12webhook.header_keyH\x00R\x10webhookHeaderKey\x88\x01\x01B\x15\n" +
 	"\x13_webhook_header_key\"Y\n" +
 	"\x1bUpdateWebhookConfigResponse\x12:\n" +
-	"\x06config\x18\x01 \x01(\v2\x1c.inspection.v1.WebhookConfigB\x04\xa0\xf4\x18\x01R\x06config\"\x19\n" +
+	"\x06config\x18\x01 \x01(\v2\x1c.inspection.v1.WebhookConfigB\x04\xa8\xf4\x18\x01R\x06config\"\x19\n" +
 	"\x17ListEventConfigsRequest\"a\n" +
 	"\x18ListEventConfigsResponse\x12E\n" +
-	"\revent_configs\x18\x01 \x03(\v2\x1a.inspection.v1.EventConfigB\x04\xa0\xf4\x18\x01R\feventConfigs\"\xa4\x01\n" +
-	"\x18UpdateEventConfigRequest\x127\n" +
+	"\revent_configs\x18\x01 \x03(\v2\x1a.inspection.v1.EventConfigB\x04\xa8\xf4\x18\x01R\feventConfigs\"\xfb\x01\n" +
+	"\x18UpdateEventConfigRequest\x12I\n" +
 	"\n" +
-	"event_name\x18\x01 \x01(\x0e2\x18.inspection.v1.EventNameR\teventName\x12$\n" +
-	"\x0eevent_name_raw\x18\x02 \x01(\tR\feventNameRaw\x12\x1d\n" +
-	"\awebhook\x18\x03 \x01(\bH\x00R\awebhook\x88\x01\x01B\n" +
+	"event_name\x18\x01 \x01(\x0e2\x18.inspection.v1.EventNameB\x10\xb2\xf4\x18\fR\n" +
+	"event.nameR\teventName\x12$\n" +
+	"\x0eevent_name_raw\x18\x02 \x01(\tR\feventNameRaw\x12b\n" +
+	"\awebhook\x18\x03 \x01(\bBC\xb2\xf4\x18?\n" +
+	"=true enables webhook delivery of the event, false disables itH\x00R\awebhook\x88\x01\x01B\n" +
 	"\n" +
 	"\b_webhook\"U\n" +
 	"\x19UpdateEventConfigResponse\x128\n" +
-	"\x06config\x18\x01 \x01(\v2\x1a.inspection.v1.EventConfigB\x04\xa0\xf4\x18\x01R\x06config\"\x98\x01\n" +
-	"\x12TestWebhookRequest\x127\n" +
+	"\x06config\x18\x01 \x01(\v2\x1a.inspection.v1.EventConfigB\x04\xa8\xf4\x18\x01R\x06config\"\xb2\x01\n" +
+	"\x12TestWebhookRequest\x12I\n" +
 	"\n" +
-	"event_name\x18\x01 \x01(\x0e2\x18.inspection.v1.EventNameR\teventName\x12$\n" +
-	"\x0eevent_name_raw\x18\x02 \x01(\tR\feventNameRaw\x12#\n" +
-	"\rinspection_id\x18\x03 \x01(\tR\finspectionId\"~\n" +
+	"event_name\x18\x01 \x01(\x0e2\x18.inspection.v1.EventNameB\x10\xb2\xf4\x18\fR\n" +
+	"event.nameR\teventName\x12$\n" +
+	"\x0eevent_name_raw\x18\x02 \x01(\tR\feventNameRaw\x12+\n" +
+	"\rinspection_id\x18\x03 \x01(\tB\x06\xb2\xf4\x18\x02\x18\x01R\finspectionId\"~\n" +
 	"\x13TestWebhookResponse\x12\x1b\n" +
 	"\x06status\x18\x01 \x01(\tH\x00R\x06status\x88\x01\x01\x12?\n" +
 	"\x0eunknown_fields\x18\xe8\a \x01(\v2\x17.google.protobuf.StructR\runknownFieldsB\t\n" +

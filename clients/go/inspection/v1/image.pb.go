@@ -2165,17 +2165,18 @@ var File_inspection_v1_image_proto protoreflect.FileDescriptor
 
 const file_inspection_v1_image_proto_rawDesc = "" +
 	"\n" +
-	"\x19inspection/v1/image.proto\x12\rinspection.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1ainspection/v1/common.proto\x1a\"inspection/v1/vendor_options.proto\"\xb5\x05\n" +
-	"\x17RemoveBackgroundRequest\x12\x10\n" +
-	"\x03url\x18\x01 \x01(\tR\x03url\x12*\n" +
-	"\x0eurl_background\x18\x02 \x01(\tH\x00R\rurlBackground\x88\x01\x01\x12.\n" +
-	"\x10color_background\x18\x03 \x01(\tH\x01R\x0fcolorBackground\x88\x01\x01\x121\n" +
-	"\x12manual_width_ratio\x18\x04 \x01(\x01H\x02R\x10manualWidthRatio\x88\x01\x01\x12$\n" +
+	"\x19inspection/v1/image.proto\x12\rinspection.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1ainspection/v1/common.proto\x1a\"inspection/v1/vendor_options.proto\"\xfe\x06\n" +
+	"\x17RemoveBackgroundRequest\x12.\n" +
+	"\x03url\x18\x01 \x01(\tB\x1c\xb2\xf4\x18\x18\n" +
+	"\x14the image to process\x10\x01R\x03url\x122\n" +
+	"\x0eurl_background\x18\x02 \x01(\tB\x06\xb2\xf4\x18\x02\x10\x01H\x00R\rurlBackground\x88\x01\x01\x12X\n" +
+	"\x10color_background\x18\x03 \x01(\tB(\xb2\xf4\x18$R\"remove_background.color_backgroundH\x01R\x0fcolorBackground\x88\x01\x01\x12]\n" +
+	"\x12manual_width_ratio\x18\x04 \x01(\x01B*\xb2\xf4\x18&R$remove_background.manual_width_ratioH\x02R\x10manualWidthRatio\x88\x01\x01\x12$\n" +
 	"\vauto_center\x18\x05 \x01(\bH\x03R\n" +
 	"autoCenter\x88\x01\x01\x122\n" +
-	"\x12manual_positioning\x18\x06 \x01(\bH\x04R\x11manualPositioning\x88\x01\x01\x12c\n" +
-	"\x1emanual_top_left_position_ratio\x18\a \x03(\x01B\x1f\x92\xf4\x18\x1bmanualTopLeftPositionRatiosR\x1amanualTopLeftPositionRatio\x12*\n" +
-	"\twheel_box\x18\b \x03(\x01B\r\x92\xf4\x18\twheelsBoxR\bwheelBox\x12 \n" +
+	"\x12manual_positioning\x18\x06 \x01(\bH\x04R\x11manualPositioning\x88\x01\x01\x12\x97\x01\n" +
+	"\x1emanual_top_left_position_ratio\x18\a \x03(\x01BS\x92\xf4\x18\x1bmanualTopLeftPositionRatios\xb2\xf4\x1800\x02:\x06[x, y]R$remove_background.manual_positioningR\x1amanualTopLeftPositionRatio\x12B\n" +
+	"\twheel_box\x18\b \x03(\x01B%\x92\xf4\x18\twheelsBox\xb2\xf4\x18\x140\x04:\x10[x1, y1, x2, y2]R\bwheelBox\x12 \n" +
 	"\tblur_face\x18\t \x01(\bH\x05R\bblurFace\x88\x01\x01\x12 \n" +
 	"\tblur_logo\x18\n" +
 	" \x01(\bH\x06R\bblurLogo\x88\x01\x01\x121\n" +
@@ -2261,18 +2262,19 @@ const file_inspection_v1_image_proto_rawDesc = "" +
 	"\x03url\x18\x03 \x01(\tH\x01R\x03url\x88\x01\x01\x12?\n" +
 	"\x0eunknown_fields\x18\xe8\a \x01(\v2\x17.google.protobuf.StructR\runknownFieldsB\t\n" +
 	"\a_statusB\x06\n" +
-	"\x04_url\"(\n" +
-	"\x14AssessQualityRequest\x12\x10\n" +
-	"\x03url\x18\x01 \x01(\tR\x03url\"\xcd\x01\n" +
+	"\x04_url\"E\n" +
+	"\x14AssessQualityRequest\x12-\n" +
+	"\x03url\x18\x01 \x01(\tB\x1b\xb2\xf4\x18\x17\n" +
+	"\x13the image to assess\x10\x01R\x03url\"\xcd\x01\n" +
 	"\x15AssessQualityResponse\x12\x13\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02id\x88\x01\x01\x12\x1b\n" +
 	"\x06status\x18\x02 \x01(\x05H\x01R\x06status\x88\x01\x01\x12/\n" +
 	"\x04data\x18\x03 \x03(\v2\x1b.inspection.v1.ImageQualityR\x04data\x12?\n" +
 	"\x0eunknown_fields\x18\xe8\a \x01(\v2\x17.google.protobuf.StructR\runknownFieldsB\x05\n" +
 	"\x03_idB\t\n" +
-	"\a_status\"/\n" +
-	"\x19AssessQualityBatchRequest\x12\x12\n" +
-	"\x04urls\x18\x01 \x03(\tR\x04urls\"\xd2\x01\n" +
+	"\a_status\"C\n" +
+	"\x19AssessQualityBatchRequest\x12&\n" +
+	"\x04urls\x18\x01 \x03(\tB\x12\xb2\xf4\x18\x0e\x10\x01 \x01*\bmax_urlsR\x04urls\"\xd2\x01\n" +
 	"\x1aAssessQualityBatchResponse\x12\x13\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02id\x88\x01\x01\x12\x1b\n" +
 	"\x06status\x18\x02 \x01(\x05H\x01R\x06status\x88\x01\x01\x12/\n" +
@@ -2309,9 +2311,9 @@ const file_inspection_v1_image_proto_rawDesc = "" +
 	"\x04_url\"\x9c\x01\n" +
 	"\x0eSilhouetteData\x12I\n" +
 	"\x0edetection_list\x18\x01 \x03(\v2\".inspection.v1.SilhouetteDetectionR\rdetectionList\x12?\n" +
-	"\x0eunknown_fields\x18\xe8\a \x01(\v2\x17.google.protobuf.StructR\runknownFields\"+\n" +
-	"\x15SegmentVehicleRequest\x12\x12\n" +
-	"\x04urls\x18\x01 \x03(\tR\x04urls\"\xd0\x01\n" +
+	"\x0eunknown_fields\x18\xe8\a \x01(\v2\x17.google.protobuf.StructR\runknownFields\"?\n" +
+	"\x15SegmentVehicleRequest\x12&\n" +
+	"\x04urls\x18\x01 \x03(\tB\x12\xb2\xf4\x18\x0e\x10\x01 \x01*\bmax_urlsR\x04urls\"\xd0\x01\n" +
 	"\x16SegmentVehicleResponse\x12\x13\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02id\x88\x01\x01\x12\x1b\n" +
 	"\x06status\x18\x02 \x01(\x05H\x01R\x06status\x88\x01\x01\x121\n" +
@@ -2362,9 +2364,9 @@ const file_inspection_v1_image_proto_rawDesc = "" +
 	"\tPartsData\x128\n" +
 	"\avehicle\x18\x01 \x01(\v2\x1e.inspection.v1.DetectedVehicleR\avehicle\x12D\n" +
 	"\x0edetection_list\x18\x02 \x03(\v2\x1d.inspection.v1.PartsDetectionR\rdetectionList\x12?\n" +
-	"\x0eunknown_fields\x18\xe8\a \x01(\v2\x17.google.protobuf.StructR\runknownFields\")\n" +
-	"\x13SegmentPartsRequest\x12\x12\n" +
-	"\x04urls\x18\x01 \x03(\tR\x04urls\"\xc9\x01\n" +
+	"\x0eunknown_fields\x18\xe8\a \x01(\v2\x17.google.protobuf.StructR\runknownFields\"=\n" +
+	"\x13SegmentPartsRequest\x12&\n" +
+	"\x04urls\x18\x01 \x03(\tB\x12\xb2\xf4\x18\x0e\x10\x01 \x01*\bmax_urlsR\x04urls\"\xc9\x01\n" +
 	"\x14SegmentPartsResponse\x12\x13\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02id\x88\x01\x01\x12\x1b\n" +
 	"\x06status\x18\x02 \x01(\x05H\x01R\x06status\x88\x01\x01\x12,\n" +

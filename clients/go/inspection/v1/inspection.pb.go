@@ -848,12 +848,12 @@ var File_inspection_v1_inspection_proto protoreflect.FileDescriptor
 
 const file_inspection_v1_inspection_proto_rawDesc = "" +
 	"\n" +
-	"\x1einspection/v1/inspection.proto\x12\rinspection.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1ainspection/v1/common.proto\x1a\"inspection/v1/vendor_options.proto\"\xa2\x01\n" +
-	"\x18SearchInspectionsRequest\x12#\n" +
-	"\rlicense_plate\x18\x01 \x01(\tR\flicensePlate\x12\x1a\n" +
-	"\busername\x18\x02 \x01(\tR\busername\x12\x17\n" +
-	"\x04page\x18\x03 \x01(\x05H\x00R\x04page\x88\x01\x01\x12\x19\n" +
-	"\x05limit\x18\x04 \x01(\x05H\x01R\x05limit\x88\x01\x01B\a\n" +
+	"\x1einspection/v1/inspection.proto\x12\rinspection.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1ainspection/v1/common.proto\x1a\"inspection/v1/vendor_options.proto\"\xe4\x01\n" +
+	"\x18SearchInspectionsRequest\x12C\n" +
+	"\rlicense_plate\x18\x01 \x01(\tB\x1e\xb2\xf4\x18\x1aR\x18search.plate_or_usernameR\flicensePlate\x12\x1a\n" +
+	"\busername\x18\x02 \x01(\tR\busername\x12\x1f\n" +
+	"\x04page\x18\x03 \x01(\x05B\x06\xb2\xf4\x18\x02@\x01H\x00R\x04page\x88\x01\x01\x123\n" +
+	"\x05limit\x18\x04 \x01(\x05B\x18\xb2\xf4\x18\x14@\x01J\x10search_max_limitH\x01R\x05limit\x88\x01\x01B\a\n" +
 	"\x05_pageB\b\n" +
 	"\x06_limit\"\x7f\n" +
 	"\x0eInspectionUser\x12\x1f\n" +
@@ -950,11 +950,12 @@ const file_inspection_v1_inspection_proto_rawDesc = "" +
 	"\x19SearchInspectionsResponse\x124\n" +
 	"\x04data\x18\x01 \x03(\v2 .inspection.v1.InspectionSummaryR\x04data\x12F\n" +
 	"\x0fpagination_info\x18\x02 \x01(\v2\x1d.inspection.v1.PaginationInfoR\x0epaginationInfo\x12?\n" +
-	"\x0eunknown_fields\x18\xe8\a \x01(\v2\x17.google.protobuf.StructR\runknownFields\">\n" +
-	"\x17GetDamagesReportRequest\x12#\n" +
-	"\rinspection_id\x18\x01 \x01(\tR\finspectionId\"P\n" +
+	"\x0eunknown_fields\x18\xe8\a \x01(\v2\x17.google.protobuf.StructR\runknownFields\"`\n" +
+	"\x17GetDamagesReportRequest\x12E\n" +
+	"\rinspection_id\x18\x01 \x01(\tB \xb2\xf4\x18\x1c\n" +
+	"\x18the id of the inspection\x18\x01R\finspectionId\"P\n" +
 	"\x18GetDamagesReportResponse\x124\n" +
-	"\x06report\x18\x01 \x01(\v2\x16.google.protobuf.ValueB\x04\xa0\xf4\x18\x01R\x06report2\xb6\x03\n" +
+	"\x06report\x18\x01 \x01(\v2\x16.google.protobuf.ValueB\x04\xa8\xf4\x18\x01R\x06report2\xb6\x03\n" +
 	"\x11InspectionService\x12\xb4\x01\n" +
 	"\x11SearchInspections\x12'.inspection.v1.SearchInspectionsRequest\x1a(.inspection.v1.SearchInspectionsResponse\"L\xb2\xf5\x18H\b\x01\x12\x18/apiv1/inspection/search\x18\x01 \x90N(\x88'2\x0esearch-resultsB\x12search_inspections\x12\xe9\x01\n" +
 	"\x10GetDamagesReport\x12&.inspection.v1.GetDamagesReportRequest\x1a'.inspection.v1.GetDamagesReportResponse\"\x83\x01\xb2\xf5\x18\x7f\b\x01\x12C/apiv1/inspection/apiV1_sdk/inspection/damagesReport/{inspectionId}\x18\x01 \x90N(\xb0\xea\x012\x19inspection:{inspectionId}B\x12get_damages_reportB\xc1\x01\n" +

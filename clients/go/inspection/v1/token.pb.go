@@ -702,13 +702,13 @@ const file_inspection_v1_token_proto_rawDesc = "" +
 	"\blastname\x18\x04 \x01(\tR\blastname\x12-\n" +
 	"\x06gender\x18\x05 \x01(\x0e2\x15.inspection.v1.GenderR\x06gender\x12\x14\n" +
 	"\x05phone\x18\x06 \x01(\tR\x05phone\x12-\n" +
-	"\x06locale\x18\a \x01(\x0e2\x15.inspection.v1.LocaleR\x06locale\"\xce\x02\n" +
-	"\x12CreateTokenRequest\x12>\n" +
-	"\aoptions\x18\x01 \x01(\v2$.inspection.v1.SelfInspectionOptionsR\aoptions\x121\n" +
-	"\btrade_in\x18\x02 \x01(\v2\x16.inspection.v1.TradeInR\atradeIn\x123\n" +
-	"\bcustomer\x18\x03 \x01(\v2\x17.inspection.v1.CustomerR\bcustomer\x121\n" +
-	"\x0fcreator_user_id\x18\x04 \x01(\tB\x04\x98\xf4\x18\x01H\x00R\rcreatorUserId\x88\x01\x01\x12\x1a\n" +
-	"\bvalidity\x18\x05 \x01(\x05R\bvalidity\x12-\n" +
+	"\x06locale\x18\a \x01(\x0e2\x15.inspection.v1.LocaleR\x06locale\"\xe3\x03\n" +
+	"\x12CreateTokenRequest\x12Z\n" +
+	"\aoptions\x18\x01 \x01(\v2$.inspection.v1.SelfInspectionOptionsB\x1a\xb2\xf4\x18\x16R\x14create_token.optionsR\aoptions\x12N\n" +
+	"\btrade_in\x18\x02 \x01(\v2\x16.inspection.v1.TradeInB\x1b\xb2\xf4\x18\x17R\x15create_token.trade_inR\atradeIn\x12P\n" +
+	"\bcustomer\x18\x03 \x01(\v2\x17.inspection.v1.CustomerB\x1b\xb2\xf4\x18\x17R\x15create_token.customerR\bcustomer\x12S\n" +
+	"\x0fcreator_user_id\x18\x04 \x01(\tB&\x98\xf4\x18\x01\xb2\xf4\x18\x1eR\x1ccreate_token.creator_user_idH\x00R\rcreatorUserId\x88\x01\x01\x127\n" +
+	"\bvalidity\x18\x05 \x01(\x05B\x1b\xb2\xf4\x18\x17R\x15create_token.validityR\bvalidity\x12-\n" +
 	"\x0fidempotency_key\x18\x14 \x01(\tB\x04\xa0\xf4\x18\x01R\x0eidempotencyKeyB\x12\n" +
 	"\x10_creator_user_id\"\x8f\x02\n" +
 	"\x13CreateTokenResponse\x12*\n" +
@@ -717,9 +717,10 @@ const file_inspection_v1_token_proto_rawDesc = "" +
 	"\fcustomer_url\x18\x03 \x01(\tB\x04\xa0\xf4\x18\x01R\vcustomerUrl\x12!\n" +
 	"\tdevice_id\x18\x04 \x01(\tB\x04\xa0\xf4\x18\x01R\bdeviceId\x12?\n" +
 	"\x0eunknown_fields\x18\xe8\a \x01(\v2\x17.google.protobuf.StructR\runknownFieldsB\x12\n" +
-	"\x10_web_api_version\")\n" +
-	"\x15GetTokenStatusRequest\x12\x10\n" +
-	"\x03uid\x18\x01 \x01(\tR\x03uid\"\xc6\x01\n" +
+	"\x10_web_api_version\"r\n" +
+	"\x15GetTokenStatusRequest\x12Y\n" +
+	"\x03uid\x18\x01 \x01(\tBG\xb2\xf4\x18C\n" +
+	"%the token uid returned by CreateToken\x18\x01R\x18token.uid_without_suffixR\x03uid\"\xc6\x01\n" +
 	"\x16GetTokenStatusResponse\x12*\n" +
 	"\x05token\x18\x01 \x01(\v2\x14.inspection.v1.TokenR\x05token\x12+\n" +
 	"\x0fweb_api_version\x18\x02 \x01(\tH\x00R\rwebApiVersion\x88\x01\x01\x12?\n" +

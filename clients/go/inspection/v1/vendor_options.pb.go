@@ -139,6 +139,144 @@ func (VendorIdempotency) EnumDescriptor() ([]byte, []int) {
 	return file_inspection_v1_vendor_options_proto_rawDescGZIP(), []int{1}
 }
 
+// Checks of one request field, read by the gateway's reflective validator
+// (adapters/vendor/request_validation.h, ValidateRequest) and the sandbox's. A request
+// that breaks one is refused with INVALID_ARGUMENT and one field violation per broken
+// rule, before any vendor call. Rules are data; what only code can check is named in
+// `check`.
+type FieldRules struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The field must be set: a non-empty string, a set message or optional scalar, a
+	// non-zero enum, a non-empty list. The violation reads "<field> is
+	// required: <required>." (for an http_url field, what a URL must be).
+	Required string `protobuf:"bytes,1,opt,name=required,proto3" json:"required,omitempty"`
+	// An absolute http:// or https:// URL with a host (at most 2048 ASCII characters, no
+	// user info); checked when the field is set, or on every element of a list.
+	HttpUrl bool `protobuf:"varint,2,opt,name=http_url,json=httpUrl,proto3" json:"http_url,omitempty"`
+	// A value the gateway puts into the vendor URL (a path or query parameter): no '/',
+	// '?', '#', '&', spaces or control characters, and not '.' or '..'.
+	UrlSegment bool `protobuf:"varint,3,opt,name=url_segment,json=urlSegment,proto3" json:"url_segment,omitempty"`
+	// A list: at least this many elements.
+	MinItems uint32 `protobuf:"varint,4,opt,name=min_items,json=minItems,proto3" json:"min_items,omitempty"`
+	// A list: at most as many elements as the gateway's limit of this name allows
+	// ("max_urls": config key validation.max_urls).
+	MaxItemsLimit string `protobuf:"bytes,5,opt,name=max_items_limit,json=maxItemsLimit,proto3" json:"max_items_limit,omitempty"`
+	// A list of numbers: empty or exactly this many, each finite.
+	ExactItems uint32 `protobuf:"varint,6,opt,name=exact_items,json=exactItems,proto3" json:"exact_items,omitempty"`
+	// How the violation of exact_items names the values ("[x, y]").
+	Shape string `protobuf:"bytes,7,opt,name=shape,proto3" json:"shape,omitempty"`
+	// An integer: at least this much when set.
+	Min *int64 `protobuf:"varint,8,opt,name=min,proto3,oneof" json:"min,omitempty"`
+	// An integer: at most the gateway's limit of this name when set ("search_max_limit":
+	// 100).
+	MaxLimit string `protobuf:"bytes,9,opt,name=max_limit,json=maxLimit,proto3" json:"max_limit,omitempty"`
+	// A check only code can make (a format, or a rule across fields), run at this field's
+	// place in the order: the name of a check registered in request_validation.cc.
+	Check         string `protobuf:"bytes,10,opt,name=check,proto3" json:"check,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FieldRules) Reset() {
+	*x = FieldRules{}
+	mi := &file_inspection_v1_vendor_options_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FieldRules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FieldRules) ProtoMessage() {}
+
+func (x *FieldRules) ProtoReflect() protoreflect.Message {
+	mi := &file_inspection_v1_vendor_options_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FieldRules.ProtoReflect.Descriptor instead.
+func (*FieldRules) Descriptor() ([]byte, []int) {
+	return file_inspection_v1_vendor_options_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *FieldRules) GetRequired() string {
+	if x != nil {
+		return x.Required
+	}
+	return ""
+}
+
+func (x *FieldRules) GetHttpUrl() bool {
+	if x != nil {
+		return x.HttpUrl
+	}
+	return false
+}
+
+func (x *FieldRules) GetUrlSegment() bool {
+	if x != nil {
+		return x.UrlSegment
+	}
+	return false
+}
+
+func (x *FieldRules) GetMinItems() uint32 {
+	if x != nil {
+		return x.MinItems
+	}
+	return 0
+}
+
+func (x *FieldRules) GetMaxItemsLimit() string {
+	if x != nil {
+		return x.MaxItemsLimit
+	}
+	return ""
+}
+
+func (x *FieldRules) GetExactItems() uint32 {
+	if x != nil {
+		return x.ExactItems
+	}
+	return 0
+}
+
+func (x *FieldRules) GetShape() string {
+	if x != nil {
+		return x.Shape
+	}
+	return ""
+}
+
+func (x *FieldRules) GetMin() int64 {
+	if x != nil && x.Min != nil {
+		return *x.Min
+	}
+	return 0
+}
+
+func (x *FieldRules) GetMaxLimit() string {
+	if x != nil {
+		return x.MaxLimit
+	}
+	return ""
+}
+
+func (x *FieldRules) GetCheck() string {
+	if x != nil {
+		return x.Check
+	}
+	return ""
+}
+
 // How a unary RPC maps onto one vendor REST endpoint: the one place these facts are
 // declared. The gateway's route table (gateway/routes/route_table.cc), its response
 // cache and the sandbox's router are built from these annotations, and a test fails for
@@ -181,7 +319,7 @@ type VendorRoute struct {
 
 func (x *VendorRoute) Reset() {
 	*x = VendorRoute{}
-	mi := &file_inspection_v1_vendor_options_proto_msgTypes[0]
+	mi := &file_inspection_v1_vendor_options_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -193,7 +331,7 @@ func (x *VendorRoute) String() string {
 func (*VendorRoute) ProtoMessage() {}
 
 func (x *VendorRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_inspection_v1_vendor_options_proto_msgTypes[0]
+	mi := &file_inspection_v1_vendor_options_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -206,7 +344,7 @@ func (x *VendorRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VendorRoute.ProtoReflect.Descriptor instead.
 func (*VendorRoute) Descriptor() ([]byte, []int) {
-	return file_inspection_v1_vendor_options_proto_rawDescGZIP(), []int{0}
+	return file_inspection_v1_vendor_options_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *VendorRoute) GetMethod() VendorHttpMethod {
@@ -336,6 +474,22 @@ var file_inspection_v1_vendor_options_proto_extTypes = []protoimpl.ExtensionInfo
 		Filename:      "inspection/v1/vendor_options.proto",
 	},
 	{
+		ExtendedType:  (*descriptorpb.FieldOptions)(nil),
+		ExtensionType: (*bool)(nil),
+		Field:         51013,
+		Name:          "inspection.v1.vendor_body",
+		Tag:           "varint,51013,opt,name=vendor_body",
+		Filename:      "inspection/v1/vendor_options.proto",
+	},
+	{
+		ExtendedType:  (*descriptorpb.FieldOptions)(nil),
+		ExtensionType: (*FieldRules)(nil),
+		Field:         51014,
+		Name:          "inspection.v1.rules",
+		Tag:           "bytes,51014,opt,name=rules",
+		Filename:      "inspection/v1/vendor_options.proto",
+	},
+	{
 		ExtendedType:  (*descriptorpb.MessageOptions)(nil),
 		ExtensionType: (*bool)(nil),
 		Field:         51020,
@@ -408,6 +562,16 @@ var (
 	//
 	// optional bool gateway_only = 51012;
 	E_GatewayOnly = &file_inspection_v1_vendor_options_proto_extTypes[5]
+	// A response field that receives the vendor's whole JSON answer (a message, a list of
+	// messages from a JSON array, or a google.protobuf.Value kept as it came), for answers
+	// that are not an object of this message's fields.
+	//
+	// optional bool vendor_body = 51013;
+	E_VendorBody = &file_inspection_v1_vendor_options_proto_extTypes[6]
+	// What the gateway checks in this request field before any vendor call (FieldRules).
+	//
+	// optional inspection.v1.FieldRules rules = 51014;
+	E_Rules = &file_inspection_v1_vendor_options_proto_extTypes[7]
 )
 
 // Extension fields to descriptorpb.MessageOptions.
@@ -416,12 +580,12 @@ var (
 	// (a point `[x, y]`).
 	//
 	// optional bool vendor_tuple = 51020;
-	E_VendorTuple = &file_inspection_v1_vendor_options_proto_extTypes[6]
+	E_VendorTuple = &file_inspection_v1_vendor_options_proto_extTypes[8]
 	// The message has one repeated field and is written as that bare JSON array
 	// (a polygon `[[x, y], ...]`).
 	//
 	// optional bool vendor_bare_list = 51021;
-	E_VendorBareList = &file_inspection_v1_vendor_options_proto_extTypes[7]
+	E_VendorBareList = &file_inspection_v1_vendor_options_proto_extTypes[9]
 )
 
 // Extension fields to descriptorpb.MethodOptions.
@@ -429,23 +593,39 @@ var (
 	// Unary RPCs: the vendor endpoint they call.
 	//
 	// optional inspection.v1.VendorRoute vendor_route = 51030;
-	E_VendorRoute = &file_inspection_v1_vendor_options_proto_extTypes[8]
+	E_VendorRoute = &file_inspection_v1_vendor_options_proto_extTypes[10]
 	// Server streams that call another RPC's vendor endpoint (StreamDamageResults submits
 	// like DetectDamage, WatchTokenStatus polls like GetTokenStatus): that RPC's full name.
 	//
 	// optional string vendor_route_of = 51031;
-	E_VendorRouteOf = &file_inspection_v1_vendor_options_proto_extTypes[9]
+	E_VendorRouteOf = &file_inspection_v1_vendor_options_proto_extTypes[11]
 	// Server streams fed by the vendor's webhooks alone (Subscribe): no vendor endpoint.
 	//
 	// optional bool webhook_fed = 51032;
-	E_WebhookFed = &file_inspection_v1_vendor_options_proto_extTypes[10]
+	E_WebhookFed = &file_inspection_v1_vendor_options_proto_extTypes[12]
 )
 
 var File_inspection_v1_vendor_options_proto protoreflect.FileDescriptor
 
 const file_inspection_v1_vendor_options_proto_rawDesc = "" +
 	"\n" +
-	"\"inspection/v1/vendor_options.proto\x12\rinspection.v1\x1a google/protobuf/descriptor.proto\"\xb0\x03\n" +
+	"\"inspection/v1/vendor_options.proto\x12\rinspection.v1\x1a google/protobuf/descriptor.proto\"\xb2\x02\n" +
+	"\n" +
+	"FieldRules\x12\x1a\n" +
+	"\brequired\x18\x01 \x01(\tR\brequired\x12\x19\n" +
+	"\bhttp_url\x18\x02 \x01(\bR\ahttpUrl\x12\x1f\n" +
+	"\vurl_segment\x18\x03 \x01(\bR\n" +
+	"urlSegment\x12\x1b\n" +
+	"\tmin_items\x18\x04 \x01(\rR\bminItems\x12&\n" +
+	"\x0fmax_items_limit\x18\x05 \x01(\tR\rmaxItemsLimit\x12\x1f\n" +
+	"\vexact_items\x18\x06 \x01(\rR\n" +
+	"exactItems\x12\x14\n" +
+	"\x05shape\x18\a \x01(\tR\x05shape\x12\x15\n" +
+	"\x03min\x18\b \x01(\x03H\x00R\x03min\x88\x01\x01\x12\x1b\n" +
+	"\tmax_limit\x18\t \x01(\tR\bmaxLimit\x12\x14\n" +
+	"\x05check\x18\n" +
+	" \x01(\tR\x05checkB\x06\n" +
+	"\x04_min\"\xb0\x03\n" +
 	"\vVendorRoute\x127\n" +
 	"\x06method\x18\x01 \x01(\x0e2\x1f.inspection.v1.VendorHttpMethodR\x06method\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12B\n" +
@@ -478,7 +658,10 @@ const file_inspection_v1_vendor_options_proto_rawDesc = "" +
 	"vendorNull:B\n" +
 	"\fvendor_alias\x12\x1d.google.protobuf.FieldOptions\x18\u008e\x03 \x03(\tR\vvendorAlias:H\n" +
 	"\x0fvendor_nullable\x12\x1d.google.protobuf.FieldOptions\x18Î\x03 \x01(\bR\x0evendorNullable:B\n" +
-	"\fgateway_only\x12\x1d.google.protobuf.FieldOptions\x18Ď\x03 \x01(\bR\vgatewayOnly:D\n" +
+	"\fgateway_only\x12\x1d.google.protobuf.FieldOptions\x18Ď\x03 \x01(\bR\vgatewayOnly:@\n" +
+	"\vvendor_body\x12\x1d.google.protobuf.FieldOptions\x18Ŏ\x03 \x01(\bR\n" +
+	"vendorBody:P\n" +
+	"\x05rules\x12\x1d.google.protobuf.FieldOptions\x18Ǝ\x03 \x01(\v2\x19.inspection.v1.FieldRulesR\x05rules:D\n" +
 	"\fvendor_tuple\x12\x1f.google.protobuf.MessageOptions\x18̎\x03 \x01(\bR\vvendorTuple:K\n" +
 	"\x10vendor_bare_list\x12\x1f.google.protobuf.MessageOptions\x18͎\x03 \x01(\bR\x0evendorBareList:_\n" +
 	"\fvendor_route\x12\x1e.google.protobuf.MethodOptions\x18֎\x03 \x01(\v2\x1a.inspection.v1.VendorRouteR\vvendorRoute:H\n" +
@@ -500,35 +683,39 @@ func file_inspection_v1_vendor_options_proto_rawDescGZIP() []byte {
 }
 
 var file_inspection_v1_vendor_options_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_inspection_v1_vendor_options_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_inspection_v1_vendor_options_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
 var file_inspection_v1_vendor_options_proto_goTypes = []any{
 	(VendorHttpMethod)(0),                 // 0: inspection.v1.VendorHttpMethod
 	(VendorIdempotency)(0),                // 1: inspection.v1.VendorIdempotency
-	(*VendorRoute)(nil),                   // 2: inspection.v1.VendorRoute
-	(*descriptorpb.EnumValueOptions)(nil), // 3: google.protobuf.EnumValueOptions
-	(*descriptorpb.FieldOptions)(nil),     // 4: google.protobuf.FieldOptions
-	(*descriptorpb.MessageOptions)(nil),   // 5: google.protobuf.MessageOptions
-	(*descriptorpb.MethodOptions)(nil),    // 6: google.protobuf.MethodOptions
+	(*FieldRules)(nil),                    // 2: inspection.v1.FieldRules
+	(*VendorRoute)(nil),                   // 3: inspection.v1.VendorRoute
+	(*descriptorpb.EnumValueOptions)(nil), // 4: google.protobuf.EnumValueOptions
+	(*descriptorpb.FieldOptions)(nil),     // 5: google.protobuf.FieldOptions
+	(*descriptorpb.MessageOptions)(nil),   // 6: google.protobuf.MessageOptions
+	(*descriptorpb.MethodOptions)(nil),    // 7: google.protobuf.MethodOptions
 }
 var file_inspection_v1_vendor_options_proto_depIdxs = []int32{
 	0,  // 0: inspection.v1.VendorRoute.method:type_name -> inspection.v1.VendorHttpMethod
 	1,  // 1: inspection.v1.VendorRoute.idempotency:type_name -> inspection.v1.VendorIdempotency
-	3,  // 2: inspection.v1.vendor_string:extendee -> google.protobuf.EnumValueOptions
-	3,  // 3: inspection.v1.vendor_number:extendee -> google.protobuf.EnumValueOptions
-	3,  // 4: inspection.v1.vendor_null:extendee -> google.protobuf.EnumValueOptions
-	4,  // 5: inspection.v1.vendor_alias:extendee -> google.protobuf.FieldOptions
-	4,  // 6: inspection.v1.vendor_nullable:extendee -> google.protobuf.FieldOptions
-	4,  // 7: inspection.v1.gateway_only:extendee -> google.protobuf.FieldOptions
-	5,  // 8: inspection.v1.vendor_tuple:extendee -> google.protobuf.MessageOptions
-	5,  // 9: inspection.v1.vendor_bare_list:extendee -> google.protobuf.MessageOptions
-	6,  // 10: inspection.v1.vendor_route:extendee -> google.protobuf.MethodOptions
-	6,  // 11: inspection.v1.vendor_route_of:extendee -> google.protobuf.MethodOptions
-	6,  // 12: inspection.v1.webhook_fed:extendee -> google.protobuf.MethodOptions
-	2,  // 13: inspection.v1.vendor_route:type_name -> inspection.v1.VendorRoute
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	13, // [13:14] is the sub-list for extension type_name
-	2,  // [2:13] is the sub-list for extension extendee
+	4,  // 2: inspection.v1.vendor_string:extendee -> google.protobuf.EnumValueOptions
+	4,  // 3: inspection.v1.vendor_number:extendee -> google.protobuf.EnumValueOptions
+	4,  // 4: inspection.v1.vendor_null:extendee -> google.protobuf.EnumValueOptions
+	5,  // 5: inspection.v1.vendor_alias:extendee -> google.protobuf.FieldOptions
+	5,  // 6: inspection.v1.vendor_nullable:extendee -> google.protobuf.FieldOptions
+	5,  // 7: inspection.v1.gateway_only:extendee -> google.protobuf.FieldOptions
+	5,  // 8: inspection.v1.vendor_body:extendee -> google.protobuf.FieldOptions
+	5,  // 9: inspection.v1.rules:extendee -> google.protobuf.FieldOptions
+	6,  // 10: inspection.v1.vendor_tuple:extendee -> google.protobuf.MessageOptions
+	6,  // 11: inspection.v1.vendor_bare_list:extendee -> google.protobuf.MessageOptions
+	7,  // 12: inspection.v1.vendor_route:extendee -> google.protobuf.MethodOptions
+	7,  // 13: inspection.v1.vendor_route_of:extendee -> google.protobuf.MethodOptions
+	7,  // 14: inspection.v1.webhook_fed:extendee -> google.protobuf.MethodOptions
+	2,  // 15: inspection.v1.rules:type_name -> inspection.v1.FieldRules
+	3,  // 16: inspection.v1.vendor_route:type_name -> inspection.v1.VendorRoute
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	15, // [15:17] is the sub-list for extension type_name
+	2,  // [2:15] is the sub-list for extension extendee
 	0,  // [0:2] is the sub-list for field type_name
 }
 
@@ -537,14 +724,15 @@ func file_inspection_v1_vendor_options_proto_init() {
 	if File_inspection_v1_vendor_options_proto != nil {
 		return
 	}
+	file_inspection_v1_vendor_options_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_inspection_v1_vendor_options_proto_rawDesc), len(file_inspection_v1_vendor_options_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   1,
-			NumExtensions: 11,
+			NumMessages:   2,
+			NumExtensions: 13,
 			NumServices:   0,
 		},
 		GoTypes:           file_inspection_v1_vendor_options_proto_goTypes,

@@ -1,0 +1,219 @@
+#include "gateway/services/generic_unary_service.h"
+
+#include <memory>
+#include <utility>
+
+#include <grpcpp/impl/codegen/proto_utils.h>
+#include <grpcpp/impl/codegen/server_callback_handlers.h>
+#include <grpcpp/impl/rpc_service_method.h>
+#include <grpcpp/support/proto_buffer_reader.h>
+#include <grpcpp/support/proto_buffer_writer.h>
+
+#include "absl/strings/str_cat.h"
+#include "inspection/v1/vendor_options.pb.h"
+
+namespace inspection::services {
+namespace {
+
+using google::protobuf::Message;
+
+// One unary call in flight: owns its parsed request and its response until gRPC is done
+// with it (OnDone). Finishes exactly once; an idempotency waiter may finish it from another
+// thread, which gRPC allows until Finish.
+class UnaryCall final : public grpc::ServerUnaryReactor {
+ public:
+  UnaryCall(grpc::CallbackServerContext* context, const ServiceDeps& deps, const Endpoint& endpoint,
+            grpc::ByteBuffer* wire_response)
+      : context_(context),
+        deps_(deps),
+        endpoint_(endpoint),
+        wire_response_(wire_response),
+        response_(endpoint.response_prototype->New()) {}
+
+  // Runs the call from its request bytes. `request_type`: the RPC's input type.
+  void Start(const grpc::ByteBuffer& wire_request, const Message& request_type);
+
+  void OnDone() override { delete this; }
+
+ private:
+  // Finishes: the response's bytes first when `status` is OK (FinishUnary sends `metadata`).
+  void Reply(const grpc::Status& status, const ResponseMetadata& metadata);
+  void Refuse(const errors::ApiError& error) {
+    RefuseUnary(context_, this, deps_, record_, start_, error, request_metadata_);
+  }
+  // Idempotency: Begin, and what its decision means for this call. True: the call goes on
+  // to the vendor (with `*key` set when it is keyed).
+  bool BeginIdempotent(const upstream::CallOptions& call, std::string* key);
+
+  grpc::CallbackServerContext* const context_;
+  const ServiceDeps& deps_;
+  const Endpoint& endpoint_;
+  grpc::ByteBuffer* const wire_response_;
+  std::shared_ptr<Message> request_;
+  std::unique_ptr<Message> response_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  RpcRecord record_;
+  // Sent with the answer (FinishUnary): in the headers on success, in the trailers on an
+  // error.
+  ResponseMetadata request_metadata_;
+};
+
+void UnaryCall::Reply(const grpc::Status& status, const ResponseMetadata& metadata) {
+  if (status.ok()) {
+    bool own_buffer = false;
+    grpc::Status serialized =
+        grpc::SerializationTraits<Message>::Serialize(*response_, wire_response_, &own_buffer);
+    if (!serialized.ok()) {
+      FinishUnary(context_, this, serialized, metadata);
+      return;
+    }
+  }
+  FinishUnary(context_, this, status, metadata);
+}
+
+bool UnaryCall::BeginIdempotent(const upstream::CallOptions& call, std::string* key) {
+  *key = IdempotencyKeyFor(*context_, endpoint_.idempotency_key(*request_));
+  if (auto invalid = CheckIdempotencyKey(*key); invalid.has_value()) {
+    Refuse(*invalid);
+    return false;
+  }
+  if (key->empty()) return true;
+  *key = ScopedIdempotencyKey(record_.caller, *key);
+  // Runs for a replay and, possibly on another thread, for a waiter: the metadata is added
+  // here, before Finish, never after. ABORTED is the store telling a waiter that the first
+  // call never finished (retry), not a replayed outcome.
+  auto finish_with = [this](const pipeline::IdempotentOutcome& outcome) {
+    ResponseMetadata metadata = request_metadata_;
+    if (outcome.status.error_code() != grpc::StatusCode::ABORTED) {
+      metadata.emplace_back("idempotency-replayed", "true");
+      record_.idempotency_replayed = true;
+    }
+    if (outcome.status.ok()) response_->ParseFromString(outcome.response);
+    record_.code = outcome.status.error_code();
+    NotifyFinished(deps_, record_, start_);
+    Reply(outcome.status, metadata);
+  };
+  pipeline::IdempotentOutcome replay;
+  switch (deps_.idempotency->Begin(call.account, *key, RequestFingerprint(*request_), &replay,
+                                   finish_with)) {
+    case pipeline::IdempotencyStore::Decision::kReplay:
+      finish_with(replay);
+      return false;
+    case pipeline::IdempotencyStore::Decision::kWait:
+      return false;
+    case pipeline::IdempotencyStore::Decision::kMismatch:
+      Refuse(errors::ApiError::InvalidRequest(
+          {{"idempotency_key",
+            "was already used with different parameters; use a new key for a new operation"}}));
+      return false;
+    case pipeline::IdempotencyStore::Decision::kUnavailable:
+      record_.code = replay.status.error_code();
+      NotifyFinished(deps_, record_, start_);
+      FinishUnary(context_, this, replay.status, request_metadata_);
+      return false;
+    case pipeline::IdempotencyStore::Decision::kLead:
+      return true;
+  }
+  return true;
+}
+
+void UnaryCall::Start(const grpc::ByteBuffer& wire_request, const Message& request_type) {
+  record_.route = &routes::GetRoute(endpoint_.route);
+  record_.request_id = RequestIdFor(*context_);
+  record_.caller = CallerIdentity(*context_);
+  record_.peer = context_->peer();
+  record_.trace = TraceFor(*context_);
+  if (auto account = SingleMetadata(*context_, "x-vendor-account"); account.has_value()) {
+    record_.account = std::string(account->substr(0, 64));
+  }
+  request_metadata_ = {{"x-request-id", record_.request_id},
+                       {"x-trace-id", record_.trace.TraceIdHex()}};
+
+  request_.reset(request_type.New());
+  grpc::ByteBuffer bytes(wire_request);  // shares the slices
+  const bool parsed = grpc::SerializationTraits<Message>::Deserialize(&bytes, request_.get()).ok();
+  if (parsed && record_.route->audited) record_.resource = AuditResource(*request_);
+  if (auto denied = AdmitCall(*context_, deps_, record_.route->grpc_method, &record_.trace);
+      denied.has_value()) {
+    Refuse(*denied);
+    return;
+  }
+  if (!parsed) {
+    Refuse(errors::ApiError::InvalidRequest(
+        {{"", absl::StrCat("the request is not a serialized ", request_type.GetTypeName())}}));
+    return;
+  }
+  if (validation::Violations violations = endpoint_.validate(*request_); !violations.empty()) {
+    Refuse(errors::ApiError::InvalidRequest(std::move(violations)));
+    return;
+  }
+  upstream::CallOptions call;
+  if (auto error = CallOptionsFor(*context_, deps_, record_.request_id, &call); error.has_value()) {
+    Refuse(*error);
+    return;
+  }
+  call.trace = record_.trace;
+  std::string key;
+  if (endpoint_.idempotency_key && deps_.idempotency != nullptr && !BeginIdempotent(call, &key)) {
+    return;
+  }
+  CallVendor(deps_, endpoint_, request_, response_.get(), context_->deadline(), std::move(call),
+             std::move(key), record_, start_, [this](CallOutcome out) {
+               ResponseMetadata metadata = request_metadata_;
+               AddCacheMetadata(&metadata, out.cache, out.stale_cause);
+               if (out.error.has_value() && out.error->retry_delay.has_value()) {
+                 // gRPC clients with retry policies read this to back off too.
+                 metadata.emplace_back("grpc-retry-pushback-ms",
+                                       std::to_string(out.error->retry_delay->count()));
+               }
+               Reply(out.status, metadata);
+             });
+}
+
+const google::protobuf::MethodDescriptor* MethodOfRoute(const routes::Route& route) {
+  // "/inspection.v1.ImageService/AssessQuality" -> "inspection.v1.ImageService.AssessQuality"
+  std::string full_name = route.grpc_method.substr(1);
+  full_name[full_name.find('/')] = '.';
+  return google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(full_name);
+}
+
+}  // namespace
+
+grpc::internal::MethodHandler* NewGenericUnaryHandler(const ServiceDeps& deps,
+                                                      const routes::Route& route) {
+  const google::protobuf::MethodDescriptor* method = MethodOfRoute(route);
+  const Message* request_type =
+      google::protobuf::MessageFactory::generated_factory()->GetPrototype(method->input_type());
+  const Endpoint* endpoint = &deps.endpoints->Get(route.id);
+  return new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+      [&deps, endpoint, request_type](grpc::CallbackServerContext* context,
+                                      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+        auto* call = new UnaryCall(context, deps, *endpoint, response);
+        call->Start(*request, *request_type);
+        return call;
+      });
+}
+
+bool ServedByGenericUnaryService(const google::protobuf::MethodDescriptor& method) {
+  if (method.server_streaming() || method.client_streaming()) return false;
+  if (!method.options().HasExtension(v1::vendor_route)) return false;
+  const google::protobuf::ServiceDescriptor* service = method.service();
+  for (int i = 0; i < service->method_count(); ++i) {
+    if (service->method(i)->server_streaming()) return false;
+  }
+  return true;
+}
+
+GenericUnaryService::GenericUnaryService(const ServiceDeps& deps) {
+  for (const routes::Route& route : routes::AllRoutes()) {
+    const google::protobuf::MethodDescriptor* method = MethodOfRoute(route);
+    if (method == nullptr || !ServedByGenericUnaryService(*method)) continue;
+    names_.push_back(route.grpc_method);
+    AddMethod(new grpc::internal::RpcServiceMethod(names_.back().c_str(),
+                                                   grpc::internal::RpcMethod::NORMAL_RPC,
+                                                   /*handler=*/nullptr));
+    MarkMethodRawCallback(static_cast<int>(names_.size() - 1), NewGenericUnaryHandler(deps, route));
+  }
+}
+
+}  // namespace inspection::services
