@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -711,8 +712,33 @@ Violations ValidateRequest(const google::protobuf::Message& request,
   return out.Take();
 }
 
+namespace {
+
+// Rules on the fields of messages nested in a request (ValidateRequest reads only the
+// request's own fields: such a rule would check nothing).
+void NestedRules(const google::protobuf::Descriptor& message,
+                 std::set<const google::protobuf::Descriptor*>& seen,
+                 std::vector<std::string>& problems) {
+  for (int i = 0; i < message.field_count(); ++i) {
+    const google::protobuf::Descriptor* nested = message.field(i)->message_type();
+    if (nested == nullptr || !seen.insert(nested).second) continue;
+    for (int f = 0; f < nested->field_count(); ++f) {
+      if (nested->field(f)->options().HasExtension(v1::rules)) {
+        problems.push_back(nested->field(f)->full_name() +
+                           ": (rules) on a field of a nested message are not checked; rule "
+                           "the request's own field (a named check can look inside)");
+      }
+    }
+    NestedRules(*nested, seen, problems);
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> RuleProblems(const google::protobuf::Descriptor& message) {
   std::vector<std::string> problems;
+  std::set<const google::protobuf::Descriptor*> seen = {&message};
+  NestedRules(message, seen, problems);
   for (int i = 0; i < message.field_count(); ++i) {
     const FieldDescriptor* field = message.field(i);
     if (!field->options().HasExtension(v1::rules)) continue;

@@ -47,7 +47,8 @@ Violations ValidateRequest(const google::protobuf::Message& request,
                            const ValidationLimits& limits = ValidationLimits());
 
 // What is wrong with the rules of `message`'s fields (a rule on a field of the wrong type, an
-// unknown limit or check name); empty when they are sound. validation tests run it on every
+// unknown limit or check name, a rule on a field of a nested message, which nothing would
+// check); empty when they are sound. validation tests run it on every
 // request type of the API.
 std::vector<std::string> RuleProblems(const google::protobuf::Descriptor& message);
 

@@ -1,5 +1,6 @@
 #include "adapters/vendor/vendor_mapping.h"
 
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -24,48 +25,12 @@ std::vector<std::string> PathParameters(const std::string& path) {
   return names;
 }
 
-const FieldDescriptor* FieldByJsonName(const google::protobuf::Descriptor& message,
-                                       const std::string& name) {
-  for (int i = 0; i < message.field_count(); ++i) {
-    if (message.field(i)->json_name() == name) return message.field(i);
-  }
-  return nullptr;
-}
-
-// Whether a singular field is set: HasField for a field with presence, not the default
-// otherwise (proto3 HasField says exactly that for scalars).
-bool IsSet(const Message& message, const FieldDescriptor* field) {
-  return message.GetReflection()->HasField(message, field);
-}
-
-// A scalar field's value as query or path text; nullopt for a field that is not a scalar.
-std::optional<std::string> ScalarText(const Message& message, const FieldDescriptor* field) {
-  const Reflection* reflection = message.GetReflection();
-  switch (field->cpp_type()) {
-    case FieldDescriptor::CPPTYPE_STRING:
-      return reflection->GetString(message, field);
-    case FieldDescriptor::CPPTYPE_INT32:
-      return absl::StrCat(reflection->GetInt32(message, field));
-    case FieldDescriptor::CPPTYPE_INT64:
-      return absl::StrCat(reflection->GetInt64(message, field));
-    case FieldDescriptor::CPPTYPE_UINT32:
-      return absl::StrCat(reflection->GetUInt32(message, field));
-    case FieldDescriptor::CPPTYPE_UINT64:
-      return absl::StrCat(reflection->GetUInt64(message, field));
-    case FieldDescriptor::CPPTYPE_BOOL:
-      return reflection->GetBool(message, field) ? "true" : "false";
-    case FieldDescriptor::CPPTYPE_DOUBLE:
-      return absl::StrCat(reflection->GetDouble(message, field));
-    case FieldDescriptor::CPPTYPE_FLOAT:
-      return absl::StrCat(reflection->GetFloat(message, field));
-    case FieldDescriptor::CPPTYPE_ENUM: {
-      const auto* value = reflection->GetEnum(message, field);
-      const std::string& spelling = value->options().GetExtension(v1::vendor_string);
-      return spelling.empty() ? value->name() : spelling;
-    }
-    default:
-      return std::nullopt;
-  }
+// A scalar JSON value as query or path text: a string as it is, a number or bool as JSON
+// writes it (a double with all its digits); nullopt for null, an array or an object.
+std::optional<std::string> ScalarText(const nlohmann::json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_number() || value.is_boolean()) return value.dump();
+  return std::nullopt;
 }
 
 // Appends the paths of `item` to `report` under "[i].".
@@ -113,30 +78,31 @@ const FieldDescriptor* VendorBodyField(const google::protobuf::Descriptor& messa
 VendorRequest EncodeRequest(const v1::VendorRoute& route, const Message& request) {
   VendorRequest out;
   const google::protobuf::Descriptor* descriptor = request.GetDescriptor();
-  std::set<const FieldDescriptor*> in_path;
+  // The codec's spelling of every value (enum spellings, `_raw` siblings, unset fields left
+  // out), so that a value reads the same in a path, a query and a body.
+  nlohmann::json encoded = EncodeMessage(request);
+  if (!encoded.is_object()) encoded = nlohmann::json::object();  // a tuple or bare list
+  std::set<std::string> in_path;
   for (const std::string& name : PathParameters(route.path())) {
-    const FieldDescriptor* field = FieldByJsonName(*descriptor, name);
-    if (field == nullptr || field->is_repeated()) continue;  // caught by route_table_test
-    std::optional<std::string> text = ScalarText(request, field);
-    out.path_params.emplace_back(name, text.value_or(""));
-    in_path.insert(field);
+    const auto value = encoded.find(name);
+    out.path_params.emplace_back(
+        name, value == encoded.end() ? std::string() : ScalarText(*value).value_or(""));
+    in_path.insert(name);
   }
   if (route.method() == v1::VENDOR_HTTP_METHOD_GET) {
+    // Field-number order, as the vendor's examples list them.
     for (int i = 0; i < descriptor->field_count(); ++i) {
-      const FieldDescriptor* field = descriptor->field(i);
-      if (field->is_repeated() || in_path.count(field) > 0 ||
-          field->options().GetExtension(v1::gateway_only) || !IsSet(request, field)) {
-        continue;
-      }
-      if (std::optional<std::string> text = ScalarText(request, field); text.has_value()) {
-        out.query.emplace_back(field->json_name(), std::move(*text));
+      const std::string& key = descriptor->field(i)->json_name();
+      const auto value = encoded.find(key);
+      if (value == encoded.end() || in_path.count(key) > 0) continue;
+      if (std::optional<std::string> text = ScalarText(*value); text.has_value()) {
+        out.query.emplace_back(key, std::move(*text));
       }
     }
     return out;
   }
-  nlohmann::json body = EncodeMessage(request);
-  for (const FieldDescriptor* field : in_path) body.erase(field->json_name());
-  out.body = std::move(body);
+  for (const std::string& key : in_path) encoded.erase(key);
+  out.body = std::move(encoded);
   return out;
 }
 

@@ -18,13 +18,14 @@ namespace inspection::vendor {
 // descriptors alone (json_codec.h does the JSON). The few RPCs that need more keep hooks in
 // gateway/services/endpoint_overrides.cc.
 
-// The vendor request of `request` for `route`:
-// - each `{name}` of route.path() takes the value of the request field whose json_name is
-//   `name` (a string, integer or bool field);
-// - GET: every other set scalar field goes into the query string as json_name=value, in
-//   field-number order (a field with presence when it is set, one without when it is not
-//   its default; gateway_only fields never; an enum as its vendor_string);
-// - POST and PUT: the JSON body is the whole request (EncodeMessage) less its path fields.
+// The vendor request of `request` for `route`, every value spelled as the JSON codec spells
+// it (EncodeMessage: enum spellings, `_raw` siblings, unset fields left out):
+// - each `{name}` of route.path() takes the request's value under JSON key `name` (a
+//   string, number or bool; the route table refuses a path parameter whose field is not a
+//   singular scalar with the rules `required` and `url_segment`);
+// - GET: every other scalar value goes into the query string as key=value, in
+//   field-number order (gateway_only fields never);
+// - POST and PUT: the JSON body is the whole request (EncodeMessage) less its path keys.
 VendorRequest EncodeRequest(const v1::VendorRoute& route, const google::protobuf::Message& request);
 
 // Fills `response` (cleared first) from the vendor's 2xx JSON: into its `(vendor_body)` field

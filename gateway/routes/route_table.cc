@@ -37,6 +37,32 @@ constexpr std::string_view kRpcOfRoute[] = {
   std::abort();
 }
 
+// Every `{name}` of the path is filled from the request field whose JSON name is `name`: a
+// singular scalar the validator requires and keeps free of URL delimiters and dot-segments
+// (`(rules)`: required, url_segment), so that no request can leave a placeholder empty or
+// climb the vendor's path.
+void CheckPathParameters(const google::protobuf::MethodDescriptor& method, std::string_view rpc) {
+  const std::string& path = vendor::VendorRouteOf(method)->path();
+  const google::protobuf::Descriptor* request = method.input_type();
+  for (size_t open = path.find('{'); open != std::string::npos; open = path.find('{', open + 1)) {
+    const size_t close = path.find('}', open);
+    if (close == std::string::npos) Broken(rpc, "vendor_route.path has an unclosed '{'");
+    const std::string name = path.substr(open + 1, close - open - 1);
+    const google::protobuf::FieldDescriptor* field = nullptr;
+    for (int i = 0; i < request->field_count(); ++i) {
+      if (request->field(i)->json_name() == name) field = request->field(i);
+    }
+    if (field == nullptr || field->is_repeated() ||
+        field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+      Broken(rpc, "a vendor_route.path parameter names no singular scalar request field");
+    }
+    const v1::FieldRules& rules = field->options().GetExtension(v1::rules);
+    if (rules.required().empty() || !rules.url_segment()) {
+      Broken(rpc, "a vendor_route.path parameter's field needs (rules) required and url_segment");
+    }
+  }
+}
+
 std::optional<RouteId> RouteOfRpc(std::string_view rpc) {
   for (size_t i = 0; i < std::size(kRpcOfRoute); ++i) {
     if (kRpcOfRoute[i] == rpc) return static_cast<RouteId>(i);
@@ -66,6 +92,7 @@ Route FromAnnotation(RouteId id, std::string_view rpc) {
       Broken(rpc, "vendor_route.method is unset");
   }
   route.path_template = annotation->path();
+  CheckPathParameters(*method, rpc);
   switch (annotation->idempotency()) {
     case v1::VENDOR_IDEMPOTENCY_SAFE:
       route.idempotency = Idempotency::kSafe;

@@ -17,35 +17,43 @@ namespace {
 
 using google::protobuf::Message;
 
-// One unary call in flight: owns its parsed request and its response until gRPC is done
-// with it (OnDone). Finishes exactly once; an idempotency waiter may finish it from another
-// thread, which gRPC allows until Finish.
-class UnaryCall final : public grpc::ServerUnaryReactor {
+// One unary call in flight: its parsed request and its response, until it finishes. It
+// finishes through the context's default reactor (whose reactions gRPC runs inline, with no
+// thread hop) exactly once, and deletes itself right after: nothing touches it after a
+// Finish. An idempotency waiter may finish it from another thread.
+class UnaryCall final {
  public:
-  UnaryCall(grpc::CallbackServerContext* context, const ServiceDeps& deps, const Endpoint& endpoint,
-            grpc::ByteBuffer* wire_response)
+  // `reactor`: the context's DefaultReactor(), asked for once (each call of it constructs
+  // the reactor anew, which would drop a Finish already made).
+  UnaryCall(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
+            const ServiceDeps& deps, const Endpoint& endpoint, grpc::ByteBuffer* wire_response)
       : context_(context),
+        reactor_(reactor),
         deps_(deps),
         endpoint_(endpoint),
         wire_response_(wire_response),
         response_(endpoint.response_prototype->New()) {}
 
-  // Runs the call from its request bytes. `request_type`: the RPC's input type.
+  // Runs the call from its request bytes (`request_type`: the RPC's input type). The call
+  // may be finished, and this object gone, when it returns.
   void Start(const grpc::ByteBuffer& wire_request, const Message& request_type);
 
-  void OnDone() override { delete this; }
-
  private:
-  // Finishes: the response's bytes first when `status` is OK (FinishUnary sends `metadata`).
+  // Finishes (the response's bytes first when `status` is OK; FinishUnary sends `metadata`),
+  // then deletes this.
   void Reply(const grpc::Status& status, const ResponseMetadata& metadata);
+  // Refuses before any vendor call (RefuseUnary), then deletes this.
   void Refuse(const errors::ApiError& error) {
-    RefuseUnary(context_, this, deps_, record_, start_, error, request_metadata_);
+    RefuseUnary(context_, reactor_, deps_, record_, start_, error, request_metadata_);
+    delete this;
   }
   // Idempotency: Begin, and what its decision means for this call. True: the call goes on
-  // to the vendor (with `*key` set when it is keyed).
+  // to the vendor (with `*key` set when it is keyed); false: it was finished (this is gone)
+  // or waits for the first call's outcome.
   bool BeginIdempotent(const upstream::CallOptions& call, std::string* key);
 
   grpc::CallbackServerContext* const context_;
+  grpc::ServerUnaryReactor* const reactor_;
   const ServiceDeps& deps_;
   const Endpoint& endpoint_;
   grpc::ByteBuffer* const wire_response_;
@@ -59,16 +67,14 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
 };
 
 void UnaryCall::Reply(const grpc::Status& status, const ResponseMetadata& metadata) {
+  grpc::Status finished = status;
   if (status.ok()) {
     bool own_buffer = false;
-    grpc::Status serialized =
+    finished =
         grpc::SerializationTraits<Message>::Serialize(*response_, wire_response_, &own_buffer);
-    if (!serialized.ok()) {
-      FinishUnary(context_, this, serialized, metadata);
-      return;
-    }
   }
-  FinishUnary(context_, this, status, metadata);
+  FinishUnary(context_, reactor_, finished, metadata);
+  delete this;
 }
 
 bool UnaryCall::BeginIdempotent(const upstream::CallOptions& call, std::string* key) {
@@ -109,7 +115,7 @@ bool UnaryCall::BeginIdempotent(const upstream::CallOptions& call, std::string* 
     case pipeline::IdempotencyStore::Decision::kUnavailable:
       record_.code = replay.status.error_code();
       NotifyFinished(deps_, record_, start_);
-      FinishUnary(context_, this, replay.status, request_metadata_);
+      Reply(replay.status, request_metadata_);
       return false;
     case pipeline::IdempotencyStore::Decision::kLead:
       return true;
@@ -130,7 +136,10 @@ void UnaryCall::Start(const grpc::ByteBuffer& wire_request, const Message& reque
                        {"x-trace-id", record_.trace.TraceIdHex()}};
 
   request_.reset(request_type.New());
-  grpc::ByteBuffer bytes(wire_request);  // shares the slices
+  // Taken from gRPC's holder (not const there) and cleared by parsing: the raw bytes are
+  // freed now, not held until the call ends.
+  grpc::ByteBuffer bytes;
+  bytes.Swap(const_cast<grpc::ByteBuffer*>(&wire_request));
   const bool parsed = grpc::SerializationTraits<Message>::Deserialize(&bytes, request_.get()).ok();
   if (parsed && record_.route->audited) record_.resource = AuditResource(*request_);
   if (auto denied = AdmitCall(*context_, deps_, record_.route->grpc_method, &record_.trace);
@@ -188,9 +197,10 @@ grpc::internal::MethodHandler* NewGenericUnaryHandler(const ServiceDeps& deps,
   return new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
       [&deps, endpoint, request_type](grpc::CallbackServerContext* context,
                                       const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
-        auto* call = new UnaryCall(context, deps, *endpoint, response);
-        call->Start(*request, *request_type);
-        return call;
+        grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+        (new UnaryCall(context, reactor, deps, *endpoint, response))
+            ->Start(*request, *request_type);
+        return reactor;
       });
 }
 

@@ -1035,12 +1035,28 @@ TEST(ValidationRulesTest, RuleProblemsFindsMisplacedRules) {
   add("checked", 4, google::protobuf::FieldDescriptorProto::TYPE_STRING)
       ->set_check("search.plate_or_username");
   add("unknown", 5, google::protobuf::FieldDescriptorProto::TYPE_STRING)->set_check("no.such");
+  // A rule inside a nested message would check nothing.
+  google::protobuf::DescriptorProto* inner = file.add_message_type();
+  inner->set_name("Inner");
+  google::protobuf::FieldDescriptorProto* inner_field = inner->add_field();
+  inner_field->set_name("x");
+  inner_field->set_number(1);
+  inner_field->set_type(google::protobuf::FieldDescriptorProto::TYPE_STRING);
+  inner_field->set_label(google::protobuf::FieldDescriptorProto::LABEL_OPTIONAL);
+  inner_field->mutable_options()->MutableExtension(v1::rules)->set_required("x");
+  google::protobuf::FieldDescriptorProto* nested = message->add_field();
+  nested->set_name("inner");
+  nested->set_number(6);
+  nested->set_type(google::protobuf::FieldDescriptorProto::TYPE_MESSAGE);
+  nested->set_type_name(".badrules.Inner");
+  nested->set_label(google::protobuf::FieldDescriptorProto::LABEL_OPTIONAL);
   google::protobuf::DescriptorPool pool(google::protobuf::DescriptorPool::generated_pool());
   ASSERT_NE(v1::FieldRules::descriptor(), nullptr);
   const google::protobuf::FileDescriptor* built = pool.BuildFile(file);
   ASSERT_NE(built, nullptr);
   const std::vector<std::string> problems = RuleProblems(*built->message_type(0));
-  EXPECT_THAT(problems, ElementsAre(HasSubstr("badrules.Bad.number: http_url"),
+  EXPECT_THAT(problems, ElementsAre(HasSubstr("badrules.Inner.x: (rules) on a field of a nested"),
+                                    HasSubstr("badrules.Bad.number: http_url"),
                                     HasSubstr("badrules.Bad.single: min_items"),
                                     HasSubstr("no limit is named nope"),
                                     HasSubstr("is for inspection.v1.SearchInspectionsRequest"),
