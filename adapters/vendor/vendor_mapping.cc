@@ -78,12 +78,18 @@ const FieldDescriptor* VendorBodyField(const google::protobuf::Descriptor& messa
 VendorRequest EncodeRequest(const v1::VendorRoute& route, const Message& request) {
   VendorRequest out;
   const google::protobuf::Descriptor* descriptor = request.GetDescriptor();
+  const std::vector<std::string> path_names = PathParameters(route.path());
+  // A GET of nothing (GetWebhookConfig, ListEventConfigs): no JSON to build per call.
+  if (route.method() == v1::VENDOR_HTTP_METHOD_GET && path_names.empty() &&
+      request.ByteSizeLong() == 0) {
+    return out;
+  }
   // The codec's spelling of every value (enum spellings, `_raw` siblings, unset fields left
   // out), so that a value reads the same in a path, a query and a body.
   nlohmann::json encoded = EncodeMessage(request);
   if (!encoded.is_object()) encoded = nlohmann::json::object();  // a tuple or bare list
   std::set<std::string> in_path;
-  for (const std::string& name : PathParameters(route.path())) {
+  for (const std::string& name : path_names) {
     const auto value = encoded.find(name);
     out.path_params.emplace_back(
         name, value == encoded.end() ? std::string() : ScalarText(*value).value_or(""));
