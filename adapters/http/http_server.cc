@@ -245,6 +245,23 @@ absl::Status ValidateLimits(const HttpServerLimits& limits) {
   return absl::OkStatus();
 }
 
+// A counter of HttpServerStats that also tells HttpServerOptions::on_event.
+class EventCounter {
+ public:
+  EventCounter(HttpServerEvent event, const std::function<void(HttpServerEvent)>& on_event)
+      : event_(event), on_event_(on_event) {}
+  void operator++() {
+    count_.fetch_add(1, std::memory_order_relaxed);
+    if (on_event_) on_event_(event_);
+  }
+  int64_t load() const { return count_.load(std::memory_order_relaxed); }
+
+ private:
+  const HttpServerEvent event_;
+  const std::function<void(HttpServerEvent)>& on_event_;
+  std::atomic<int64_t> count_{0};
+};
+
 class HttpServer::Impl {
  public:
   class Connection;
@@ -328,19 +345,19 @@ class HttpServer::Impl {
   const Handler handler_;
   const HttpServerOptions options_;
 
-  std::atomic<int64_t> head_timeouts_{0};
-  std::atomic<int64_t> body_timeouts_{0};
-  std::atomic<int64_t> write_timeouts_{0};
-  std::atomic<int64_t> head_too_large_{0};
-  std::atomic<int64_t> body_too_large_{0};
-  std::atomic<int64_t> malformed_{0};
-  std::atomic<int64_t> not_implemented_{0};
+  EventCounter head_timeouts_{HttpServerEvent::kHeadTimeout, options_.on_event};
+  EventCounter body_timeouts_{HttpServerEvent::kBodyTimeout, options_.on_event};
+  EventCounter write_timeouts_{HttpServerEvent::kWriteTimeout, options_.on_event};
+  EventCounter head_too_large_{HttpServerEvent::kHeadTooLarge, options_.on_event};
+  EventCounter body_too_large_{HttpServerEvent::kBodyTooLarge, options_.on_event};
+  EventCounter malformed_{HttpServerEvent::kMalformed, options_.on_event};
+  EventCounter not_implemented_{HttpServerEvent::kNotImplemented, options_.on_event};
 
  private:
   void Accept();
   void OnAccept(beast::error_code error, tcp::socket socket);
   void Admit(tcp::socket socket);
-  void Shed(tcp::socket& socket, std::atomic<int64_t>* counter);
+  void Shed(tcp::socket& socket, EventCounter* counter);
 
   // Connections in the order they entered a state (SetAwaitingHead, SetAnswering). Places
   // come from one counter shared by every queue (`places`), so that the oldest entries of
@@ -401,14 +418,20 @@ class HttpServer::Impl {
 
   std::atomic<int64_t> in_flight_{0};
   std::atomic<bool> accepting_{false};
-  std::atomic<int64_t> accepted_{0};
-  std::atomic<int64_t> shed_max_connections_{0};
-  std::atomic<int64_t> shed_per_client_{0};
-  std::atomic<int64_t> shed_in_flight_{0};
-  std::atomic<int64_t> idle_closed_for_room_{0};
-  std::atomic<int64_t> awaiting_head_closed_for_room_{0};
-  std::atomic<int64_t> answering_closed_for_room_{0};
-  std::atomic<int64_t> accept_errors_{0};
+  // Stores `accepting` and tells on_event when it changed.
+  void SetAccepting(bool accepting) {
+    if (accepting_.exchange(accepting) != accepting && options_.on_event) {
+      options_.on_event(accepting ? HttpServerEvent::kAccepting : HttpServerEvent::kNotAccepting);
+    }
+  }
+  EventCounter accepted_{HttpServerEvent::kAccepted, options_.on_event};
+  EventCounter shed_max_connections_{HttpServerEvent::kShedMaxConnections, options_.on_event};
+  EventCounter shed_per_client_{HttpServerEvent::kShedPerClient, options_.on_event};
+  EventCounter shed_in_flight_{HttpServerEvent::kShedInFlight, options_.on_event};
+  EventCounter idle_closed_for_room_{HttpServerEvent::kIdleClosedForRoom, options_.on_event};
+  EventCounter awaiting_head_closed_for_room_{HttpServerEvent::kAwaitingHeadClosedForRoom, options_.on_event};
+  EventCounter answering_closed_for_room_{HttpServerEvent::kAnsweringClosedForRoom, options_.on_event};
+  EventCounter accept_errors_{HttpServerEvent::kAcceptError, options_.on_event};
 };
 
 // One accepted connection. Every member is used on its strand only, except `request_` and
@@ -1000,7 +1023,9 @@ void HttpServer::Impl::RunHandler(const std::shared_ptr<Connection>& connection)
 
 void HttpServer::Impl::Unregister(Connection* connection, const std::string& client) {
   std::lock_guard<std::mutex> lock(registry_mu_);
-  connections_.erase(connection);
+  if (connections_.erase(connection) > 0 && options_.on_event) {
+    options_.on_event(HttpServerEvent::kConnectionClosed);
+  }
   idle_.erase(connection);
   awaiting_head_.Set(connection, false);
   answering_.Set(connection, false);
@@ -1040,7 +1065,7 @@ absl::StatusOr<int> HttpServer::Impl::Bind(const std::string& host, int port) {
 absl::Status HttpServer::Impl::Serve() {
   if (!acceptor_.is_open()) return absl::FailedPreconditionError("HTTP server: not bound");
   served_ = true;
-  accepting_ = true;
+  SetAccepting(true);
   workers_.Start(options_.worker_threads);
   Accept();
   for (int i = 0; i < options_.io_threads; ++i) {
@@ -1061,7 +1086,7 @@ void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
     // EMFILE, ENFILE, ENOBUFS, ENOMEM...: the listener is not accepting now. Try again
     // after a pause (the pending connection stays in the backlog); readiness shows it.
     ++accept_errors_;
-    accepting_ = false;
+    SetAccepting(false);
     accept_timer_.expires_after(accept_retry_);
     accept_retry_ = std::min(accept_retry_ * 2, kAcceptRetryCap);
     accept_timer_.async_wait([this](beast::error_code wait_error) {
@@ -1069,7 +1094,7 @@ void HttpServer::Impl::OnAccept(beast::error_code ec, tcp::socket socket) {
     });
     return;
   }
-  accepting_ = true;
+  SetAccepting(true);
   accept_retry_ = kAcceptRetryFirst;
   Admit(std::move(socket));
   Accept();
@@ -1128,6 +1153,7 @@ void HttpServer::Impl::Admit(tcp::socket socket) {
     }
     connection = std::make_shared<Connection>(this, std::move(socket), client, address);
     connections_.emplace(connection.get(), connection);
+    if (options_.on_event) options_.on_event(HttpServerEvent::kConnectionOpened);
     ++per_client_[client];
     awaiting_head_.Set(connection.get(), true);
     if (make_room != nullptr) {
@@ -1151,7 +1177,7 @@ void HttpServer::Impl::Admit(tcp::socket socket) {
 
 // 503 and close, at once: what the client already sent is read (without waiting) so that
 // the close is a FIN rather than a reset that could destroy the answer.
-void HttpServer::Impl::Shed(tcp::socket& socket, std::atomic<int64_t>* counter) {
+void HttpServer::Impl::Shed(tcp::socket& socket, EventCounter* counter) {
   ++*counter;
   const int fd = socket.native_handle();
   char drain[16 * 1024];
@@ -1179,7 +1205,7 @@ void HttpServer::Impl::Stop() {
     absl::MutexLock lock(&stop_mu_);  // also wakes the Pause()s
     stopping_ = true;
   }
-  accepting_ = false;
+  SetAccepting(false);
   if (!served_) {
     beast::error_code ignored;
     acceptor_.close(ignored);

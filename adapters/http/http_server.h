@@ -62,6 +62,30 @@ struct HttpServerLimits {
 // InvalidArgument naming the field.
 absl::Status ValidateLimits(const HttpServerLimits& limits);
 
+// What the server counts (HttpServerStats), told as it happens, for a caller that keeps
+// series of its own (the webhook receiver's Prometheus counters: nothing copies them later).
+enum class HttpServerEvent {
+  kAccepted,                   // a connection accepted (before any limit)
+  kConnectionOpened,           // admitted: one more connection open
+  kConnectionClosed,           // one fewer open
+  kShedMaxConnections,         // 503 + close: max_connections reached
+  kShedPerClient,              // 503 + close: max_connections_per_client reached
+  kShedInFlight,               // 503: max_requests_in_flight reached
+  kIdleClosedForRoom,          // an idle kept-alive connection closed to admit another
+  kAwaitingHeadClosedForRoom,  // the oldest head-waiting connection closed for room
+  kAnsweringClosedForRoom,     // the oldest answering connection closed for room
+  kHeadTimeout,                // closed: no complete head within head_timeout
+  kBodyTimeout,                // 408: the body came slower than the minimum rate
+  kWriteTimeout,               // closed: the client did not take the answer
+  kHeadTooLarge,               // 431
+  kBodyTooLarge,               // 413
+  kMalformed,                  // 400/505
+  kNotImplemented,             // 501
+  kAcceptError,                // accept() failed (retried with backoff)
+  kAccepting,                  // the listener accepts (again)
+  kNotAccepting,               // the listener does not accept now (an error, or Stop)
+};
+
 struct HttpServerOptions {
   // Threads running the sockets: accepting, reading, parsing, writing, timers. An idle or
   // slow connection costs no thread.
@@ -74,6 +98,10 @@ struct HttpServerOptions {
   std::function<void(ServerResponse& response)> error_body;
   // Fills the 500 that answers a handler that threw (never the exception's text).
   std::function<void(ServerResponse& response)> exception_body;
+  // Told each HttpServerEvent where it happens, on an I/O thread, sometimes under the
+  // server's registry lock: must be quick, thread-safe, never block and never call the
+  // server. Unset: only stats() counts.
+  std::function<void(HttpServerEvent event)> on_event;
 };
 
 // Counts since Serve() (a snapshot), for metrics and tests.

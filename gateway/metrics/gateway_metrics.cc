@@ -39,23 +39,6 @@ constexpr std::array<RetryReason, kNumRetryReasons> kRetryReasons = {
 // Indexed by CircuitStateGaugeValue.
 constexpr std::array<std::string_view, kNumCircuitStates> kCircuitStateLabels = {
     "closed", "half_open", "open"};
-constexpr std::array<std::string_view, kNumWebhookOutcomes> kWebhookOutcomeLabels = {
-    "accepted",  "duplicate",          "unauthorized",    "too_large",
-    "bad_json",  "no_event_name",      "store_failure",   "bad_request",
-    "not_found", "method_not_allowed", "json_too_complex"};
-constexpr std::array<std::string_view, kNumWebhookRefusals> kWebhookRefusalLabels = {
-    "max_connections",
-    "max_connections_per_client",
-    "max_requests_in_flight",
-    "idle_closed_for_room",
-    "head_timeout",
-    "body_timeout",
-    "write_timeout",
-    "head_too_large",
-    "malformed",
-    "not_implemented",
-    "awaiting_head_closed_for_room",
-    "answering_closed_for_room"};
 constexpr std::array<std::string_view, kNumStreamDropReasons> kStreamDropReasonLabels = {
     "slow_consumer", "cursor_expired", "shutdown", "error", "idle_catch_up"};
 
@@ -210,14 +193,6 @@ double CircuitStateGaugeValue(CircuitState state) {
 
 std::string_view CircuitStateLabel(CircuitState state) {
   return At(kCircuitStateLabels, static_cast<size_t>(CircuitStateGaugeValue(state)));
-}
-
-std::string_view WebhookOutcomeLabel(WebhookOutcome outcome) {
-  return At(kWebhookOutcomeLabels, static_cast<size_t>(outcome));
-}
-
-std::string_view WebhookRefusalLabel(WebhookRefusal reason) {
-  return At(kWebhookRefusalLabels, static_cast<size_t>(reason));
 }
 
 std::string_view StreamDropReasonLabel(StreamDropReason reason) {
@@ -533,63 +508,16 @@ void GatewayMetrics::BuildCache() {
            .Add({});
 }
 
-// Webhooks, the event log and the build.
+// The authorization policy's denials and the build (the webhook port's and the event
+// log's series are the receiver's: webhooks/webhook_metrics.h).
 void GatewayMetrics::BuildWebhooks() {
   prometheus::Registry& registry = *registry_;
-  auto& deliveries = prometheus::BuildCounter()
-                         .Name("inspection_webhook_deliveries_total")
-                         .Help("Webhook deliveries received, by outcome.")
-                         .Register(registry);
-  for (size_t o = 0; o < kNumWebhookOutcomes; ++o) {
-    webhook_deliveries_[o] = &deliveries.Add({{"outcome", Str(kWebhookOutcomeLabels[o])}});
-  }
-  webhook_unknown_event_names_ =
-      &prometheus::BuildCounter()
-           .Name("inspection_webhook_unknown_event_names_total")
-           .Help("Webhook deliveries whose event name the gateway does not know.")
-           .Register(registry)
-           .Add({});
-  auto& refusals = prometheus::BuildCounter()
-                       .Name("inspection_webhook_http_refusals_total")
-                       .Help(
-                           "Connections and requests the webhook port's HTTP layer refused "
-                           "or ended before a delivery was looked at, by reason.")
-                       .Register(registry);
-  for (size_t r = 0; r < kNumWebhookRefusals; ++r) {
-    webhook_refusals_[r] = &refusals.Add({{"reason", Str(kWebhookRefusalLabels[r])}});
-  }
   authz_denied_ = &prometheus::BuildCounter()
                        .Name("inspection_authz_denied_total")
                        .Help(
                            "Calls the authorization policy (grpc.authz_policy_file) denied, "
                            "by method.")
                        .Register(registry);
-  webhook_connections_ = &prometheus::BuildGauge()
-                              .Name("inspection_webhook_connections")
-                              .Help("Connections open to the webhook port.")
-                              .Register(registry)
-                              .Add({});
-  webhook_listener_accepting_ =
-      &prometheus::BuildGauge()
-           .Name("inspection_webhook_listener_accepting")
-           .Help("1 while the webhook listener accepts connections, 0 while accept() fails.")
-           .Register(registry)
-           .Add({});
-  webhook_accept_errors_ = &prometheus::BuildCounter()
-                                .Name("inspection_webhook_accept_errors_total")
-                                .Help("accept() failures on the webhook port (each retried).")
-                                .Register(registry)
-                                .Add({});
-  event_log_appends_ = &prometheus::BuildCounter()
-                            .Name("inspection_event_log_appends_total")
-                            .Help("Events appended to the event log.")
-                            .Register(registry)
-                            .Add({});
-  event_log_append_errors_ = &prometheus::BuildCounter()
-                                  .Name("inspection_event_log_append_errors_total")
-                                  .Help("Event log appends that failed.")
-                                  .Register(registry)
-                                  .Add({});
   prometheus::BuildGauge()
       .Name("inspection_gateway_build_info")
       .Help(
@@ -710,14 +638,6 @@ void GatewayMetrics::SetCacheBytes(uint64_t bytes) {
   cache_bytes_->Set(static_cast<double>(bytes));
 }
 
-void GatewayMetrics::RecordWebhookDelivery(WebhookOutcome outcome, uint64_t count) {
-  At(webhook_deliveries_, static_cast<size_t>(outcome))->Increment(static_cast<double>(count));
-}
-
-void GatewayMetrics::RecordWebhookRefusal(WebhookRefusal reason, uint64_t count) {
-  At(webhook_refusals_, static_cast<size_t>(reason))->Increment(static_cast<double>(count));
-}
-
 void GatewayMetrics::RecordAuthzDenied(std::string_view grpc_method) {
   prometheus::Counter* counter = nullptr;
   {
@@ -732,28 +652,6 @@ void GatewayMetrics::RecordAuthzDenied(std::string_view grpc_method) {
     counter = at->second;
   }
   counter->Increment();
-}
-
-void GatewayMetrics::SetWebhookConnections(int64_t open) {
-  webhook_connections_->Set(static_cast<double>(open));
-}
-
-void GatewayMetrics::SetWebhookListenerAccepting(bool accepting) {
-  webhook_listener_accepting_->Set(accepting ? 1 : 0);
-}
-
-void GatewayMetrics::RecordWebhookAcceptErrors(uint64_t count) {
-  webhook_accept_errors_->Increment(static_cast<double>(count));
-}
-
-void GatewayMetrics::RecordUnknownWebhookEventName(uint64_t count) {
-  webhook_unknown_event_names_->Increment(static_cast<double>(count));
-}
-void GatewayMetrics::RecordEventLogAppend(uint64_t count) {
-  event_log_appends_->Increment(static_cast<double>(count));
-}
-void GatewayMetrics::RecordEventLogAppendError(uint64_t count) {
-  event_log_append_errors_->Increment(static_cast<double>(count));
 }
 
 void GatewayMetrics::SetCatchingUpSubscribers(size_t count) {

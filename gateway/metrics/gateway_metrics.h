@@ -97,46 +97,6 @@ inline constexpr size_t kNumCircuitStates = 3;
 double CircuitStateGaugeValue(CircuitState state);
 std::string_view CircuitStateLabel(CircuitState state);
 
-// `outcome` of one webhook delivery (one HTTP request to the webhook endpoint).
-enum class WebhookOutcome {
-  kAccepted,          // stored, 2xx
-  kDuplicate,         // already stored (same content hash), 2xx
-  kUnauthorized,      // x-api-key missing or wrong
-  kTooLarge,          // body over the limit
-  kBadJson,           // body is not JSON
-  kNoEventName,       // JSON without an event name at the configured pointer
-  kStoreFailure,      // event log append failed, 503
-  kBadRequest,        // any other malformed request
-  kNotFound,          // unknown path
-  kMethodNotAllowed,  // not POST
-  kJsonTooComplex,    // JSON deeper or with more values than the limits
-};
-inline constexpr size_t kNumWebhookOutcomes = 11;
-std::string_view WebhookOutcomeLabel(WebhookOutcome outcome);
-
-// `reason` the webhook port's HTTP layer refused a connection or request, or ended a
-// connection, before any delivery was looked at (inspection_webhook_http_refusals_total).
-enum class WebhookRefusal {
-  kMaxConnections,           // 503 + close: webhook.max_connections reached
-  kMaxConnectionsPerClient,  // 503 + close: webhook.max_connections_per_client reached
-  kMaxRequestsInFlight,      // 503: webhook.max_requests_in_flight reached
-  kIdleClosedForRoom,        // an idle kept-alive connection closed to admit a new one
-  kHeadTimeout,              // closed: no complete head within webhook.head_timeout_ms
-  kBodyTimeout,              // 408: body slower than webhook.min_body_bytes_per_second
-  kWriteTimeout,             // closed: the client did not read its answer
-  kHeadTooLarge,             // 431: webhook.max_head_bytes or max_header_count
-  kMalformed,                // 400/505: not HTTP/1.1, ambiguous framing
-  kNotImplemented,           // 501: unknown method
-  // At webhook.max_connections with no idle kept-alive connection: the connection that had
-  // waited longest without a complete request head, closed to admit a new one.
-  kAwaitingHeadClosedForRoom,
-  // At webhook.max_connections with no idle or head-waiting connection: the connection that
-  // had been writing an answer (or draining after it) the longest, closed to admit a new one.
-  kAnsweringClosedForRoom,
-};
-inline constexpr size_t kNumWebhookRefusals = 12;
-std::string_view WebhookRefusalLabel(WebhookRefusal reason);
-
 // `reason` a streaming subscriber was ended by the gateway (not by the client).
 enum class StreamDropReason {
   kSlowConsumer,   // its bounded queue was full (RESOURCE_EXHAUSTED)
@@ -299,8 +259,8 @@ class GatewayMetrics final : public prometheus::Collectable {
 
   // Thread-safe; reads /proc/self for the process_* families.
   std::vector<prometheus::MetricFamily> Collect() const override;
-  // Runs at the start of every Collect() (i.e. per scrape), for counters that are kept
-  // elsewhere and copied in then (the webhook receiver's). Set once, before serving.
+  // Runs at the start of every Collect() (i.e. per scrape), for a gauge read from elsewhere
+  // then (the vendor transport's buffered bytes). Set once, before serving.
   void SetCollectHook(std::function<void()> hook) { collect_hook_ = std::move(hook); }
 
   // --- routes -------------------------------------------------------------------------------
@@ -337,31 +297,14 @@ class GatewayMetrics final : public prometheus::Collectable {
   // (0: unlimited), so that an alert can compare the two.
   void SetUpstreamBufferedResponseLimitBytes(uint64_t bytes);
 
-  // --- webhooks and event log ---------------------------------------------------------------
-  // inspection_webhook_deliveries_total
-  void RecordWebhookDelivery(WebhookOutcome outcome, uint64_t count = 1);
-  // inspection_webhook_unknown_event_names_total: a delivery whose event name is not one we
-  // know (it is still stored; the name itself is never a label).
-  void RecordUnknownWebhookEventName(uint64_t count = 1);
+  // --- authorization -----------------------------------------------------------------------
   // inspection_authz_denied_total{grpc_method}: calls the authorization policy denied.
   // `grpc_method` is a full method name of this gateway (a bounded set).
   void RecordAuthzDenied(std::string_view grpc_method);
-  // inspection_webhook_http_refusals_total
-  void RecordWebhookRefusal(WebhookRefusal reason, uint64_t count = 1);
-  // inspection_webhook_connections: connections open to the webhook port now.
-  void SetWebhookConnections(int64_t open);
-  // inspection_webhook_listener_accepting: 1 while the webhook listener accepts, 0 while
-  // accept() keeps failing (the gateway is then not ready).
-  void SetWebhookListenerAccepting(bool accepting);
-  // inspection_webhook_accept_errors_total
-  void RecordWebhookAcceptErrors(uint64_t count);
-  // inspection_event_log_appends_total (successful appends)
-  void RecordEventLogAppend(uint64_t count = 1);
-  // inspection_event_log_append_errors_total
-  void RecordEventLogAppendError(uint64_t count = 1);
 
-  // The reconciler's and the span exporter's series are theirs (reconcile_metrics.h,
-  // otlp_exporter.h), created from scope() into this registry.
+  // The reconciler's, the span exporter's and the webhook port's series are theirs
+  // (reconcile_metrics.h, otlp_exporter.h, webhooks/webhook_metrics.h), created from scope()
+  // into this registry.
   MetricsScope scope() const { return MetricsScope(*registry_); }
 
   // --- streams ------------------------------------------------------------------------------
@@ -415,18 +358,10 @@ class GatewayMetrics final : public prometheus::Collectable {
   prometheus::Gauge* cache_bytes_ = nullptr;
   prometheus::Gauge* upstream_buffered_response_bytes_ = nullptr;
   prometheus::Gauge* upstream_buffered_response_limit_bytes_ = nullptr;
-  std::array<prometheus::Counter*, kNumWebhookOutcomes> webhook_deliveries_{};
-  prometheus::Counter* webhook_unknown_event_names_ = nullptr;
-  std::array<prometheus::Counter*, kNumWebhookRefusals> webhook_refusals_{};
-  prometheus::Gauge* webhook_connections_ = nullptr;
-  prometheus::Gauge* webhook_listener_accepting_ = nullptr;
-  prometheus::Counter* webhook_accept_errors_ = nullptr;
   prometheus::Family<prometheus::Counter>* authz_denied_ = nullptr;
   absl::Mutex authz_mu_;
   std::map<std::string, prometheus::Counter*, std::less<>> authz_denied_by_method_
       ABSL_GUARDED_BY(authz_mu_);
-  prometheus::Counter* event_log_appends_ = nullptr;
-  prometheus::Counter* event_log_append_errors_ = nullptr;
   prometheus::Histogram* fanout_lag_ = nullptr;
   prometheus::Gauge* catching_up_ = nullptr;
   std::array<prometheus::Counter*, kNumStreamDropReasons> dropped_subscribers_{};

@@ -100,8 +100,9 @@ absl::StatusOr<std::unique_ptr<eventlog::EventLog>> OpenEventLog(
 
 absl::StatusOr<EventPipeline> MakeEventPipeline(
     const GatewayServerOptions& options, metrics::GatewayMetrics* metrics,
-    const reconcile::ReconcileMetrics* reconcile_metrics, pipeline::CachingCaller* cache,
-    reconcile::FetchReport fetch_report, reconcile::FetchToken fetch_token) {
+    const reconcile::ReconcileMetrics* reconcile_metrics, webhooks::WebhookMetrics* webhook_metrics,
+    pipeline::CachingCaller* cache, reconcile::FetchReport fetch_report,
+    reconcile::FetchToken fetch_token) {
   EventPipeline events;
   events.log = options.event_log;
   if (events.log == nullptr) {
@@ -130,6 +131,7 @@ absl::StatusOr<EventPipeline> MakeEventPipeline(
   if (!events.webhook_less) {
     webhooks::WebhookReceiverOptions webhook = options.webhook;
     webhook.rejected_lines_per_second = options.rejected_log_lines_per_second;
+    webhook.metrics = webhook_metrics;
     auto receiver = webhooks::WebhookReceiver::Start(webhook, events.log.get());
     if (!receiver.ok()) return Prefixed(receiver.status(), "webhook receiver: ");
     events.receiver = std::move(*receiver);

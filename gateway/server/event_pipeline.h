@@ -36,13 +36,14 @@ struct EventPipeline {
 // Opens (or takes the injected) event log and work ledger, creates the reconciler (not
 // started: Start starts it last, once the pipeline its polls use is complete; it updates
 // `reconcile_metrics`), starts the
-// hub and the webhook receiver. Each event the hub sees drops what it makes stale in
+// hub and the webhook receiver (which updates `webhook_metrics`). Each event the hub sees drops what it makes stale in
 // `cache` and is shown to the reconciler. `fetch_report` and `fetch_token` are the
 // reconciler's polls (services/background_calls.h).
 absl::StatusOr<EventPipeline> MakeEventPipeline(
     const GatewayServerOptions& options, metrics::GatewayMetrics* metrics,
-    const reconcile::ReconcileMetrics* reconcile_metrics, pipeline::CachingCaller* cache,
-    reconcile::FetchReport fetch_report, reconcile::FetchToken fetch_token);
+    const reconcile::ReconcileMetrics* reconcile_metrics, webhooks::WebhookMetrics* webhook_metrics,
+    pipeline::CachingCaller* cache, reconcile::FetchReport fetch_report,
+    reconcile::FetchToken fetch_token);
 
 // `status` with `prefix` (what it is about: "event_log: ") before its message, its code kept.
 // The composition root's start-up errors name their config key this way.

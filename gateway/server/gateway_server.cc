@@ -79,6 +79,7 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   s.metrics_ = *std::move(metrics);
   s.reconcile_metrics_ = reconcile::ReconcileMetrics::Create(s.metrics_->scope());
   s.tracing_metrics_ = tracing::OtlpExporterMetrics::Create(s.metrics_->scope());
+  s.webhook_metrics_ = std::make_unique<webhooks::WebhookMetrics>(s.metrics_->scope());
   s.scheduler_ = std::make_unique<timers::TimerThreadScheduler>();
   if (absl::Status made = s.MakeSpanSink(); !made.ok()) return made;
   auto stub =
@@ -87,8 +88,9 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   s.vendor_ = *std::move(stub);
 
   auto events =
-      MakeEventPipeline(opts, s.metrics_.get(), &s.reconcile_metrics_, s.vendor_.caching.get(),
-                        services::ReportFetch(&s.deps_), services::TokenFetch(&s.deps_));
+      MakeEventPipeline(opts, s.metrics_.get(), &s.reconcile_metrics_, s.webhook_metrics_.get(),
+                        s.vendor_.caching.get(), services::ReportFetch(&s.deps_),
+                        services::TokenFetch(&s.deps_));
   if (!events.ok()) return events.status();
   s.events_ = *std::move(events);
   s.InstallCollectHook();
@@ -126,7 +128,6 @@ absl::Status GatewayServer::MakeSpanSink() {
 
 void GatewayServer::InstallCollectHook() {
   metrics_->SetCollectHook([this] {
-    SyncReceiverMetrics();
     metrics_->SetUpstreamBufferedResponseBytes(transport_->BufferedResponseBytes());
   });
 }

@@ -76,26 +76,25 @@ class GatewayServer {
   explicit GatewayServer(GatewayServerOptions options);
   // The span exporter when tracing.otlp_endpoint is set, or the injected sink.
   absl::Status MakeSpanSink();
-  // Registers what is read into the metrics on each scrape (the webhook receiver's counters,
-  // the transport's buffered bytes).
+  // Registers what is read into the metrics on each scrape (the transport's buffered bytes:
+  // a gauge of bytes the transport counts as they come and go).
   void InstallCollectHook();
   // Fills deps_: each account's token poller, the idempotency store, the stream limits,
   // the per-caller limits and the authorization policy.
   absl::Status WireServiceDeps();
   // The admin endpoint (/metrics, /healthz, /readyz) unless admin_port is -1.
   absl::Status StartAdmin();
-  // Copies the webhook receiver's counters into the Prometheus metrics (per scrape).
-  void SyncReceiverMetrics();
   // Keeps EventService's health status in step with the event log.
   void StartHealthChecks();
 
   GatewayServerOptions options_;
   std::shared_ptr<http::HttpTransport> transport_;
   std::shared_ptr<metrics::GatewayMetrics> metrics_;
-  // The reconciler's and the exporter's series, created from metrics_->scope() whether or
-  // not they run (the families exist at zero).
+  // The reconciler's, the exporter's and the webhook port's series, created from
+  // metrics_->scope() whether or not they run (the families exist at zero).
   reconcile::ReconcileMetrics reconcile_metrics_;
   tracing::OtlpExporterMetrics tracing_metrics_;
+  std::unique_ptr<webhooks::WebhookMetrics> webhook_metrics_;
   std::unique_ptr<timers::TimerThreadScheduler> scheduler_;
   // The OTLP span exporter; null when tracing.otlp_endpoint is not set.
   std::unique_ptr<tracing::OtlpExporter> exporter_;
@@ -122,10 +121,6 @@ class GatewayServer {
   absl::Mutex health_mu_;
   bool health_stop_ ABSL_GUARDED_BY(health_mu_) = false;
   std::thread health_thread_;
-  // Receiver counters already copied into the metrics (see SyncReceiverMetrics).
-  absl::Mutex receiver_metrics_mu_;
-  webhooks::WebhookReceiverStats receiver_reported_ ABSL_GUARDED_BY(receiver_metrics_mu_);
-  http::HttpServerStats receiver_http_reported_ ABSL_GUARDED_BY(receiver_metrics_mu_);
 };
 
 }  // namespace inspection::server

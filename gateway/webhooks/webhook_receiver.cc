@@ -193,6 +193,11 @@ http::HttpServerOptions HttpOptionsFor(const WebhookReceiverOptions& options) {
   server_options.exception_body = [](http::ServerResponse& response) {
     Reply(response, 500, "internal", "internal error; nothing was stored");
   };
+  if (WebhookMetrics* metrics = options.metrics; metrics != nullptr) {
+    server_options.on_event = [metrics](http::HttpServerEvent event) {
+      metrics->OnHttpEvent(event);
+    };
+  }
   return server_options;
 }
 
@@ -314,6 +319,11 @@ void WebhookReceiver::Stop() {
   if (server_ != nullptr) server_->Stop();
 }
 
+void WebhookReceiver::Count(std::atomic<int64_t>& counter, WebhookOutcome outcome) {
+  ++counter;
+  if (options_.metrics != nullptr) options_.metrics->Delivery(outcome);
+}
+
 WebhookReceiver::Stats WebhookReceiver::stats() const {
   Stats stats;
   stats.accepted = accepted_.load();
@@ -360,7 +370,7 @@ void WebhookReceiver::LogRejected(const http::ServerRequest& request, int status
 std::optional<http::ServerResponse> WebhookReceiver::CheckHead(const http::ServerRequest& head) {
   // 1. Method, then path: cheap, and they say nothing about the key.
   if (head.method != "POST") {
-    ++method_not_allowed_;
+    Count(method_not_allowed_, WebhookOutcome::kMethodNotAllowed);
     LogRejected(head, 405, "method_not_allowed", nullptr);
     http::ServerResponse response =
         Reply(405, "method_not_allowed", "webhook deliveries are POST requests");
@@ -369,7 +379,7 @@ std::optional<http::ServerResponse> WebhookReceiver::CheckHead(const http::Serve
   }
   const auto endpoint_at = endpoints_.find(head.path);
   if (endpoint_at == endpoints_.end()) {
-    ++not_found_;
+    Count(not_found_, WebhookOutcome::kNotFound);
     LogRejected(head, 404, "not_found", nullptr);
     return Reply(404, "not_found", "no webhook endpoint at this path");
   }
@@ -380,7 +390,7 @@ std::optional<http::ServerResponse> WebhookReceiver::CheckHead(const http::Serve
   const std::string* key = head.Header(kApiKeyHeader);
   if (key == nullptr || head.HeaderCount(kApiKeyHeader) != 1 ||
       !endpoint_at->second.keys.Matches(*key)) {
-    ++unauthorized_;
+    Count(unauthorized_, WebhookOutcome::kUnauthorized);
     LogRejected(head, 401, key == nullptr ? "no_api_key" : "wrong_api_key",
                 &endpoint_at->second.account);
     return Reply(401, "unauthorized", "missing or invalid x-api-key header");
@@ -393,7 +403,7 @@ void WebhookReceiver::Handle(http::ServerRequest& request, http::ServerResponse&
   // The head check let it through, so the path is an endpoint's.
   const auto endpoint_at = endpoints_.find(request.path);
   if (endpoint_at == endpoints_.end()) {  // not reached
-    ++not_found_;
+    Count(not_found_, WebhookOutcome::kNotFound);
     Reply(response, 404, "not_found", "no webhook endpoint at this path");
     return;
   }
@@ -406,25 +416,25 @@ void WebhookReceiver::Handle(http::ServerRequest& request, http::ServerResponse&
     case vendor::BoundedParseResult::kOk:
       break;
     case vendor::BoundedParseResult::kInvalid:
-      ++bad_json_;
+      Count(bad_json_, WebhookOutcome::kBadJson);
       LogRejected(request, 400, "bad_json", &endpoint.account);
       Reply(response, 400, "bad_json", "the body is not valid JSON");
       return;
     case vendor::BoundedParseResult::kTooDeep:
-      ++json_too_complex_;
+      Count(json_too_complex_, WebhookOutcome::kJsonTooComplex);
       LogRejected(request, 400, "json_too_complex", &endpoint.account);
       Reply(response, 400, "json_too_complex",
             absl::StrCat("the body nests deeper than ", options_.json_limits.max_depth, " levels"));
       return;
     case vendor::BoundedParseResult::kTooManyElements:
-      ++json_too_complex_;
+      Count(json_too_complex_, WebhookOutcome::kJsonTooComplex);
       LogRejected(request, 400, "json_too_complex", &endpoint.account);
       Reply(response, 400, "json_too_complex",
             absl::StrCat("the body has more than ", options_.json_limits.max_elements, " values"));
       return;
   }
   if (!document.is_object()) {
-    ++bad_json_;
+    Count(bad_json_, WebhookOutcome::kBadJson);
     LogRejected(request, 400, "bad_json", &endpoint.account);
     Reply(response, 400, "bad_json", "the body is not a JSON object");
     return;
@@ -434,7 +444,7 @@ void WebhookReceiver::Handle(http::ServerRequest& request, http::ServerResponse&
   // by subscribers nor routed, and a 400 shows the sender its mistake at once.
   const json* name = pointers_.event_name.Resolve(document);
   if (name == nullptr || !name->is_string() || name->get_ref<const std::string&>().empty()) {
-    ++no_event_name_;
+    Count(no_event_name_, WebhookOutcome::kNoEventName);
     LogRejected(request, 400, "no_event_name", &endpoint.account);
     Reply(response, 400, "no_event_name",
           absl::StrCat("no event name (a non-empty string) at \"", pointers_.event_name.text(),
@@ -457,7 +467,7 @@ void WebhookReceiver::Handle(http::ServerRequest& request, http::ServerResponse&
     // Any error, not only Unavailable: nothing was stored, so the only safe answer is one
     // that makes the sender try again. The backend's message stays out of the answer (it
     // could name the store's address).
-    ++store_failures_;
+    Count(store_failures_, WebhookOutcome::kStoreFailure);
     LogRejected(request, 503, "store_unavailable", &endpoint.account);
     response.SetHeader("Retry-After", "1");
     Reply(response, 503, "store_unavailable",
@@ -465,10 +475,13 @@ void WebhookReceiver::Handle(http::ServerRequest& request, http::ServerResponse&
     return;
   }
   if (appended->duplicate) {
-    ++duplicates_;
+    Count(duplicates_, WebhookOutcome::kDuplicate);
   } else {
-    ++accepted_;
-    if (options_.known_event_names.count(event.event_name) == 0) ++unknown_event_names_;
+    Count(accepted_, WebhookOutcome::kAccepted);
+    if (options_.known_event_names.count(event.event_name) == 0) {
+      ++unknown_event_names_;
+      if (options_.metrics != nullptr) options_.metrics->UnknownEventName();
+    }
   }
   logging::Info("webhook delivered",
                 {{"result", appended->duplicate ? "duplicate" : "stored"},

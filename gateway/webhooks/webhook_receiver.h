@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "adapters/eventlog/event_log.h"
 #include "adapters/http/http_server.h"
+#include "gateway/webhooks/webhook_metrics.h"
 #include "adapters/vendor/bounded_json.h"
 #include "gateway/logging/line_rate_limiter.h"
 #include "gateway/webhooks/json_pointer.h"
@@ -46,6 +47,9 @@ struct WebhookAccount {
 
 // Plain configuration, filled by the composition root from the gateway config.
 struct WebhookReceiverOptions {
+  // The port's Prometheus series (webhook_metrics.h), updated where each delivery, refusal
+  // and connection is decided; null: only stats() counts. Must outlive the receiver.
+  WebhookMetrics* metrics = nullptr;
   // Listen address. Port 0 lets the OS pick a free port; read it back with port().
   std::string host = "0.0.0.0";
   int port = 8080;
@@ -208,6 +212,8 @@ class WebhookReceiver {
   eventlog::EventLog* const log_;
   int port_ = 0;
 
+  // ++counter, and the delivery's outcome into options_.metrics.
+  void Count(std::atomic<int64_t>& counter, WebhookOutcome outcome);
   std::atomic<int64_t> accepted_{0};
   std::atomic<int64_t> duplicates_{0};
   std::atomic<int64_t> unauthorized_{0};

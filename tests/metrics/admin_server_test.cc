@@ -2,6 +2,7 @@
 // parsed from /metrics after a scripted sequence, `promtool check metrics` over the same
 // output, /healthz, /readyz following the injected check, and the server's lifecycle.
 #include "gateway/metrics/admin_server.h"
+#include "gateway/webhooks/webhook_metrics.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -159,6 +160,7 @@ class AdminServerTest : public ::testing::Test {
     // The series the reconciler and the span exporter own, registered as the server does.
     reconcile::ReconcileMetrics::Create(metrics_->scope());
     tracing::OtlpExporterMetrics::Create(metrics_->scope());
+    webhook_ = std::make_unique<webhooks::WebhookMetrics>(metrics_->scope());
     AdminServer::Options options;
     options.host = "127.0.0.1";
     options.port = 0;
@@ -205,10 +207,10 @@ class AdminServerTest : public ::testing::Test {
     metrics_->ForUpstream(0).RecordTransition(CircuitState::kOpen);
     metrics_->RecordCacheEvictions(1);
     metrics_->SetCacheBytes(123);
-    metrics_->RecordWebhookDelivery(WebhookOutcome::kDuplicate);
-    metrics_->RecordUnknownWebhookEventName();
-    metrics_->RecordEventLogAppend();
-    metrics_->RecordEventLogAppendError();
+    webhook_->Delivery(webhooks::WebhookOutcome::kDuplicate);
+    webhook_->UnknownEventName();
+    webhook_->Delivery(webhooks::WebhookOutcome::kAccepted);  // and an event log append
+    webhook_->Delivery(webhooks::WebhookOutcome::kStoreFailure);  // and an append error
     metrics_->ForStreamRpc(2).SubscriberStarted();
     metrics_->RecordFanoutLag(2ms);
     metrics_->RecordDroppedSubscriber(StreamDropReason::kShutdown);
@@ -221,6 +223,7 @@ class AdminServerTest : public ::testing::Test {
 
   FakeReadiness readiness_;
   std::shared_ptr<GatewayMetrics> metrics_;
+  std::unique_ptr<webhooks::WebhookMetrics> webhook_;  // the receiver's series, as the server makes them
   std::unique_ptr<AdminServer> server_;
   std::unique_ptr<httplib::Client> client_;
 };
@@ -263,9 +266,9 @@ TEST_F(AdminServerTest, MetricsReportExactValuesAfterAScriptedSequence) {
   UpstreamMetrics& vendor = metrics_->ForUpstream(0);
   vendor.RecordTransition(CircuitState::kOpen);
   vendor.RecordTransition(CircuitState::kHalfOpen);
-  metrics_->RecordWebhookDelivery(WebhookOutcome::kAccepted);
-  metrics_->RecordWebhookDelivery(WebhookOutcome::kBadJson);
-  metrics_->RecordWebhookDelivery(WebhookOutcome::kAccepted);
+  webhook_->Delivery(webhooks::WebhookOutcome::kAccepted);
+  webhook_->Delivery(webhooks::WebhookOutcome::kBadJson);
+  webhook_->Delivery(webhooks::WebhookOutcome::kAccepted);
 
   const std::vector<Sample> s = Scrape();
   ASSERT_FALSE(s.empty());

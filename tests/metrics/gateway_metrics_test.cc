@@ -4,6 +4,7 @@
 #include "gateway/metrics/gateway_metrics.h"
 #include "gateway/reconcile/reconcile_metrics.h"
 #include "gateway/tracing/otlp_exporter.h"
+#include "gateway/webhooks/webhook_metrics.h"
 
 #include "gateway/version/version.h"
 
@@ -178,7 +179,6 @@ TEST(LabelSpellingTest, GrpcCodesUseGoGrpcPrometheusSpelling) {
   EXPECT_EQ(GrpcTypeLabel(GrpcType::kServerStream), "server_stream");
   EXPECT_EQ(RetryReasonLabel(RetryReason::kStatus503), "status_503");
   EXPECT_EQ(CircuitStateLabel(CircuitState::kHalfOpen), "half_open");
-  EXPECT_EQ(WebhookOutcomeLabel(WebhookOutcome::kMethodNotAllowed), "method_not_allowed");
   EXPECT_EQ(StreamDropReasonLabel(StreamDropReason::kSlowConsumer), "slow_consumer");
 }
 
@@ -191,6 +191,7 @@ TEST(GatewayMetricsTest, RegistersEveryFamilyAndSeriesAtConstruction) {
   // at start-up whether or not they run: the exposition is the same set of families.
   reconcile::ReconcileMetrics::Create(metrics->scope());
   tracing::OtlpExporterMetrics::Create(metrics->scope());
+  webhooks::WebhookMetrics webhook_metrics(metrics->scope());
   const std::vector<MetricFamily> families = metrics->Collect();
 
   // name -> (type, number of series): 3 routes + other = 4; 2 gRPC methods + 4 "other"
@@ -477,7 +478,6 @@ TEST(GatewayMetricsTest, RecordingNeverCreatesASeries) {
   metrics->ForRouteLabel("https://vendor.test/apiV1/token?key=secret").RecordCacheHit();
   metrics->ForGrpcMethod("/inspection.v1.TokenService/Nope", static_cast<GrpcType>(17))
       .RecordStarted();
-  metrics->RecordWebhookDelivery(static_cast<WebhookOutcome>(50));
   metrics->RecordDroppedSubscriber(static_cast<StreamDropReason>(50));
 
   const std::vector<MetricFamily> after_families = metrics->Collect();
@@ -534,13 +534,13 @@ TEST(GatewayMetricsTest, GlobalFamiliesCountExactly) {
   metrics->SetCacheBytes(1024);
   metrics->SetUpstreamBufferedResponseBytes(4096);
   metrics->SetUpstreamBufferedResponseLimitBytes(8192);
-  metrics->RecordWebhookDelivery(WebhookOutcome::kAccepted);
-  metrics->RecordWebhookDelivery(WebhookOutcome::kAccepted);
-  metrics->RecordWebhookDelivery(WebhookOutcome::kUnauthorized);
-  metrics->RecordUnknownWebhookEventName();
-  metrics->RecordEventLogAppend();
-  metrics->RecordEventLogAppend();
-  metrics->RecordEventLogAppendError();
+  // The webhook port's series are the receiver's (webhook_metrics.h), in the same registry.
+  webhooks::WebhookMetrics webhook(metrics->scope());
+  webhook.Delivery(webhooks::WebhookOutcome::kAccepted);
+  webhook.Delivery(webhooks::WebhookOutcome::kAccepted);
+  webhook.Delivery(webhooks::WebhookOutcome::kUnauthorized);
+  webhook.UnknownEventName();
+  webhook.Delivery(webhooks::WebhookOutcome::kStoreFailure);
   metrics->ForStreamRpc(0).SubscriberStarted();
   metrics->ForStreamRpc(0).SubscriberStarted();
   metrics->ForStreamRpc(0).SubscriberEnded();

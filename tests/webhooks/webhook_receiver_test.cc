@@ -29,6 +29,9 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "adapters/eventlog/event_log.h"
+#include "gateway/metrics/metrics_scope.h"
+#include "gateway/webhooks/webhook_metrics.h"
+#include <prometheus/registry.h>
 #include "nlohmann/json.hpp"
 #include "tests/support/captured_log.h"
 #include "tests/support/raw_tcp_client.h"
@@ -1131,6 +1134,116 @@ TEST_F(WebhookReceiverTest, AFloodOfRejectedDeliveriesCannotFloodTheLog) {
   suppressed_total += after.back()["suppressed"].get<uint64_t>();
   // Every rejection is either a line or counted in a later line's `suppressed`.
   EXPECT_EQ(after.size() + suppressed_total, static_cast<size_t>(receiver_->stats().unauthorized));
+}
+
+
+// --- the port's own series (webhook_metrics.h) --------------------------------------------
+
+// The value of series `name` {`label`=`value`} in `registry` now; -1 when there is none.
+double SeriesValue(prometheus::Registry& registry, const std::string& name,
+                   const std::string& label = "", const std::string& value = "") {
+  for (const prometheus::MetricFamily& family : registry.Collect()) {
+    if (family.name != name) continue;
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      const bool match = label.empty() || (!metric.label.empty() && metric.label[0].name == label &&
+                                           metric.label[0].value == value);
+      if (!match) continue;
+      return family.type == prometheus::MetricType::Gauge ? metric.gauge.value
+                                                          : metric.counter.value;
+    }
+  }
+  return -1;
+}
+
+TEST_F(WebhookReceiverTest, ItsSeriesAreUpdatedAsDeliveriesAndConnectionsHappen) {
+  prometheus::Registry registry;
+  WebhookMetrics metrics{metrics::MetricsScope(registry)};
+  // Every series exists at zero before the first delivery.
+  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "accepted"), 0);
+  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_http_refusals_total", "reason",
+                        "head_timeout"),
+            0);
+  WebhookReceiverOptions options = TestOptions();
+  options.metrics = &metrics;
+  StartReceiver(std::move(options));
+  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_listener_accepting"), 1);
+
+  ASSERT_EQ(Deliver(kCreateReport)->status, 200);
+  ASSERT_EQ(Deliver(kCreateReport)->status, 200);  // a duplicate
+  ASSERT_EQ(Deliver(kCreateReport, KeyHeader("wrong-key"))->status, 401);
+  ASSERT_EQ(Deliver("{not json")->status, 400);
+  // Read with nothing in between that could copy them: they were counted as they happened.
+  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "accepted"), 1);
+  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "duplicate"),
+            1);
+  EXPECT_EQ(
+      SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "unauthorized"), 1);
+  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "bad_json"), 1);
+  EXPECT_EQ(SeriesValue(registry, "inspection_event_log_appends_total"), 1);
+  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_connections"), 1) << "httplib keeps one";
+
+  // A request line the HTTP layer cannot read: a refusal and a bad_request delivery at once.
+  const int raw = ConnectToLoopback(receiver_->port());
+  ASSERT_GE(raw, 0);
+  ASSERT_TRUE(SendAll(raw, "POST /webhooks/v2 HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+                                    "Content-Length: 2\r\n\r\nab"));
+  ASSERT_TRUE(::inspection::testing::WaitUntil(
+      [&] {
+        return SeriesValue(registry, "inspection_webhook_http_refusals_total", "reason",
+                           "malformed") == 1;
+      },
+      std::chrono::seconds(kTimeoutSeconds)));
+  ::close(raw);
+  EXPECT_EQ(
+      SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "bad_request"), 1);
+
+  client_.reset();
+  receiver_.reset();
+  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_connections"), 0);
+  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_listener_accepting"), 0);
+}
+
+TEST(WebhookMetricsTest, EveryHttpEventLandsInItsSeriesAndOddValuesStayBounded) {
+  prometheus::Registry registry;
+  WebhookMetrics metrics{metrics::MetricsScope(registry)};
+  using http::HttpServerEvent;
+  const std::pair<HttpServerEvent, const char*> refusals[] = {
+      {HttpServerEvent::kShedMaxConnections, "max_connections"},
+      {HttpServerEvent::kShedPerClient, "max_connections_per_client"},
+      {HttpServerEvent::kShedInFlight, "max_requests_in_flight"},
+      {HttpServerEvent::kIdleClosedForRoom, "idle_closed_for_room"},
+      {HttpServerEvent::kAwaitingHeadClosedForRoom, "awaiting_head_closed_for_room"},
+      {HttpServerEvent::kAnsweringClosedForRoom, "answering_closed_for_room"},
+      {HttpServerEvent::kHeadTimeout, "head_timeout"},
+      {HttpServerEvent::kBodyTimeout, "body_timeout"},
+      {HttpServerEvent::kWriteTimeout, "write_timeout"},
+      {HttpServerEvent::kHeadTooLarge, "head_too_large"},
+      {HttpServerEvent::kNotImplemented, "not_implemented"},
+  };
+  for (const auto& [event, reason] : refusals) {
+    metrics.OnHttpEvent(event);
+    EXPECT_EQ(SeriesValue(registry, "inspection_webhook_http_refusals_total", "reason", reason), 1)
+        << reason;
+  }
+  metrics.OnHttpEvent(HttpServerEvent::kBodyTooLarge);
+  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "too_large"),
+            1);
+  metrics.OnHttpEvent(HttpServerEvent::kAcceptError);
+  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_accept_errors_total"), 1);
+  metrics.OnHttpEvent(HttpServerEvent::kConnectionOpened);
+  metrics.OnHttpEvent(HttpServerEvent::kConnectionOpened);
+  metrics.OnHttpEvent(HttpServerEvent::kConnectionClosed);
+  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_connections"), 1);
+  metrics.Delivery(WebhookOutcome::kStoreFailure);
+  EXPECT_EQ(SeriesValue(registry, "inspection_event_log_append_errors_total"), 1);
+  // A value cast from an int lands in the last bucket, not out of bounds.
+  metrics.Delivery(static_cast<WebhookOutcome>(50));
+  EXPECT_EQ(
+      SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "json_too_complex"),
+      1);
+  EXPECT_EQ(WebhookOutcomeLabel(WebhookOutcome::kMethodNotAllowed), "method_not_allowed");
+  EXPECT_EQ(WebhookRefusalLabel(WebhookRefusal::kAnsweringClosedForRoom),
+            "answering_closed_for_room");
 }
 
 }  // namespace
