@@ -429,8 +429,10 @@ class HttpServer::Impl {
   EventCounter shed_per_client_{HttpServerEvent::kShedPerClient, options_.on_event};
   EventCounter shed_in_flight_{HttpServerEvent::kShedInFlight, options_.on_event};
   EventCounter idle_closed_for_room_{HttpServerEvent::kIdleClosedForRoom, options_.on_event};
-  EventCounter awaiting_head_closed_for_room_{HttpServerEvent::kAwaitingHeadClosedForRoom, options_.on_event};
-  EventCounter answering_closed_for_room_{HttpServerEvent::kAnsweringClosedForRoom, options_.on_event};
+  EventCounter awaiting_head_closed_for_room_{HttpServerEvent::kAwaitingHeadClosedForRoom,
+                                              options_.on_event};
+  EventCounter answering_closed_for_room_{HttpServerEvent::kAnsweringClosedForRoom,
+                                          options_.on_event};
   EventCounter accept_errors_{HttpServerEvent::kAcceptError, options_.on_event};
 };
 

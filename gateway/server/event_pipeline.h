@@ -36,9 +36,9 @@ struct EventPipeline {
 // Opens (or takes the injected) event log and work ledger, creates the reconciler (not
 // started: Start starts it last, once the pipeline its polls use is complete; it updates
 // `reconcile_metrics`), starts the
-// hub and the webhook receiver (which updates `webhook_metrics`). Each event the hub sees drops what it makes stale in
-// `cache` and is shown to the reconciler. `fetch_report` and `fetch_token` are the
-// reconciler's polls (services/background_calls.h).
+// hub and the webhook receiver (which updates `webhook_metrics`). Each event the hub sees drops
+// what it makes stale in `cache` and is shown to the reconciler. `fetch_report` and `fetch_token`
+// are the reconciler's polls (services/background_calls.h).
 absl::StatusOr<EventPipeline> MakeEventPipeline(
     const GatewayServerOptions& options, metrics::GatewayMetrics* metrics,
     const reconcile::ReconcileMetrics* reconcile_metrics, webhooks::WebhookMetrics* webhook_metrics,

@@ -87,10 +87,9 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   if (!stub.ok()) return stub.status();
   s.vendor_ = *std::move(stub);
 
-  auto events =
-      MakeEventPipeline(opts, s.metrics_.get(), &s.reconcile_metrics_, s.webhook_metrics_.get(),
-                        s.vendor_.caching.get(), services::ReportFetch(&s.deps_),
-                        services::TokenFetch(&s.deps_));
+  auto events = MakeEventPipeline(opts, s.metrics_.get(), &s.reconcile_metrics_,
+                                  s.webhook_metrics_.get(), s.vendor_.caching.get(),
+                                  services::ReportFetch(&s.deps_), services::TokenFetch(&s.deps_));
   if (!events.ok()) return events.status();
   s.events_ = *std::move(events);
   s.InstallCollectHook();
@@ -127,9 +126,8 @@ absl::Status GatewayServer::MakeSpanSink() {
 }
 
 void GatewayServer::InstallCollectHook() {
-  metrics_->SetCollectHook([this] {
-    metrics_->SetUpstreamBufferedResponseBytes(transport_->BufferedResponseBytes());
-  });
+  metrics_->SetCollectHook(
+      [this] { metrics_->SetUpstreamBufferedResponseBytes(transport_->BufferedResponseBytes()); });
 }
 
 absl::Status GatewayServer::WireServiceDeps() {

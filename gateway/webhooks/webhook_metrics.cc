@@ -64,8 +64,8 @@ WebhookMetrics::WebhookMetrics(const metrics::MetricsScope& scope) {
                                   "accept() failures on the webhook port (each retried).");
   event_log_appends_ =
       &scope.Counter("inspection_event_log_appends_total", "Events appended to the event log.");
-  event_log_append_errors_ = &scope.Counter("inspection_event_log_append_errors_total",
-                                            "Event log appends that failed.");
+  event_log_append_errors_ =
+      &scope.Counter("inspection_event_log_append_errors_total", "Event log appends that failed.");
 }
 
 void WebhookMetrics::Delivery(WebhookOutcome outcome) {

@@ -16,11 +16,11 @@
 #include "absl/time/time.h"
 #include "adapters/eventlog/event_log.h"
 #include "adapters/http/http_server.h"
-#include "gateway/webhooks/webhook_metrics.h"
 #include "adapters/vendor/bounded_json.h"
 #include "gateway/logging/line_rate_limiter.h"
 #include "gateway/webhooks/json_pointer.h"
 #include "gateway/webhooks/webhook_key_matcher.h"
+#include "gateway/webhooks/webhook_metrics.h"
 
 namespace inspection::webhooks {
 

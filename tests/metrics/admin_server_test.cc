@@ -209,7 +209,7 @@ class AdminServerTest : public ::testing::Test {
     metrics_->SetCacheBytes(123);
     webhook_->Delivery(webhooks::WebhookOutcome::kDuplicate);
     webhook_->UnknownEventName();
-    webhook_->Delivery(webhooks::WebhookOutcome::kAccepted);  // and an event log append
+    webhook_->Delivery(webhooks::WebhookOutcome::kAccepted);      // and an event log append
     webhook_->Delivery(webhooks::WebhookOutcome::kStoreFailure);  // and an append error
     metrics_->ForStreamRpc(2).SubscriberStarted();
     metrics_->RecordFanoutLag(2ms);
@@ -223,7 +223,8 @@ class AdminServerTest : public ::testing::Test {
 
   FakeReadiness readiness_;
   std::shared_ptr<GatewayMetrics> metrics_;
-  std::unique_ptr<webhooks::WebhookMetrics> webhook_;  // the receiver's series, as the server makes them
+  std::unique_ptr<webhooks::WebhookMetrics>
+      webhook_;  // the receiver's series, as the server makes them
   std::unique_ptr<AdminServer> server_;
   std::unique_ptr<httplib::Client> client_;
 };

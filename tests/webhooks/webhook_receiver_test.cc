@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <prometheus/registry.h>
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -31,7 +32,6 @@
 #include "adapters/eventlog/event_log.h"
 #include "gateway/metrics/metrics_scope.h"
 #include "gateway/webhooks/webhook_metrics.h"
-#include <prometheus/registry.h>
 #include "nlohmann/json.hpp"
 #include "tests/support/captured_log.h"
 #include "tests/support/raw_tcp_client.h"
@@ -1136,7 +1136,6 @@ TEST_F(WebhookReceiverTest, AFloodOfRejectedDeliveriesCannotFloodTheLog) {
   EXPECT_EQ(after.size() + suppressed_total, static_cast<size_t>(receiver_->stats().unauthorized));
 }
 
-
 // --- the port's own series (webhook_metrics.h) --------------------------------------------
 
 // The value of series `name` {`label`=`value`} in `registry` now; -1 when there is none.
@@ -1160,9 +1159,8 @@ TEST_F(WebhookReceiverTest, ItsSeriesAreUpdatedAsDeliveriesAndConnectionsHappen)
   WebhookMetrics metrics{metrics::MetricsScope(registry)};
   // Every series exists at zero before the first delivery.
   EXPECT_EQ(SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "accepted"), 0);
-  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_http_refusals_total", "reason",
-                        "head_timeout"),
-            0);
+  EXPECT_EQ(
+      SeriesValue(registry, "inspection_webhook_http_refusals_total", "reason", "head_timeout"), 0);
   WebhookReceiverOptions options = TestOptions();
   options.metrics = &metrics;
   StartReceiver(std::move(options));
@@ -1176,17 +1174,29 @@ TEST_F(WebhookReceiverTest, ItsSeriesAreUpdatedAsDeliveriesAndConnectionsHappen)
   EXPECT_EQ(SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "accepted"), 1);
   EXPECT_EQ(SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "duplicate"),
             1);
-  EXPECT_EQ(
-      SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "unauthorized"), 1);
+  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "unauthorized"),
+            1);
   EXPECT_EQ(SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "bad_json"), 1);
   EXPECT_EQ(SeriesValue(registry, "inspection_event_log_appends_total"), 1);
-  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_connections"), 1) << "httplib keeps one";
+  // A connection held open is counted while it is open, and no longer once closed.
+  client_.reset();
+  auto connections = [&] { return SeriesValue(registry, "inspection_webhook_connections"); };
+  ASSERT_TRUE(::inspection::testing::WaitUntil([&] { return connections() == 0; },
+                                               std::chrono::seconds(kTimeoutSeconds)));
+  const int idle = ConnectToLoopback(receiver_->port());
+  ASSERT_GE(idle, 0);
+  ASSERT_TRUE(::inspection::testing::WaitUntil([&] { return connections() == 1; },
+                                               std::chrono::seconds(kTimeoutSeconds)));
+  ::close(idle);
+  ASSERT_TRUE(::inspection::testing::WaitUntil([&] { return connections() == 0; },
+                                               std::chrono::seconds(kTimeoutSeconds)));
 
   // A request line the HTTP layer cannot read: a refusal and a bad_request delivery at once.
   const int raw = ConnectToLoopback(receiver_->port());
   ASSERT_GE(raw, 0);
-  ASSERT_TRUE(SendAll(raw, "POST /webhooks/v2 HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
-                                    "Content-Length: 2\r\n\r\nab"));
+  ASSERT_TRUE(SendAll(raw,
+                      "POST /webhooks/v2 HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+                      "Content-Length: 2\r\n\r\nab"));
   ASSERT_TRUE(::inspection::testing::WaitUntil(
       [&] {
         return SeriesValue(registry, "inspection_webhook_http_refusals_total", "reason",
@@ -1194,10 +1204,9 @@ TEST_F(WebhookReceiverTest, ItsSeriesAreUpdatedAsDeliveriesAndConnectionsHappen)
       },
       std::chrono::seconds(kTimeoutSeconds)));
   ::close(raw);
-  EXPECT_EQ(
-      SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "bad_request"), 1);
+  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "bad_request"),
+            1);
 
-  client_.reset();
   receiver_.reset();
   EXPECT_EQ(SeriesValue(registry, "inspection_webhook_connections"), 0);
   EXPECT_EQ(SeriesValue(registry, "inspection_webhook_listener_accepting"), 0);
