@@ -418,10 +418,17 @@ class HttpServer::Impl {
 
   std::atomic<int64_t> in_flight_{0};
   std::atomic<bool> accepting_{false};
-  // Stores `accepting` and tells on_event when it changed.
+  // Stores `accepting` and tells on_event when it changed. Once stopping, never true again:
+  // an accept completing while Stop runs must not leave the listener (and its gauge) shown
+  // as accepting.
   void SetAccepting(bool accepting) {
+    if (accepting && stopping()) return;
     if (accepting_.exchange(accepting) != accepting && options_.on_event) {
       options_.on_event(accepting ? HttpServerEvent::kAccepting : HttpServerEvent::kNotAccepting);
+    }
+    // Stop may have cleared it between the check and the exchange.
+    if (accepting && stopping() && accepting_.exchange(false) && options_.on_event) {
+      options_.on_event(HttpServerEvent::kNotAccepting);
     }
   }
   EventCounter accepted_{HttpServerEvent::kAccepted, options_.on_event};
@@ -1154,8 +1161,9 @@ void HttpServer::Impl::Admit(tcp::socket socket) {
       make_room = connections_[closed].lock();
     }
     connection = std::make_shared<Connection>(this, std::move(socket), client, address);
-    connections_.emplace(connection.get(), connection);
-    if (options_.on_event) options_.on_event(HttpServerEvent::kConnectionOpened);
+    if (connections_.emplace(connection.get(), connection).second && options_.on_event) {
+      options_.on_event(HttpServerEvent::kConnectionOpened);
+    }
     ++per_client_[client];
     awaiting_head_.Set(connection.get(), true);
     if (make_room != nullptr) {

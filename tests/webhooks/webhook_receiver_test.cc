@@ -1164,6 +1164,11 @@ TEST_F(WebhookReceiverTest, ItsSeriesAreUpdatedAsDeliveriesAndConnectionsHappen)
   WebhookReceiverOptions options = TestOptions();
   options.metrics = &metrics;
   StartReceiver(std::move(options));
+  // The receiver tells `metrics` until it stops: stop it before they go, however this ends.
+  struct StopFirst {
+    std::unique_ptr<WebhookReceiver>& receiver;
+    ~StopFirst() { receiver.reset(); }
+  } stop_first{receiver_};
   EXPECT_EQ(SeriesValue(registry, "inspection_webhook_listener_accepting"), 1);
 
   ASSERT_EQ(Deliver(kCreateReport)->status, 200);
@@ -1200,7 +1205,9 @@ TEST_F(WebhookReceiverTest, ItsSeriesAreUpdatedAsDeliveriesAndConnectionsHappen)
   ASSERT_TRUE(::inspection::testing::WaitUntil(
       [&] {
         return SeriesValue(registry, "inspection_webhook_http_refusals_total", "reason",
-                           "malformed") == 1;
+                           "malformed") == 1 &&
+               SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome",
+                           "bad_request") == 1;
       },
       std::chrono::seconds(kTimeoutSeconds)));
   ::close(raw);
@@ -1234,6 +1241,16 @@ TEST(WebhookMetricsTest, EveryHttpEventLandsInItsSeriesAndOddValuesStayBounded) 
     EXPECT_EQ(SeriesValue(registry, "inspection_webhook_http_refusals_total", "reason", reason), 1)
         << reason;
   }
+  metrics.OnHttpEvent(HttpServerEvent::kMalformed);  // a refusal and a bad_request delivery
+  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_http_refusals_total", "reason", "malformed"),
+            1);
+  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "bad_request"),
+            1);
+  metrics.OnHttpEvent(HttpServerEvent::kAccepted);  // no series of its own: nothing moves
+  metrics.OnHttpEvent(HttpServerEvent::kAccepting);
+  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_listener_accepting"), 1);
+  metrics.OnHttpEvent(HttpServerEvent::kNotAccepting);
+  EXPECT_EQ(SeriesValue(registry, "inspection_webhook_listener_accepting"), 0);
   metrics.OnHttpEvent(HttpServerEvent::kBodyTooLarge);
   EXPECT_EQ(SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "too_large"),
             1);

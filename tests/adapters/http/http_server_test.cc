@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -80,6 +81,10 @@ class HttpServerTest : public ::testing::Test {
     options.limits = limits;
     options.error_body = [](ServerResponse& response) {
       response.SetContent(absl::StrCat("error ", response.status), "text/plain");
+    };
+    options.on_event = [this](HttpServerEvent event) {
+      absl::MutexLock lock(&events_mu_);
+      ++events_[event];
     };
     server_ = std::make_unique<HttpServer>(
         [this](const ServerRequest& head) { return CheckHead(head); },
@@ -158,6 +163,14 @@ class HttpServerTest : public ::testing::Test {
     absl::MutexLock lock(&mu_);
     return holding_;
   }
+
+  // What on_event told, by event.
+  int Told(HttpServerEvent event) {
+    absl::MutexLock lock(&events_mu_);
+    return events_[event];
+  }
+  absl::Mutex events_mu_;
+  std::map<HttpServerEvent, int> events_ ABSL_GUARDED_BY(events_mu_);
 
   std::unique_ptr<HttpServer> server_;
   int port_ = 0;
@@ -691,6 +704,33 @@ TEST_F(HttpServerTest, TheListenerRetriesAcceptFailuresAndSaysSoMeanwhile) {
 
 // ---------------------------------------------------------------------------------------
 // Handlers, faults, error bodies.
+
+// on_event tells each count of stats() where it happens, so a caller can keep series of its
+// own without copying stats() later: the two agree, and opens and closes balance.
+TEST_F(HttpServerTest, OnEventTellsWhatStatsCountsAsItHappens) {
+  Start();
+  EXPECT_EQ(Told(HttpServerEvent::kAccepting), 1);
+  EXPECT_THAT(Exchange("GET /a HTTP/1.1\r\nConnection: close\r\n\r\n"), StartsWith("HTTP/1.1 200"));
+  EXPECT_THAT(Exchange("POST /a HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab"),
+              StartsWith("HTTP/1.1 400"));
+  EXPECT_THAT(Exchange("BREW /a HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 501"));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return Told(HttpServerEvent::kConnectionClosed) == 3 &&
+               server_->stats().connections_open == 0;
+      },
+      kDeadline));
+  const HttpServerStats stats = server_->stats();
+  EXPECT_EQ(Told(HttpServerEvent::kAccepted), stats.connections_accepted);
+  EXPECT_EQ(Told(HttpServerEvent::kConnectionOpened), 3);
+  EXPECT_EQ(Told(HttpServerEvent::kMalformed), stats.malformed);
+  EXPECT_EQ(Told(HttpServerEvent::kMalformed), 1);
+  EXPECT_EQ(Told(HttpServerEvent::kNotImplemented), stats.not_implemented);
+  EXPECT_EQ(Told(HttpServerEvent::kNotImplemented), 1);
+  server_->Stop();
+  EXPECT_EQ(Told(HttpServerEvent::kNotAccepting), 1);
+  EXPECT_FALSE(server_->stats().accepting);
+}
 
 TEST_F(HttpServerTest, AHandlerThatThrowsIsAnswered500WithoutTheExceptionsText) {
   Start();
