@@ -6,6 +6,13 @@
 // sealed on the routes that seal it. Byte 15 is a `createReport` webhook payload, decoded as
 // the event hub decodes it (gateway/streaming/event_hub.cc).
 //
+// Byte 16 is the other direction, what a gRPC caller sends: the next byte picks an RPC with a
+// vendor_route annotation, the rest is its request's protobuf bytes, parsed as the generic
+// unary handler parses them (gateway/services/generic_unary_service.cc), validated by the
+// field rules (ValidateRequest) and, when valid, encoded for the vendor (EncodeRequest). A
+// valid request whose path parameter comes out empty, a dot-segment or with a URL delimiter
+// fails the input: the route table's start-up check promises it cannot.
+//
 // After a decode that succeeded, the message goes where the gateway sends it: serialized for
 // the gRPC caller, and parsed back as the caller's protobuf library would (default limits).
 // A message the gateway sends but its caller cannot parse fails the input. The message is
@@ -16,6 +23,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "adapters/vendor/bounded_json.h"
 #include "adapters/vendor/damage_mapper.h"
@@ -23,6 +31,7 @@
 #include "adapters/vendor/event_mapper.h"
 #include "adapters/vendor/image_mapper.h"
 #include "adapters/vendor/json_codec.h"
+#include "adapters/vendor/request_validation.h"
 #include "adapters/vendor/token_mapper.h"
 #include "adapters/vendor/vendor_mapping.h"
 #include "adapters/vendor/vendor_routes.h"
@@ -36,7 +45,7 @@ using nlohmann::json;
 
 // upstream.max_json_depth's and max_json_elements' defaults (gateway/upstream/vendor_client.h).
 constexpr vendor::JsonLimits kVendorLimits{.max_depth = 512, .max_elements = 250'000};
-constexpr int kTypes = 16;
+constexpr int kTypes = 17;
 
 [[noreturn]] void Fail(const char* what, int type) {
   std::fprintf(stderr, "vendor_codec_fuzzer: %s (response type %d)\n", what, type);
@@ -91,11 +100,43 @@ absl::Status Decode(int type, const json& body, std::unique_ptr<google::protobuf
   }
 }
 
+// Type 16: a caller's request for the RPC `pick` selects, through validation and encoding.
+int FuzzRequest(uint8_t pick, const std::string& bytes) {
+  static const auto* const routed = [] {
+    auto* methods = new std::vector<const google::protobuf::MethodDescriptor*>();
+    for (const auto* method : vendor::ApiMethods()) {
+      if (vendor::VendorRouteOf(*method) != nullptr) methods->push_back(method);
+    }
+    return methods;
+  }();
+  const google::protobuf::MethodDescriptor* method = (*routed)[pick % routed->size()];
+  std::unique_ptr<google::protobuf::Message> request(
+      google::protobuf::MessageFactory::generated_factory()
+          ->GetPrototype(method->input_type())
+          ->New());
+  if (!request->ParseFromString(bytes)) return 0;  // INVALID_ARGUMENT before anything else
+  if (!inspection::validation::ValidateRequest(*request).empty()) return 0;
+  const vendor::VendorRequest out =
+      vendor::EncodeRequest(*vendor::VendorRouteOf(*method), *request);
+  for (const auto& [name, value] : out.path_params) {
+    if (value.empty() || value == "." || value == ".." ||
+        value.find_first_of("/?#&") != std::string::npos) {
+      Fail("a valid request gives a path parameter the vendor URL cannot carry", 16);
+    }
+  }
+  if (out.body.has_value()) (void)out.body->dump();
+  return 0;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const int type = data[0] % kTypes;
+  if (type == 16)
+    return size < 2 ? 0
+                    : FuzzRequest(data[1],
+                                  std::string(reinterpret_cast<const char*>(data + 2), size - 2));
   const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
   json body;
   if (type == 15) {
