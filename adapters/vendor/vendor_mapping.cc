@@ -13,18 +13,6 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
-// The `{name}` placeholders of a path template, in order.
-std::vector<std::string> PathParameters(const std::string& path) {
-  std::vector<std::string> names;
-  for (size_t open = path.find('{'); open != std::string::npos; open = path.find('{', open)) {
-    const size_t close = path.find('}', open);
-    if (close == std::string::npos) break;
-    names.push_back(path.substr(open + 1, close - open - 1));
-    open = close;
-  }
-  return names;
-}
-
 // A scalar JSON value as query or path text: a string as it is, a number or bool as JSON
 // writes it (a double with all its digits); nullopt for null, an array or an object.
 std::optional<std::string> ScalarText(const nlohmann::json& value) {
@@ -67,6 +55,17 @@ absl::Status DecodeList(const nlohmann::json& body, Message* response, const Fie
 }
 
 }  // namespace
+
+std::vector<std::string> PathParameters(const std::string& path) {
+  std::vector<std::string> names;
+  for (size_t open = path.find('{'); open != std::string::npos; open = path.find('{', open)) {
+    const size_t close = path.find('}', open);
+    if (close == std::string::npos) break;
+    names.push_back(path.substr(open + 1, close - open - 1));
+    open = close;
+  }
+  return names;
+}
 
 const FieldDescriptor* VendorBodyField(const google::protobuf::Descriptor& message) {
   for (int i = 0; i < message.field_count(); ++i) {

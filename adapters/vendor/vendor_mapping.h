@@ -2,6 +2,7 @@
 #define ADAPTERS_VENDOR_VENDOR_MAPPING_H_
 
 #include <string>
+#include <vector>
 
 #include <google/protobuf/message.h>
 
@@ -34,6 +35,10 @@ VendorRequest EncodeRequest(const v1::VendorRoute& route, const google::protobuf
 // InvalidArgument when the JSON does not have that shape; the response is then empty.
 absl::Status DecodeResponse(const nlohmann::json& body, google::protobuf::Message* response,
                             DecodeReport* report);
+
+// The names of the `{name}` placeholders of a path template, in order ("/a/{id}/b" -> {"id"});
+// an unclosed '{' ends the list.
+std::vector<std::string> PathParameters(const std::string& path);
 
 // The `(vendor_body)` field of `message`, or null.
 const google::protobuf::FieldDescriptor* VendorBodyField(

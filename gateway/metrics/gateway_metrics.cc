@@ -151,13 +151,6 @@ size_t IndexOrOther(const std::map<std::string, size_t, std::less<>>& index, std
   return it == index.end() ? other : it->second;
 }
 
-// Enum -> child/label. Enums only come from our own headers, but a value cast from an int
-// must not index out of bounds on the hot path: clamp to the last entry instead of UB.
-template <typename T, size_t N>
-T At(const std::array<T, N>& items, size_t i) {
-  return items[i < N ? i : N - 1];
-}
-
 }  // namespace
 
 std::string_view GrpcTypeLabel(GrpcType type) {
@@ -171,7 +164,7 @@ std::string_view GrpcCodeLabel(grpc::StatusCode code) {
 }
 
 std::string_view StatusClassLabel(StatusClass status_class) {
-  return At(kStatusClassLabels, static_cast<size_t>(status_class));
+  return BoundedAt(kStatusClassLabels, static_cast<size_t>(status_class));
 }
 
 StatusClass StatusClassOf(int http_status) {
@@ -192,11 +185,11 @@ double CircuitStateGaugeValue(CircuitState state) {
 }
 
 std::string_view CircuitStateLabel(CircuitState state) {
-  return At(kCircuitStateLabels, static_cast<size_t>(CircuitStateGaugeValue(state)));
+  return BoundedAt(kCircuitStateLabels, static_cast<size_t>(CircuitStateGaugeValue(state)));
 }
 
 std::string_view StreamDropReasonLabel(StreamDropReason reason) {
-  return At(kStreamDropReasonLabels, static_cast<size_t>(reason));
+  return BoundedAt(kStreamDropReasonLabels, static_cast<size_t>(reason));
 }
 
 // --- handles -------------------------------------------------------------------------------
@@ -214,7 +207,7 @@ void GrpcMethodMetrics::RecordMsgSent() { msg_sent_->Increment(); }
 void GrpcMethodMetrics::RecordMsgReceived() { msg_received_->Increment(); }
 
 void RouteMetrics::RecordAttempt(StatusClass status_class, std::chrono::nanoseconds elapsed) {
-  At(requests_, static_cast<size_t>(status_class))->Increment();
+  BoundedAt(requests_, static_cast<size_t>(status_class))->Increment();
   duration_->Observe(Seconds(elapsed));
 }
 
@@ -248,7 +241,7 @@ void RouteMetrics::RecordVendorUnknownFields(uint64_t count) {
 }
 
 void UpstreamMetrics::RecordTransition(CircuitState to) {
-  At(transitions_, static_cast<size_t>(CircuitStateGaugeValue(to)))->Increment();
+  BoundedAt(transitions_, static_cast<size_t>(CircuitStateGaugeValue(to)))->Increment();
   SetState(to);
 }
 
@@ -663,7 +656,7 @@ void GatewayMetrics::RecordFanoutLag(std::chrono::nanoseconds lag) {
 }
 
 void GatewayMetrics::RecordDroppedSubscriber(StreamDropReason reason) {
-  At(dropped_subscribers_, static_cast<size_t>(reason))->Increment();
+  BoundedAt(dropped_subscribers_, static_cast<size_t>(reason))->Increment();
 }
 
 }  // namespace inspection::metrics

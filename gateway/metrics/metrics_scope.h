@@ -7,6 +7,8 @@
 // things happen; nothing copies a counter on a scrape. Every family and series is created
 // up front (the families exist, at zero, before the first event).
 
+#include <array>
+#include <cstddef>
 #include <string>
 
 #include <prometheus/counter.h>
@@ -15,6 +17,13 @@
 #include <prometheus/registry.h>
 
 namespace inspection::metrics {
+
+// items[i], or the last item when `i` is out of range: the series of an enum value, where a
+// value cast from an int must not index out of bounds on the hot path.
+template <typename T, size_t N>
+T BoundedAt(const std::array<T, N>& items, size_t i) {
+  return items[i < N ? i : N - 1];
+}
 
 class MetricsScope {
  public:

@@ -1,10 +1,13 @@
 #include "gateway/routes/route_table.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
 #include <optional>
 
+#include "absl/strings/match.h"
+#include "adapters/vendor/vendor_mapping.h"
 #include "adapters/vendor/vendor_routes.h"
 
 namespace inspection::routes {
@@ -38,23 +41,30 @@ constexpr std::string_view kRpcOfRoute[] = {
 }
 
 // Every `{name}` of the path is filled from the request field whose JSON name is `name`: a
-// singular scalar the validator requires and keeps free of URL delimiters and dot-segments
+// singular string the codec writes (not gateway_only, vendor_body or an enum's `_raw`
+// sibling), which the validator requires and keeps free of URL delimiters and dot-segments
 // (`(rules)`: required, url_segment), so that no request can leave a placeholder empty or
 // climb the vendor's path.
 void CheckPathParameters(const google::protobuf::MethodDescriptor& method, std::string_view rpc) {
   const std::string& path = vendor::VendorRouteOf(method)->path();
+  const std::vector<std::string> names = vendor::PathParameters(path);
+  if (static_cast<size_t>(std::count(path.begin(), path.end(), '{')) != names.size()) {
+    Broken(rpc, "vendor_route.path has an unclosed '{'");
+  }
   const google::protobuf::Descriptor* request = method.input_type();
-  for (size_t open = path.find('{'); open != std::string::npos; open = path.find('{', open + 1)) {
-    const size_t close = path.find('}', open);
-    if (close == std::string::npos) Broken(rpc, "vendor_route.path has an unclosed '{'");
-    const std::string name = path.substr(open + 1, close - open - 1);
+  for (const std::string& name : names) {
     const google::protobuf::FieldDescriptor* field = nullptr;
     for (int i = 0; i < request->field_count(); ++i) {
       if (request->field(i)->json_name() == name) field = request->field(i);
     }
-    if (field == nullptr || field->is_repeated() ||
-        field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
-      Broken(rpc, "a vendor_route.path parameter names no singular scalar request field");
+    const bool written =
+        field != nullptr && !field->options().GetExtension(v1::gateway_only) &&
+        !field->options().GetExtension(v1::vendor_body) &&
+        !(absl::EndsWith(field->name(), "_raw") &&
+          request->FindFieldByName(field->name().substr(0, field->name().size() - 4)) != nullptr);
+    if (!written || field->is_repeated() ||
+        field->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_STRING) {
+      Broken(rpc, "a vendor_route.path parameter names no singular string field the codec writes");
     }
     const v1::FieldRules& rules = field->options().GetExtension(v1::rules);
     if (rules.required().empty() || !rules.url_segment()) {
@@ -78,6 +88,7 @@ Route FromAnnotation(RouteId id, std::string_view rpc) {
   Route route;
   route.id = id;
   route.grpc_method = vendor::GrpcPath(*method);
+  route.method = method;
   switch (annotation->method()) {
     case v1::VENDOR_HTTP_METHOD_GET:
       route.http_method = HttpMethod::kGet;
@@ -124,11 +135,8 @@ Route FromAnnotation(RouteId id, std::string_view rpc) {
 
 // "inspection.v1.EventConfigService.GetWebhookConfig" -> its route's id.
 std::optional<RouteId> FindRoute(const std::vector<Route>& routes, const std::string& rpc) {
-  const google::protobuf::MethodDescriptor* method = vendor::FindApiMethod(rpc);
-  if (method == nullptr) return std::nullopt;
-  const std::string path = vendor::GrpcPath(*method);
   for (const Route& route : routes) {
-    if (route.grpc_method == path) return route.id;
+    if (route.method->full_name() == rpc) return route.id;
   }
   return std::nullopt;
 }

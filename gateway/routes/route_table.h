@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include <google/protobuf/descriptor.h>
+
 #include "gateway/resilience/retry_policy.h"
 
 namespace inspection::routes {
@@ -47,6 +49,8 @@ struct Route {
   RouteId id;
   // Full gRPC method name, "/inspection.v1.TokenService/CreateToken".
   std::string grpc_method;
+  // Its descriptor (request and response types, the annotation); never null.
+  const google::protobuf::MethodDescriptor* method = nullptr;
   HttpMethod http_method;
   // Path relative to the upstream base URL. `{name}` is replaced by the URL-encoded
   // path parameter `name`. The spelling (apiV1 vs apiv1) is the spec's, per endpoint.

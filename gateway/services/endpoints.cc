@@ -13,15 +13,8 @@ namespace {
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 
-const google::protobuf::MethodDescriptor* MethodOf(const routes::Route& route) {
-  for (const google::protobuf::MethodDescriptor* method : vendor::ApiMethods()) {
-    if (vendor::GrpcPath(*method) == route.grpc_method) return method;
-  }
-  return nullptr;  // the route table is built from these methods
-}
-
 Endpoint GenericEndpoint(const routes::Route& route, const ServiceDeps& deps) {
-  const google::protobuf::MethodDescriptor* method = MethodOf(route);
+  const google::protobuf::MethodDescriptor* method = route.method;
   const v1::VendorRoute* annotation = vendor::VendorRouteOf(*method);
   Endpoint endpoint;
   endpoint.route = route.id;

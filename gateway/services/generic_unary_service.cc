@@ -179,20 +179,12 @@ void UnaryCall::Start(const grpc::ByteBuffer& wire_request, const Message& reque
              });
 }
 
-const google::protobuf::MethodDescriptor* MethodOfRoute(const routes::Route& route) {
-  // "/inspection.v1.ImageService/AssessQuality" -> "inspection.v1.ImageService.AssessQuality"
-  std::string full_name = route.grpc_method.substr(1);
-  full_name[full_name.find('/')] = '.';
-  return google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(full_name);
-}
-
 }  // namespace
 
 grpc::internal::MethodHandler* NewGenericUnaryHandler(const ServiceDeps& deps,
                                                       const routes::Route& route) {
-  const google::protobuf::MethodDescriptor* method = MethodOfRoute(route);
-  const Message* request_type =
-      google::protobuf::MessageFactory::generated_factory()->GetPrototype(method->input_type());
+  const Message* request_type = google::protobuf::MessageFactory::generated_factory()->GetPrototype(
+      route.method->input_type());
   const Endpoint* endpoint = &deps.endpoints->Get(route.id);
   return new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
       [&deps, endpoint, request_type](grpc::CallbackServerContext* context,
@@ -216,8 +208,7 @@ bool ServedByGenericUnaryService(const google::protobuf::MethodDescriptor& metho
 
 GenericUnaryService::GenericUnaryService(const ServiceDeps& deps) {
   for (const routes::Route& route : routes::AllRoutes()) {
-    const google::protobuf::MethodDescriptor* method = MethodOfRoute(route);
-    if (method == nullptr || !ServedByGenericUnaryService(*method)) continue;
+    if (!ServedByGenericUnaryService(*route.method)) continue;
     names_.push_back(route.grpc_method);
     AddMethod(new grpc::internal::RpcServiceMethod(names_.back().c_str(),
                                                    grpc::internal::RpcMethod::NORMAL_RPC,

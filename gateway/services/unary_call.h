@@ -253,50 +253,6 @@ struct Endpoint {
       on_success;
 };
 
-// The same for code that knows its types (background calls, start-up registration,
-// tests); CallEndpoint runs it as an Endpoint.
-template <class Request, class Response>
-struct UnaryEndpoint {
-  routes::RouteId route;
-  std::function<validation::Violations(const Request&)> validate;
-  std::function<vendor::VendorRequest(const Request&)> encode;
-  std::function<absl::Status(const nlohmann::json&, const Request&, Response*,
-                             vendor::DecodeReport*)>
-      decode;
-  std::function<std::string(const Request&)> idempotency_key;
-  std::function<void(const Response&, const std::string& account)> on_success;
-};
-
-// `typed` as an Endpoint; `typed` must outlive it.
-template <class Request, class Response>
-Endpoint Untyped(const UnaryEndpoint<Request, Response>& typed) {
-  using google::protobuf::Message;
-  Endpoint out;
-  out.route = typed.route;
-  out.response_prototype = &Response::default_instance();
-  out.validate = [&typed](const Message& r) {
-    return typed.validate ? typed.validate(static_cast<const Request&>(r))
-                          : validation::Violations();
-  };
-  out.encode = [&typed](const Message& r) { return typed.encode(static_cast<const Request&>(r)); };
-  out.decode = [&typed](const nlohmann::json& j, const Message& r, Message* response,
-                        vendor::DecodeReport* report) {
-    return typed.decode(j, static_cast<const Request&>(r), static_cast<Response*>(response),
-                        report);
-  };
-  if (typed.idempotency_key) {
-    out.idempotency_key = [&typed](const Message& r) {
-      return typed.idempotency_key(static_cast<const Request&>(r));
-    };
-  }
-  if (typed.on_success) {
-    out.on_success = [&typed](const Message& response, const std::string& account) {
-      typed.on_success(static_cast<const Response&>(response), account);
-    };
-  }
-  return out;
-}
-
 // The idempotency key of a call (request field, else `idempotency-key` metadata) and the
 // fingerprint of its parameters (SHA-256 of the deterministic serialization without the
 // key). Empty key: the call is not idempotent-keyed.
@@ -385,8 +341,8 @@ struct EndpointResult {
   std::string stale_cause;
 };
 
-// CallVendor for code that knows its types: `endpoint` (an Endpoint whose response type is
-// Response, or a UnaryEndpoint) must outlive the call.
+// CallVendor for code that knows its types: `endpoint` (whose response type is Response)
+// must outlive the call.
 template <class Request, class Response>
 void CallEndpoint(const ServiceDeps& deps, const Endpoint& endpoint,
                   std::shared_ptr<const Request> request,
@@ -407,23 +363,6 @@ void CallEndpoint(const ServiceDeps& deps, const Endpoint& endpoint,
                out.response.Swap(response.get());
                std::move(done)(std::move(out));
              });
-}
-
-template <class Request, class Response>
-void CallEndpoint(const ServiceDeps& deps, const UnaryEndpoint<Request, Response>& endpoint,
-                  std::shared_ptr<const Request> request,
-                  std::chrono::system_clock::time_point deadline, upstream::CallOptions call,
-                  std::string idempotency_key, RpcRecord record,
-                  std::chrono::steady_clock::time_point start,
-                  absl::AnyInvocable<void(EndpointResult<Response>) &&> done) {
-  auto untyped = std::make_shared<const Endpoint>(Untyped(endpoint));
-  const Endpoint& held = *untyped;
-  CallEndpoint<Request, Response>(
-      deps, held, std::move(request), deadline, std::move(call), std::move(idempotency_key),
-      std::move(record), start,
-      [untyped = std::move(untyped), done = std::move(done)](EndpointResult<Response> out) mutable {
-        std::move(done)(std::move(out));
-      });
 }
 
 }  // namespace inspection::services

@@ -23,20 +23,14 @@ constexpr std::array<std::string_view, kNumWebhookRefusals> kRefusalLabels = {
     "awaiting_head_closed_for_room",
     "answering_closed_for_room"};
 
-// A value cast from an int must not index out of bounds: the last entry instead.
-template <typename T, size_t N>
-T At(const std::array<T, N>& items, size_t i) {
-  return items[i < N ? i : N - 1];
-}
-
 }  // namespace
 
 std::string_view WebhookOutcomeLabel(WebhookOutcome outcome) {
-  return At(kOutcomeLabels, static_cast<size_t>(outcome));
+  return metrics::BoundedAt(kOutcomeLabels, static_cast<size_t>(outcome));
 }
 
 std::string_view WebhookRefusalLabel(WebhookRefusal reason) {
-  return At(kRefusalLabels, static_cast<size_t>(reason));
+  return metrics::BoundedAt(kRefusalLabels, static_cast<size_t>(reason));
 }
 
 WebhookMetrics::WebhookMetrics(const metrics::MetricsScope& scope) {
@@ -69,13 +63,13 @@ WebhookMetrics::WebhookMetrics(const metrics::MetricsScope& scope) {
 }
 
 void WebhookMetrics::Delivery(WebhookOutcome outcome) {
-  At(deliveries_, static_cast<size_t>(outcome))->Increment();
+  metrics::BoundedAt(deliveries_, static_cast<size_t>(outcome))->Increment();
   if (outcome == WebhookOutcome::kAccepted) event_log_appends_->Increment();
   if (outcome == WebhookOutcome::kStoreFailure) event_log_append_errors_->Increment();
 }
 
 void WebhookMetrics::Refusal(WebhookRefusal reason) {
-  At(refusals_, static_cast<size_t>(reason))->Increment();
+  metrics::BoundedAt(refusals_, static_cast<size_t>(reason))->Increment();
 }
 
 void WebhookMetrics::OnHttpEvent(http::HttpServerEvent event) {

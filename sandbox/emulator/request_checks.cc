@@ -351,8 +351,7 @@ Violations CheckCreateToken(const json& body, v1::CreateTokenRequest* request) {
 }
 
 Violations CheckRemoveBackground(const json& body, v1::RemoveBackgroundRequest* request) {
-  return CheckTyped<v1::RemoveBackgroundRequest>(body, request, {},
-                                                 ValidateTyped<v1::RemoveBackgroundRequest>);
+  return CheckRequest(body, request);
 }
 
 Violations CheckAssessQuality(const json& body, v1::AssessQualityRequest* request) {
@@ -380,8 +379,7 @@ Violations CheckDetectDamage(const json& body, v1::DetectDamageRequest* request)
 }
 
 Violations CheckUpdateWebhookConfig(const json& body, v1::UpdateWebhookConfigRequest* request) {
-  return CheckTyped<v1::UpdateWebhookConfigRequest>(body, request, {},
-                                                    ValidateTyped<v1::UpdateWebhookConfigRequest>);
+  return CheckRequest(body, request);
 }
 
 Violations CheckUpdateEventConfig(const json& body, v1::UpdateEventConfigRequest* request) {

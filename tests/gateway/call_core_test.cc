@@ -45,9 +45,8 @@ class CallCoreTest : public ::testing::Test {
     deps_.idempotency = store_.get();
   }
 
-  template <class Request, class Response, class AnyEndpoint>
-  EndpointResult<Response> RunAs(const AnyEndpoint& endpoint, Request request,
-                                 std::string key = "") {
+  template <class Request, class Response>
+  EndpointResult<Response> RunAs(const Endpoint& endpoint, Request request, std::string key = "") {
     std::optional<EndpointResult<Response>> out;
     RpcRecord record;
     record.origin = "test";
@@ -61,10 +60,18 @@ class CallCoreTest : public ::testing::Test {
     EXPECT_TRUE(out.has_value()) << "done runs once the pipeline answered";
     return std::move(*out);
   }
-  template <class Request, class Response>
-  EndpointResult<Response> Run(const UnaryEndpoint<Request, Response>& endpoint, Request request,
-                               std::string key = "") {
-    return RunAs<Request, Response>(endpoint, std::move(request), std::move(key));
+  // CreateToken through the call core, with a scripted encoding and `decoded` as the outcome
+  // of decoding the vendor's answer.
+  EndpointResult<v1::CreateTokenResponse> RunCreate(absl::Status decoded, std::string key) {
+    Endpoint create;
+    create.route = routes::RouteId::kCreateToken;
+    create.response_prototype = &v1::CreateTokenResponse::default_instance();
+    create.encode = [](const google::protobuf::Message&) { return vendor::VendorRequest{}; };
+    create.decode = [decoded](const nlohmann::json&, const google::protobuf::Message&,
+                              google::protobuf::Message*,
+                              vendor::DecodeReport*) { return decoded; };
+    return RunAs<v1::CreateTokenRequest, v1::CreateTokenResponse>(create, v1::CreateTokenRequest(),
+                                                                  std::move(key));
   }
   // GetTokenStatus as the gateway serves it (the generic mapping and its override).
   EndpointResult<v1::GetTokenStatusResponse> RunGetTokenStatus(v1::GetTokenStatusRequest request) {
@@ -119,26 +126,14 @@ TEST_F(CallCoreTest, AnUnreadableAnswerIsUnexpectedAndForACreationUnknown) {
 
   // The same for a creation: the token may exist, so the outcome is unknown, and the key is
   // bound to that answer (a repeat replays it rather than creating a second token).
-  UnaryEndpoint<v1::CreateTokenRequest, v1::CreateTokenResponse> create{
-      routes::RouteId::kCreateToken,
-      [](const v1::CreateTokenRequest&) { return validation::Violations{}; },
-      [](const v1::CreateTokenRequest&) { return vendor::VendorRequest{}; },
-      [](const nlohmann::json&, const v1::CreateTokenRequest&, v1::CreateTokenResponse*,
-         vendor::DecodeReport*) { return absl::InvalidArgumentError("not a token"); }};
   ASSERT_EQ(Begin("key-1"), pipeline::IdempotencyStore::Decision::kLead);
-  auto created = Run(create, v1::CreateTokenRequest(), "key-1");
+  auto created = RunCreate(absl::InvalidArgumentError("not a token"), "key-1");
   EXPECT_EQ(created.status.error_code(), grpc::StatusCode::UNKNOWN);
   EXPECT_EQ(created.error->reason, errors::kReasonOutcomeUnknown);
   EXPECT_EQ(Begin("key-1"), pipeline::IdempotencyStore::Decision::kReplay);
 }
 
 TEST_F(CallCoreTest, AKeyIsReleasedOnlyWhenNothingReachedTheVendor) {
-  UnaryEndpoint<v1::CreateTokenRequest, v1::CreateTokenResponse> create{
-      routes::RouteId::kCreateToken,
-      [](const v1::CreateTokenRequest&) { return validation::Violations{}; },
-      [](const v1::CreateTokenRequest&) { return vendor::VendorRequest{}; },
-      [](const nlohmann::json&, const v1::CreateTokenRequest&, v1::CreateTokenResponse*,
-         vendor::DecodeReport*) { return absl::OkStatus(); }};
   auto fail = [](VendorFailure::Kind kind, bool sent) {
     upstream::VendorResult result;
     errors::ApiError error;
@@ -151,13 +146,12 @@ TEST_F(CallCoreTest, AKeyIsReleasedOnlyWhenNothingReachedTheVendor) {
   // Refused before sending (an open circuit): the key is free again.
   pipeline_.next = fail(VendorFailure::Kind::kNotCalled, false);
   ASSERT_EQ(Begin("key-2"), pipeline::IdempotencyStore::Decision::kLead);
-  EXPECT_EQ(Run(create, v1::CreateTokenRequest(), "key-2").status.error_code(),
+  EXPECT_EQ(RunCreate(absl::OkStatus(), "key-2").status.error_code(),
             grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(Begin("key-2"), pipeline::IdempotencyStore::Decision::kLead);
   // Lost after sending: bound to the unknown outcome.
   pipeline_.next = fail(VendorFailure::Kind::kConnectionLost, true);
-  EXPECT_EQ(Run(create, v1::CreateTokenRequest(), "key-2").status.error_code(),
-            grpc::StatusCode::UNKNOWN);
+  EXPECT_EQ(RunCreate(absl::OkStatus(), "key-2").status.error_code(), grpc::StatusCode::UNKNOWN);
   EXPECT_EQ(Begin("key-2"), pipeline::IdempotencyStore::Decision::kReplay);
 }
 
