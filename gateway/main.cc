@@ -12,11 +12,11 @@
 #include "gateway/app/sandbox_mode.h"
 #include "gateway/app/server_options.h"
 #include "gateway/config/config.h"
-#include "gateway/config/value_checks.h"
 #include "gateway/logging/log.h"
 #include "gateway/server/gateway_server.h"
 #include "gateway/server/rpc_log_observer.h"
 #include "gateway/server/webhook_registration.h"
+#include "gateway/settings/value_checks.h"
 #include "gateway/version/version.h"
 
 namespace {
@@ -54,31 +54,30 @@ bool RegisterWebhooks(const GatewayConfig& config, GatewayServer& server, Logger
 
 // Settings that work but that an operator should hear about.
 void WarnAboutRiskySettings(const GatewayConfig& config, GatewayServer& server, Logger& logger) {
-  if (config.grpc.tls.cert_file.empty() &&
-      !inspection::config::IsLoopbackHostPort(config.grpc_addr)) {
+  if (config.server.tls.cert_file.empty() &&
+      !inspection::settings::IsLoopbackHostPort(config.server.grpc_addr)) {
     logger.Warn(
         "the gRPC listener is plaintext on a non-loopback address: any process that reaches "
         "it holds the rights of every configured vendor account. Set grpc.tls.cert_file and "
         "grpc.tls.key_file (and grpc.tls.client_ca_file for mTLS), or terminate mTLS in a "
         "mesh sidecar in front of it",
-        {{"grpc_addr", config.grpc_addr}});
+        {{"grpc_addr", config.server.grpc_addr}});
   }
-  if (config.grpc.authz_policy_file.empty() && !config.sandbox) {
+  if (config.server.authz_policy_file.empty() && !config.sandbox) {
     logger.Warn(
         "no authorization policy (grpc.authz_policy_file): every caller may call every RPC "
         "with every vendor account, UpdateWebhookConfig and CreateToken included");
   }
   if (const size_t largest = inspection::http::ResponseBudget::LargestAnswer(
-          static_cast<size_t>(config.upstream.max_buffered_response_bytes),
-          static_cast<size_t>(config.upstream.guaranteed_response_bytes));
-      static_cast<uint64_t>(config.upstream.max_response_bytes) > largest) {
+          config.server.max_buffered_response_bytes, config.server.guaranteed_response_bytes);
+      config.server.max_response_bytes > largest) {
     logger.Warn(
         "upstream.max_response_bytes is more than one answer can hold of "
         "upstream.max_buffered_response_bytes (three quarters of it plus "
         "upstream.guaranteed_response_bytes): an answer between the two always fails with "
         "VENDOR_CONNECTION_LOST instead of VENDOR_RESPONSE_TOO_LARGE. Raise the budget or lower "
         "the per-answer limit",
-        {{"max_response_bytes", config.upstream.max_response_bytes},
+        {{"max_response_bytes", static_cast<int64_t>(config.server.max_response_bytes)},
          {"largest_answer_in_budget", static_cast<int64_t>(largest)}});
   }
   if (server.webhook_less()) {
@@ -131,7 +130,7 @@ int main(int argc, char** argv) {
   }
 
   auto& logger = inspection::logging::DefaultLogger();
-  logger.SetLevel(config->log.level);
+  logger.SetLevel(config->log_level);
   inspection::config::RegisterSecrets(*config, logger);
 
   // --sandbox: the vendor emulator runs in this process and becomes the upstream.
@@ -162,8 +161,8 @@ int main(int argc, char** argv) {
                {"grpc_port", (*server)->grpc_port()},
                {"webhook_port", (*server)->webhook_port()},
                {"admin_port", (*server)->admin_port()},
-               {"grpc_addr", config->grpc_addr},
-               {"upstream_url", config->upstream_url},
+               {"grpc_addr", config->server.grpc_addr},
+               {"upstream_url", config->server.vendor.base_url},
                {"config", inspection::config::DumpConfig(
                               *config, inspection::config::DumpFormat::kSingleLine)}});
 
@@ -179,7 +178,7 @@ int main(int argc, char** argv) {
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
-  const auto grace = std::chrono::milliseconds(absl::ToInt64Milliseconds(config->shutdown.grace));
+  const auto grace = std::chrono::milliseconds(absl::ToInt64Milliseconds(config->shutdown_grace));
   logger.Info("shutting down",
               {{"signal", signal_number}, {"grace_ms", static_cast<int64_t>(grace.count())}});
   (*server)->Shutdown(grace);

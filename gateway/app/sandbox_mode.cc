@@ -21,19 +21,20 @@ absl::StatusOr<std::unique_ptr<sandbox::SandboxServer>> StartEmbeddedSandbox(
   if (!config.api_key.empty()) options.api_keys = {config.api_key.Reveal()};
   auto started = sandbox::SandboxServer::Start(std::move(options));
   if (!started.ok()) return started.status();
-  config.upstream_url = (*started)->BaseUrl();
+  config.server.vendor.base_url = (*started)->BaseUrl();
   // The sandbox sends its webhooks with this key; the gateway's receiver accepts it.
   if (config.webhook_key.empty()) config.webhook_key = config::Secret(kSandboxWebhookKey);
-  if (config.webapp_url.empty()) config.webapp_url = (*started)->WebappUrl();
+  if (config.server.webapp_url.empty()) config.server.webapp_url = (*started)->WebappUrl();
   if (config.api_key.empty()) config.api_key = config::Secret(sandbox::kDefaultSandboxApiKey);
   return started;
 }
 
 std::string GatewayWebhookUrl(const config::GatewayConfig& config, int webhook_port) {
-  std::string host = config.webhook_addr.substr(0, config.webhook_addr.rfind(':'));
+  std::string host = config.server.webhook.host;
   // A wildcard listen address is reachable on loopback from the same machine.
-  if (host == "0.0.0.0" || host == "[::]" || host.empty()) host = "127.0.0.1";
-  return absl::StrCat("http://", host, ":", webhook_port, config.webhook.path);
+  if (host == "0.0.0.0" || host == "::" || host.empty()) host = "127.0.0.1";
+  if (host.find(':') != std::string::npos) host = absl::StrCat("[", host, "]");
+  return absl::StrCat("http://", host, ":", webhook_port, config.server.webhook.path);
 }
 
 void PointSandboxWebhooksAtGateway(const config::GatewayConfig& config, int webhook_port,

@@ -92,8 +92,8 @@ struct ReconcileSettings {
   std::shared_ptr<eventlog::WorkLedger> ledger;  // injected (tests, replicas in one process)
 };
 
-// Everything the gateway process is built from; main() fills it from GatewayConfig (through
-// app/server_options.cc), tests fill it directly.
+// Everything the gateway process is built from. The config loader fills it through each
+// component's declared keys (server_settings.h); tests fill it directly.
 struct GatewayServerOptions {
   std::string grpc_addr = "0.0.0.0:50051";  // port 0: the OS picks one (see grpc_port())
   GrpcTlsOptions tls;

@@ -331,8 +331,8 @@ TEST(ServerOptionsTest, EverySettingReachesItsComponent) {
   EXPECT_EQ(o.cache.image_analysis_ttl, absl::Milliseconds(5100));
 }
 
-// No webhook key: no receiver options, whatever webhook.* says; and the image-analysis TTL
-// left at 0 means each route's own.
+// No webhook key: no key for the receiver (so it is not started, see event_pipeline.cc),
+// whatever webhook.* says; and the image-analysis TTL left at 0 means each route's own.
 TEST(ServerOptionsTest, WithoutAWebhookKeyTheReceiverIsNotConfigured) {
   auto config = config::LoadConfig({"--upstream-url=http://vendor.test",
                                     "--webapp-url=http://app.test", "--webhook-path=/elsewhere"},
@@ -340,7 +340,8 @@ TEST(ServerOptionsTest, WithoutAWebhookKeyTheReceiverIsNotConfigured) {
   ASSERT_TRUE(config.ok()) << config.status();
   const server::GatewayServerOptions o = ServerOptions(*config);
   EXPECT_TRUE(o.webhook.current_key.empty());
-  EXPECT_EQ(o.webhook.path, server::GatewayServerOptions().webhook.path);
+  EXPECT_TRUE(o.webhook.previous_key.empty());
+  EXPECT_TRUE(o.webhook.accounts.empty());
   EXPECT_FALSE(o.cache.image_analysis_ttl.has_value());
 }
 

@@ -7,12 +7,14 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "adapters/redis/redis_url.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -62,6 +64,13 @@ class TempDir {
   std::string path_;
 };
 
+// The value of `key` as --print-config shows it (a string).
+std::string Shown(const GatewayConfig& config, const std::string& key) {
+  nlohmann::json node = nlohmann::json::parse(DumpConfig(config));
+  for (absl::string_view part : absl::StrSplit(key, '.')) node = node.at(std::string(part));
+  return node.get<std::string>();
+}
+
 class ConfigTest : public ::testing::Test {
  protected:
   // Env with the API key; the required URLs come from flags (RequiredFlags()).
@@ -101,30 +110,30 @@ class ConfigTest : public ::testing::Test {
 TEST_F(ConfigTest, DefaultsWhenOnlyRequiredSettingsAreGiven) {
   absl::StatusOr<GatewayConfig> config = Load({});
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->upstream_url, "https://vendor.example.com/api");
-  EXPECT_EQ(config->webapp_url, "https://app.example.com");
+  EXPECT_EQ(config->server.vendor.base_url, "https://vendor.example.com/api");
+  EXPECT_EQ(config->server.webapp_url, "https://app.example.com");
   EXPECT_EQ(config->api_key.Reveal(), kApiKey);
   EXPECT_EQ(config->api_key_file, "");
-  EXPECT_EQ(config->grpc_addr, "0.0.0.0:50051");
-  EXPECT_EQ(config->webhook_addr, "0.0.0.0:8080");
-  EXPECT_EQ(config->admin_addr, "0.0.0.0:9464");
-  EXPECT_EQ(config->upstream.timeout, absl::Milliseconds(30000));
-  EXPECT_EQ(config->upstream.connect_timeout, absl::Milliseconds(2000));
-  EXPECT_EQ(config->upstream.max_connections, 1024);
-  EXPECT_EQ(config->upstream.http_client, server::VendorHttpClient::kAuto);
-  EXPECT_EQ(config->upstream.max_json_depth, 512);
-  EXPECT_EQ(config->upstream.max_response_bytes, int64_t{64} << 20);
-  EXPECT_EQ(config->upstream.max_response_head_bytes, int64_t{64} << 10);
-  EXPECT_EQ(config->upstream.max_buffered_response_bytes, int64_t{256} << 20);
-  EXPECT_EQ(config->upstream.guaranteed_response_bytes, int64_t{64} << 10);
-  EXPECT_EQ(config->background_removal.position_ratio_key, vendor::KeySpelling::kBoth);
-  EXPECT_EQ(config->background_removal.wheel_box_key, vendor::KeySpelling::kBoth);
-  EXPECT_EQ(config->test_webhook.params_in, vendor::ParamsPlacement::kQuery);
-  EXPECT_THAT(config->damage.inspection_id_pointers,
+  EXPECT_EQ(config->server.grpc_addr, "0.0.0.0:50051");
+  EXPECT_EQ(Shown(*config, "webhook_addr"), "0.0.0.0:8080");
+  EXPECT_EQ(Shown(*config, "admin_addr"), "0.0.0.0:9464");
+  EXPECT_EQ(config->server.vendor.max_attempt_timeout, std::chrono::milliseconds(30000));
+  EXPECT_EQ(config->server.connect_timeout, std::chrono::milliseconds(2000));
+  EXPECT_EQ(config->server.max_connections, 1024);
+  EXPECT_EQ(config->server.http_client, server::VendorHttpClient::kAuto);
+  EXPECT_EQ(config->server.vendor.max_json_depth, 512);
+  EXPECT_EQ(config->server.max_response_bytes, size_t{64} << 20);
+  EXPECT_EQ(config->server.max_response_head_bytes, size_t{64} << 10);
+  EXPECT_EQ(config->server.max_buffered_response_bytes, size_t{256} << 20);
+  EXPECT_EQ(config->server.guaranteed_response_bytes, size_t{64} << 10);
+  EXPECT_EQ(config->server.mapper.position_ratio_key, vendor::KeySpelling::kBoth);
+  EXPECT_EQ(config->server.mapper.wheel_box_key, vendor::KeySpelling::kBoth);
+  EXPECT_EQ(config->server.mapper.test_webhook_params, vendor::ParamsPlacement::kQuery);
+  EXPECT_THAT(config->server.mapper.inspection_id_pointers,
               ElementsAre("/inspectionId", "/data/inspectionId", "/inspection/id", "/id"));
-  EXPECT_EQ(config->search.max_limit, 100);
-  EXPECT_EQ(config->log.level, logging::Level::kInfo);
-  EXPECT_EQ(config->shutdown.grace, absl::Milliseconds(10000));
+  EXPECT_EQ(config->server.limits.search_max_limit, 100);
+  EXPECT_EQ(config->log_level, logging::Level::kInfo);
+  EXPECT_EQ(config->shutdown_grace, absl::Milliseconds(10000));
   EXPECT_EQ(config->config_file, "");
   EXPECT_FALSE(config->print_config);
 }
@@ -152,28 +161,28 @@ TEST_F(ConfigTest, EveryKeyFromTheConfigFile) {
   absl::StatusOr<GatewayConfig> config = LoadConfig({"--config", file}, Env());
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->config_file, file);
-  EXPECT_EQ(config->upstream_url, "http://10.0.0.1:8000");
-  EXPECT_EQ(config->webapp_url, "https://app.example.com/base");
+  EXPECT_EQ(config->server.vendor.base_url, "http://10.0.0.1:8000");
+  EXPECT_EQ(config->server.webapp_url, "https://app.example.com/base");
   EXPECT_EQ(config->api_key.Reveal(), "from-file-key");
-  EXPECT_EQ(config->grpc_addr, "127.0.0.1:1");
-  EXPECT_EQ(config->webhook_addr, "[::1]:8081");
-  EXPECT_EQ(config->admin_addr, "localhost:0");
-  EXPECT_EQ(config->upstream.timeout, absl::Milliseconds(5000));
-  EXPECT_EQ(config->upstream.connect_timeout, absl::Milliseconds(750));
-  EXPECT_EQ(config->upstream.max_connections, 8);
-  EXPECT_EQ(config->upstream.http_client, server::VendorHttpClient::kCurl);
-  EXPECT_EQ(config->upstream.max_json_depth, 40);
-  EXPECT_EQ(config->upstream.max_response_bytes, 4096);
-  EXPECT_EQ(config->upstream.max_response_head_bytes, 2048);
-  EXPECT_EQ(config->upstream.max_buffered_response_bytes, 0);
-  EXPECT_EQ(config->upstream.guaranteed_response_bytes, 0);
-  EXPECT_EQ(config->background_removal.position_ratio_key, vendor::KeySpelling::kPlural);
-  EXPECT_EQ(config->background_removal.wheel_box_key, vendor::KeySpelling::kSingular);
-  EXPECT_EQ(config->test_webhook.params_in, vendor::ParamsPlacement::kBody);
-  EXPECT_THAT(config->damage.inspection_id_pointers, ElementsAre("/a/b", "/x~1y"));
-  EXPECT_EQ(config->search.max_limit, 25);
-  EXPECT_EQ(config->log.level, logging::Level::kDebug);
-  EXPECT_EQ(config->shutdown.grace, absl::ZeroDuration());
+  EXPECT_EQ(config->server.grpc_addr, "127.0.0.1:1");
+  EXPECT_EQ(Shown(*config, "webhook_addr"), "[::1]:8081");
+  EXPECT_EQ(Shown(*config, "admin_addr"), "localhost:0");
+  EXPECT_EQ(config->server.vendor.max_attempt_timeout, std::chrono::milliseconds(5000));
+  EXPECT_EQ(config->server.connect_timeout, std::chrono::milliseconds(750));
+  EXPECT_EQ(config->server.max_connections, 8);
+  EXPECT_EQ(config->server.http_client, server::VendorHttpClient::kCurl);
+  EXPECT_EQ(config->server.vendor.max_json_depth, 40);
+  EXPECT_EQ(config->server.max_response_bytes, 4096u);
+  EXPECT_EQ(config->server.max_response_head_bytes, 2048u);
+  EXPECT_EQ(config->server.max_buffered_response_bytes, 0u);
+  EXPECT_EQ(config->server.guaranteed_response_bytes, 0u);
+  EXPECT_EQ(config->server.mapper.position_ratio_key, vendor::KeySpelling::kPlural);
+  EXPECT_EQ(config->server.mapper.wheel_box_key, vendor::KeySpelling::kSingular);
+  EXPECT_EQ(config->server.mapper.test_webhook_params, vendor::ParamsPlacement::kBody);
+  EXPECT_THAT(config->server.mapper.inspection_id_pointers, ElementsAre("/a/b", "/x~1y"));
+  EXPECT_EQ(config->server.limits.search_max_limit, 25);
+  EXPECT_EQ(config->log_level, logging::Level::kDebug);
+  EXPECT_EQ(config->shutdown_grace, absl::ZeroDuration());
 }
 
 TEST_F(ConfigTest, FileThenEnvThenFlagPrecedence) {
@@ -193,25 +202,25 @@ TEST_F(ConfigTest, FileThenEnvThenFlagPrecedence) {
       LoadConfig({"--grpc-addr=flag-host:3", "--log-level", "error"}, Env());
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->config_file, file);
-  EXPECT_EQ(config->upstream_url, "https://file.example.com");
-  EXPECT_EQ(config->grpc_addr, "flag-host:3");
-  EXPECT_EQ(config->upstream.timeout, absl::Milliseconds(2222));
-  EXPECT_EQ(config->upstream.max_connections, 11);
-  EXPECT_EQ(config->log.level, logging::Level::kError);
+  EXPECT_EQ(config->server.vendor.base_url, "https://file.example.com");
+  EXPECT_EQ(config->server.grpc_addr, "flag-host:3");
+  EXPECT_EQ(config->server.vendor.max_attempt_timeout, std::chrono::milliseconds(2222));
+  EXPECT_EQ(config->server.max_connections, 11);
+  EXPECT_EQ(config->log_level, logging::Level::kError);
 
   // Without the flag, env wins over the file.
   config = LoadConfig({}, Env());
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->grpc_addr, "env-host:2");
-  EXPECT_EQ(config->log.level, logging::Level::kWarn);
+  EXPECT_EQ(config->server.grpc_addr, "env-host:2");
+  EXPECT_EQ(config->log_level, logging::Level::kWarn);
 
   // Without env either, the file wins over the default.
   env_.erase("INSPECTION_GRPC_ADDR");
   env_.erase("INSPECTION_UPSTREAM_TIMEOUT_MS");
   config = LoadConfig({}, Env());
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->grpc_addr, "file-host:1");
-  EXPECT_EQ(config->upstream.timeout, absl::Milliseconds(1111));
+  EXPECT_EQ(config->server.grpc_addr, "file-host:1");
+  EXPECT_EQ(config->server.vendor.max_attempt_timeout, std::chrono::milliseconds(1111));
 }
 
 TEST_F(ConfigTest, ConfigFlagWinsOverConfigEnv) {
@@ -219,14 +228,14 @@ TEST_F(ConfigTest, ConfigFlagWinsOverConfigEnv) {
   const std::string flag_file = dir_.Write("flag.json", R"({"search": {"max_limit": 2}})");
   absl::StatusOr<GatewayConfig> config = Load({"--config=" + flag_file});
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->search.max_limit, 2);
+  EXPECT_EQ(config->server.limits.search_max_limit, 2);
 }
 
 TEST_F(ConfigTest, EmptyEnvValueCountsAsUnset) {
   env_["INSPECTION_GRPC_ADDR"] = "";
   absl::StatusOr<GatewayConfig> config = Load({});
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->grpc_addr, "0.0.0.0:50051");
+  EXPECT_EQ(config->server.grpc_addr, "0.0.0.0:50051");
 }
 
 TEST_F(ConfigTest, FlagFormsWithEqualsAndSeparateValue) {
@@ -235,17 +244,17 @@ TEST_F(ConfigTest, FlagFormsWithEqualsAndSeparateValue) {
                   "--search-max-limit", "7", "--shutdown-grace-ms=3", "--admin-addr", "[::]:1"},
                  Env());
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->upstream_url, "https://a.example.com");
-  EXPECT_EQ(config->webapp_url, "https://b.example.com");
-  EXPECT_EQ(config->search.max_limit, 7);
-  EXPECT_EQ(config->shutdown.grace, absl::Milliseconds(3));
-  EXPECT_EQ(config->admin_addr, "[::]:1");
+  EXPECT_EQ(config->server.vendor.base_url, "https://a.example.com");
+  EXPECT_EQ(config->server.webapp_url, "https://b.example.com");
+  EXPECT_EQ(config->server.limits.search_max_limit, 7);
+  EXPECT_EQ(config->shutdown_grace, absl::Milliseconds(3));
+  EXPECT_EQ(Shown(*config, "admin_addr"), "[::]:1");
 }
 
 TEST_F(ConfigTest, LaterFlagWins) {
   absl::StatusOr<GatewayConfig> config = Load({"--search-max-limit=5", "--search-max-limit=6"});
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->search.max_limit, 6);
+  EXPECT_EQ(config->server.limits.search_max_limit, 6);
 }
 
 TEST_F(ConfigTest, FlagWithoutValueIsAnError) {
@@ -262,12 +271,12 @@ TEST_F(ConfigTest, FlagWithoutValueIsAnError) {
 TEST_F(ConfigTest, PointerListFromFlagAndEnv) {
   absl::StatusOr<GatewayConfig> config = Load({"--damage-inspection-id-pointers=/a, /b/c"});
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_THAT(config->damage.inspection_id_pointers, ElementsAre("/a", "/b/c"));
+  EXPECT_THAT(config->server.mapper.inspection_id_pointers, ElementsAre("/a", "/b/c"));
 
   env_["INSPECTION_DAMAGE_INSPECTION_ID_POINTERS"] = R"(["/x,y", "/z"])";
   config = Load({});
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_THAT(config->damage.inspection_id_pointers, ElementsAre("/x,y", "/z"));
+  EXPECT_THAT(config->server.mapper.inspection_id_pointers, ElementsAre("/x,y", "/z"));
 }
 
 TEST_F(ConfigTest, PrintConfigFlag) {
@@ -280,8 +289,8 @@ TEST_F(ConfigTest, TrailingSlashStrippedOnce) {
   absl::StatusOr<GatewayConfig> config = LoadConfig(
       {"--upstream-url=https://v.example.com/", "--webapp-url=https://w.example.com/a/"}, Env());
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->upstream_url, "https://v.example.com");
-  EXPECT_EQ(config->webapp_url, "https://w.example.com/a");
+  EXPECT_EQ(config->server.vendor.base_url, "https://v.example.com");
+  EXPECT_EQ(config->server.webapp_url, "https://w.example.com/a");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -750,7 +759,8 @@ TEST_F(ConfigTest, RedisPasswordsWithRawSlashesAndAtSignsAreRedactedWhole) {
   logger.Warn("redis said", {{"a", "Zk3/9q+A="}, {"b", "p@ss:w/rd"}});
   EXPECT_THAT(captured, AllOf(Not(HasSubstr("Zk3/9q+A=")), Not(HasSubstr("p@ss:w/rd"))));
   // What the redactor hides is what the client takes as the password.
-  for (const std::string& url : {config->event_log, config->idempotency_store}) {
+  for (const std::string& url :
+       {config->server.event_log_url, config->server.idempotency_store_url}) {
     absl::StatusOr<redis::RedisUrl> parsed = redis::ParseRedisUrl(url);
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     EXPECT_EQ(std::string(redis::RedisUrlPassword(url)), parsed->password);
@@ -760,22 +770,22 @@ TEST_F(ConfigTest, RedisPasswordsWithRawSlashesAndAtSignsAreRedactedWhole) {
 TEST_F(ConfigTest, PipelineKnobsHaveDefaultsAndCrossChecks) {
   absl::StatusOr<GatewayConfig> defaults = Load({});
   ASSERT_TRUE(defaults.ok()) << defaults.status();
-  EXPECT_EQ(defaults->retry.base, absl::Milliseconds(25));
-  EXPECT_EQ(defaults->retry.cap, absl::Seconds(1));
-  EXPECT_EQ(defaults->retry.max_attempts, 3);
-  EXPECT_EQ(defaults->retry_budget.percent, 20);
-  EXPECT_EQ(defaults->circuit_breaker.consecutive_failures, 5);
-  EXPECT_TRUE(defaults->cache.enabled);
-  EXPECT_EQ(defaults->cache.max_bytes, int64_t{64} << 20);
-  EXPECT_EQ(defaults->idempotency_store, "memory");
+  EXPECT_EQ(defaults->server.retry.backoff.base, absl::Milliseconds(25));
+  EXPECT_EQ(defaults->server.retry.backoff.cap, absl::Seconds(1));
+  EXPECT_EQ(defaults->server.retry.backoff.max_attempts, 3);
+  EXPECT_EQ(defaults->server.retry_budget.ratio, 0.2);
+  EXPECT_EQ(defaults->server.circuit_breaker.consecutive_failures, 5);
+  EXPECT_TRUE(defaults->server.cache.enabled);
+  EXPECT_EQ(defaults->server.cache.max_bytes, size_t{64} << 20);
+  EXPECT_EQ(defaults->server.idempotency_store_url, "memory");
 
   absl::StatusOr<GatewayConfig> set =
       Load({"--retry-max-attempts=5", "--cache-enabled=false", "--cache-stale-if-error-ms=0",
             "--circuit-breaker-open-ms=100", "--circuit-breaker-max-open-ms=100"});
   ASSERT_TRUE(set.ok()) << set.status();
-  EXPECT_EQ(set->retry.max_attempts, 5);
-  EXPECT_FALSE(set->cache.enabled);
-  EXPECT_EQ(set->cache.stale_if_error, absl::ZeroDuration());
+  EXPECT_EQ(set->server.retry.backoff.max_attempts, 5);
+  EXPECT_FALSE(set->server.cache.enabled);
+  EXPECT_EQ(set->server.cache.stale_if_error, absl::ZeroDuration());
 
   EXPECT_THAT(ErrorOf(Load({"--retry-base-ms=500", "--retry-cap-ms=100"})),
               HasSubstr("`retry.cap_ms` must be >= `retry.base_ms`"));
@@ -801,7 +811,7 @@ TEST_F(ConfigTest, AReconcileLeaseNotLongerThanAPollIsRefused) {
   EXPECT_TRUE(Load({"--reconcile-lease-ms=10001"}).ok());
   absl::StatusOr<GatewayConfig> defaults = Load({});
   ASSERT_TRUE(defaults.ok()) << defaults.status();
-  EXPECT_EQ(defaults->reconcile.lease, absl::Seconds(30));
+  EXPECT_EQ(defaults->server.reconcile.reconciler.lease, absl::Seconds(30));
   EXPECT_TRUE(Load({"--reconcile-lease-ms=5000", "--reconcile-enabled=false"}).ok())
       << "no reconciler, no lease to check";
 }
@@ -809,10 +819,10 @@ TEST_F(ConfigTest, AReconcileLeaseNotLongerThanAPollIsRefused) {
 TEST_F(ConfigTest, ReconcileMaxPollsPerItemHasADefaultARangeAndHelp) {
   absl::StatusOr<GatewayConfig> defaults = Load({});
   ASSERT_TRUE(defaults.ok()) << defaults.status();
-  EXPECT_EQ(defaults->reconcile.max_polls_per_item, 450);
+  EXPECT_EQ(defaults->server.reconcile.reconciler.max_polls_per_item, 450);
   absl::StatusOr<GatewayConfig> set = Load({"--reconcile-max-polls-per-item=3"});
   ASSERT_TRUE(set.ok()) << set.status();
-  EXPECT_EQ(set->reconcile.max_polls_per_item, 3);
+  EXPECT_EQ(set->server.reconcile.reconciler.max_polls_per_item, 3);
   EXPECT_THAT(ErrorOf(Load({"--reconcile-max-polls-per-item=0"})),
               HasSubstr("reconcile.max_polls_per_item"));
   const std::string usage = UsageText();
@@ -834,9 +844,9 @@ TEST_F(SandboxConfigTest, SandboxAloneNeedsNoUpstreamNoWebappNoKey) {
       LoadConfig({"--sandbox", "--grpc-addr", "127.0.0.1:0"}, Env());
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_TRUE(config->sandbox);
-  EXPECT_EQ(config->grpc_addr, "127.0.0.1:0");  // `--sandbox` did not swallow the next flag
+  EXPECT_EQ(config->server.grpc_addr, "127.0.0.1:0");  // `--sandbox` did not swallow the next flag
   EXPECT_TRUE(config->api_key.empty());
-  EXPECT_TRUE(config->upstream_url.empty());
+  EXPECT_TRUE(config->server.vendor.base_url.empty());
 }
 
 TEST_F(SandboxConfigTest, SandboxFromFileAndEnvAndExplicitFalse) {
@@ -967,7 +977,7 @@ TEST_F(AccountsConfigTest, AccountsFromTheConfigFile) {
   EXPECT_EQ(test.register_webhook, "");
 
   // The default account is untouched.
-  EXPECT_EQ(config->upstream_url, "https://vendor.example.com/api");
+  EXPECT_EQ(config->server.vendor.base_url, "https://vendor.example.com/api");
   EXPECT_EQ(config->api_key.Reveal(), kApiKey);
   EXPECT_EQ(config->webhook_key.Reveal(), kDefaultWebhookKey);
 }
@@ -1378,6 +1388,64 @@ TEST_F(AccountsConfigTest, SuggestsAccountsForATypoAtTheTopLevel) {
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(ErrorOf(config),
               AllOf(HasSubstr("unknown key `account`"), HasSubstr("did you mean `accounts`?")));
+}
+
+}  // namespace
+}  // namespace inspection::config
+
+namespace inspection::config {
+namespace {
+
+// Issue 32: each setting is declared once, by the component whose options it fills (its
+// *_settings.cc; the process's own keys in config.cc). Checked over the production sources:
+// - every key has exactly one declaration: the first argument of a settings:: helper, or a
+//   constant (`k...Key[] = "..."`) exported for code that must name the key;
+// - a section key ("upstream.timeout_ms") is written as a string literal in that one file
+//   only. A top-level key ("grpc_addr") may also be an unrelated literal elsewhere (a log
+//   field, a JSON name); prose mentioning a key (a comment, an error message) is not counted.
+TEST(ConfigKeysTest, EachKeyIsDeclaredInExactlyOneProductionFile) {
+  std::vector<std::string> keys;
+  std::istringstream usage(UsageText());
+  for (std::string line; std::getline(usage, line);) {
+    const std::string marker = "      key: ";
+    if (line.rfind(marker, 0) == 0) keys.push_back(line.substr(marker.size()));
+  }
+  ASSERT_GT(keys.size(), 100u);
+  std::map<std::string, std::string> sources;  // path -> contents
+  for (const char* dir : {"gateway", "adapters", "sandbox"}) {
+    for (const auto& entry :
+         std::filesystem::recursive_directory_iterator(std::string(SOURCE_DIR) + "/" + dir)) {
+      const std::string ext = entry.path().extension().string();
+      if (!entry.is_regular_file() || (ext != ".cc" && ext != ".h")) continue;
+      std::ifstream in(entry.path());
+      std::stringstream text;
+      text << in.rdbuf();
+      sources[entry.path().string().substr(std::string(SOURCE_DIR).size() + 1)] = text.str();
+    }
+  }
+  ASSERT_GT(sources.size(), 100u);
+  for (const std::string& key : keys) {
+    const std::string literal = "\"" + key + "\"";
+    const std::regex declaration("settings::[A-Za-z]+<[^()]*>\\(\\s*" + literal +
+                                 "|\\bk[A-Za-z]+Key\\[\\] = " + literal);
+    std::vector<std::string> declared_in;
+    std::vector<std::string> literal_in;
+    int declarations = 0;
+    for (const auto& [path, text] : sources) {
+      if (text.find(literal) == std::string::npos) continue;
+      literal_in.push_back(path);
+      const auto found = std::distance(std::sregex_iterator(text.begin(), text.end(), declaration),
+                                       std::sregex_iterator());
+      if (found > 0) declared_in.push_back(path);
+      declarations += static_cast<int>(found);
+    }
+    EXPECT_EQ(declarations, 1) << "`" << key << "` is declared in "
+                               << ::testing::PrintToString(declared_in);
+    if (key.find('.') != std::string::npos) {
+      EXPECT_EQ(literal_in.size(), 1u)
+          << "`" << key << "` is written as a literal in " << ::testing::PrintToString(literal_in);
+    }
+  }
 }
 
 }  // namespace

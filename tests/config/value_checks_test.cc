@@ -1,4 +1,4 @@
-#include "gateway/config/value_checks.h"
+#include "gateway/settings/value_checks.h"
 
 #include <string>
 #include <vector>
@@ -6,7 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace inspection::config {
+namespace inspection::settings {
 namespace {
 
 using ::testing::HasSubstr;
@@ -99,4 +99,4 @@ TEST(ClosestMatchTest, SuggestsOnlyPlausibleTypos) {
 }
 
 }  // namespace
-}  // namespace inspection::config
+}  // namespace inspection::settings

@@ -303,7 +303,7 @@ TEST(GatewayProcessTest, ReflectionIsOffByDefaultOutsideTheSandbox) {
 }
 
 // The real binary over mTLS, with grpcurl as the client. (The warning for a plaintext
-// listener on a non-loopback address is decided by config::IsLoopbackHostPort, tested in
+// listener on a non-loopback address is decided by settings::IsLoopbackHostPort, tested in
 // config_tests: binding a real non-loopback address has no place in a hermetic test.)
 TEST(GatewayProcessTest, GrpcurlOverMtlsAndNothingWithoutAClientCertificate) {
   const char* grpcurl = std::getenv("GRPCURL");

@@ -2,8 +2,8 @@
 // accepts an address, a base URL or a JSON pointer. Error messages describe the problem only;
 // the caller adds which key or flag it was.
 
-#ifndef INSPECTION_GATEWAY_CONFIG_VALUE_CHECKS_H_
-#define INSPECTION_GATEWAY_CONFIG_VALUE_CHECKS_H_
+#ifndef INSPECTION_GATEWAY_SETTINGS_VALUE_CHECKS_H_
+#define INSPECTION_GATEWAY_SETTINGS_VALUE_CHECKS_H_
 
 #include <string>
 #include <string_view>
@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace inspection::config {
+namespace inspection::settings {
 
 // Checks an absolute http:// or https:// base URL: a host (name, IPv4 or bracketed IPv6), an
 // optional port 1..65535, an optional path; no credentials, query, fragment, whitespace or
@@ -44,6 +44,6 @@ absl::Status CheckJsonPointer(absl::string_view pointer);
 // typo (distance <= max(2, |name| / 4)); empty otherwise.
 std::string ClosestMatch(absl::string_view name, const std::vector<std::string>& candidates);
 
-}  // namespace inspection::config
+}  // namespace inspection::settings
 
-#endif  // INSPECTION_GATEWAY_CONFIG_VALUE_CHECKS_H_
+#endif  // INSPECTION_GATEWAY_SETTINGS_VALUE_CHECKS_H_

@@ -1,4 +1,4 @@
-#include "gateway/config/value_checks.h"
+#include "gateway/settings/value_checks.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace inspection::config {
+namespace inspection::settings {
 namespace {
 
 bool IsPort(absl::string_view text, int min_port) {
@@ -184,4 +184,4 @@ bool IsLoopbackHostPort(absl::string_view addr) {
   return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
-}  // namespace inspection::config
+}  // namespace inspection::settings
