@@ -242,7 +242,7 @@ void CachingCaller::Call(routes::RouteId route_id, const vendor::VendorRequest& 
           std::move(complete)(FetchResultOf(std::move(result), ttl));
         });
   };
-  metrics::RouteMetrics* route_metrics =
+  RouteMetrics* route_metrics =
       options_.metrics == nullptr
           ? nullptr
           : &options_.metrics->ForRoute(static_cast<size_t>(route_id),

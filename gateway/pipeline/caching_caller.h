@@ -8,7 +8,7 @@
 #include "absl/time/time.h"
 #include "gateway/cache/cached_fetcher.h"
 #include "gateway/cache/response_cache.h"
-#include "gateway/metrics/gateway_metrics.h"
+#include "gateway/pipeline/pipeline_metrics.h"
 #include "gateway/timers/scheduler.h"
 #include "gateway/upstream/vendor_caller.h"
 
@@ -31,7 +31,7 @@ struct CachingOptions {
   std::function<std::string(const std::string& account)> account_scope;
   std::function<absl::Time()> clock = [] { return absl::Now(); };
   // Cache metrics (hits, misses, coalesced, stale, evictions, bytes); null: none.
-  metrics::GatewayMetrics* metrics = nullptr;
+  PipelineMetrics* metrics = nullptr;
   // Timers that answer a caller whose own deadline passes while it waits for a shared
   // fetch (CALLER_DEADLINE_EXCEEDED) without cancelling the fetch. Null: a caller waits
   // until the fetch ends (at most the route's timeout, plus retries, after it started).

@@ -123,10 +123,10 @@ void RetryingCaller::OnResult(std::shared_ptr<CallState> state,
   } else {
     breaker_->Record(permit, !UnhealthyOutcome(result));
   }
-  metrics::RouteMetrics* route_metrics =
-      options_.metrics == nullptr ? nullptr
-                                  : &options_.metrics->ForRoute(static_cast<size_t>(state->route),
-                                                                options_.metrics_account);
+  RouteMetrics* route_metrics = options_.metrics == nullptr
+                                    ? nullptr
+                                    : &options_.metrics->ForRoute(static_cast<size_t>(state->route),
+                                                                  options_.metrics_account);
   if (route_metrics != nullptr) {
     // status 0 (no HTTP answer) is counted as transport_error.
     route_metrics->RecordAttempt(static_cast<int>(result.response.status),

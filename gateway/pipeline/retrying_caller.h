@@ -4,7 +4,7 @@
 #include <functional>
 #include <memory>
 
-#include "gateway/metrics/gateway_metrics.h"
+#include "gateway/pipeline/pipeline_metrics.h"
 #include "gateway/resilience/backoff.h"
 #include "gateway/resilience/circuit_breaker.h"
 #include "gateway/resilience/retry_budget.h"
@@ -21,8 +21,8 @@ struct RetryOptions {
   resilience::RandomSource random;  // null: a thread-local generator
   // Upstream metrics (attempts by status class and latency, retries by reason, budget
   // refusals, attempts per call); null records nothing.
-  metrics::GatewayMetrics* metrics = nullptr;
-  // The vendor account this loop calls, as GatewayMetrics::AccountIndex gives it: the
+  PipelineMetrics* metrics = nullptr;
+  // The vendor account this loop calls, as PipelineMetrics::AccountIndex gives it: the
   // `account` label of its metrics.
   size_t metrics_account = 0;
 };

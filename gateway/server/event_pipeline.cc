@@ -99,7 +99,7 @@ absl::StatusOr<std::unique_ptr<eventlog::EventLog>> OpenEventLog(
 }
 
 absl::StatusOr<EventPipeline> MakeEventPipeline(
-    const GatewayServerOptions& options, metrics::GatewayMetrics* metrics,
+    const GatewayServerOptions& options, const streaming::HubMetrics* hub_metrics,
     const reconcile::ReconcileMetrics* reconcile_metrics, webhooks::WebhookMetrics* webhook_metrics,
     pipeline::CachingCaller* cache, reconcile::FetchReport fetch_report,
     reconcile::FetchToken fetch_token) {
@@ -117,7 +117,7 @@ absl::StatusOr<EventPipeline> MakeEventPipeline(
     return made;
   }
   streaming::EventHub::Options hub = options.hub;
-  hub.metrics = metrics;
+  hub.metrics = hub_metrics;
   reconcile::Reconciler* reconciler = events.reconciler.get();
   // Every replica tails the shared log, so each one drops what an event makes stale, and a
   // createReport resolves its inspection in the work ledger (queued: no I/O here).

@@ -12,12 +12,12 @@
 
 #include "absl/status/statusor.h"
 #include "adapters/eventlog/event_log.h"
-#include "gateway/metrics/gateway_metrics.h"
 #include "gateway/pipeline/caching_caller.h"
 #include "gateway/reconcile/reconciler.h"
 #include "gateway/routes/route_table.h"
 #include "gateway/server/server_options.h"
 #include "gateway/streaming/event_hub.h"
+#include "gateway/streaming/hub_metrics.h"
 #include "gateway/webhooks/webhook_receiver.h"
 
 namespace inspection::server {
@@ -40,7 +40,7 @@ struct EventPipeline {
 // what it makes stale in `cache` and is shown to the reconciler. `fetch_report` and `fetch_token`
 // are the reconciler's polls (services/background_calls.h).
 absl::StatusOr<EventPipeline> MakeEventPipeline(
-    const GatewayServerOptions& options, metrics::GatewayMetrics* metrics,
+    const GatewayServerOptions& options, const streaming::HubMetrics* hub_metrics,
     const reconcile::ReconcileMetrics* reconcile_metrics, webhooks::WebhookMetrics* webhook_metrics,
     pipeline::CachingCaller* cache, reconcile::FetchReport fetch_report,
     reconcile::FetchToken fetch_token);

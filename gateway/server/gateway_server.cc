@@ -15,15 +15,15 @@ namespace {
 // Forwards finished RPCs to the caller's observer and counts vendor drift.
 class MetricsObserver final : public services::RpcObserver {
  public:
-  MetricsObserver(metrics::GatewayMetrics* metrics, services::RpcObserver* next)
+  MetricsObserver(pipeline::PipelineMetrics* metrics, services::RpcObserver* next)
       : metrics_(metrics), next_(next) {}
   void OnRpcFinished(const services::RpcRecord& record) override {
     const auto& drift = record.decode_report;
     const size_t unknown = drift.unknown_paths.size() + drift.type_mismatch_paths.size() +
                            drift.unknown_enum_paths.size();
     if (record.route != nullptr && (unknown > 0 || record.idempotency_replayed)) {
-      metrics::RouteMetrics& route = metrics_->ForRoute(static_cast<size_t>(record.route->id),
-                                                        metrics_->AccountIndex(record.account));
+      pipeline::RouteMetrics& route = metrics_->ForRoute(static_cast<size_t>(record.route->id),
+                                                         metrics_->AccountIndex(record.account));
       route.RecordVendorUnknownFields(unknown);
       if (record.idempotency_replayed) route.RecordIdempotencyReplay();
     }
@@ -31,32 +31,9 @@ class MetricsObserver final : public services::RpcObserver {
   }
 
  private:
-  metrics::GatewayMetrics* const metrics_;
+  pipeline::PipelineMetrics* const metrics_;
   services::RpcObserver* const next_;
 };
-
-// The metrics, registered once with bounded label sets (route labels from the route table,
-// upstream labels from the configured accounts).
-absl::StatusOr<std::shared_ptr<metrics::GatewayMetrics>> MakeGatewayMetrics(
-    const GatewayServerOptions& options) {
-  metrics::GatewayMetricsConfig config;
-  for (const routes::Route& route : routes::AllRoutes()) {
-    config.routes.emplace_back(route.metric_label);
-  }
-  config.grpc_methods = PublicMethods();
-  config.accounts = {std::string(metrics::kDefaultAccountLabel)};
-  config.upstreams = {"vendor"};
-  for (const VendorAccountOptions& account : options.accounts) {
-    config.accounts.push_back(account.name);
-    config.upstreams.push_back(UpstreamLabel(account.name));
-  }
-  config.stream_rpcs = {"Subscribe", "StreamDamageResults", "WatchTokenStatus"};
-  auto made = metrics::GatewayMetrics::Create(config);
-  if (!made.ok()) return made.status();
-  std::shared_ptr<metrics::GatewayMetrics> metrics = *std::move(made);
-  metrics->SetUpstreamBufferedResponseLimitBytes(options.max_buffered_response_bytes);
-  return metrics;
-}
 
 }  // namespace
 
@@ -74,21 +51,18 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   auto transport = MakeTransport(opts);
   if (!transport.ok()) return transport.status();
   s.transport_ = *std::move(transport);
-  auto metrics = MakeGatewayMetrics(opts);
+  auto metrics = MakeServerMetrics(opts);
   if (!metrics.ok()) return metrics.status();
   s.metrics_ = *std::move(metrics);
-  s.reconcile_metrics_ = reconcile::ReconcileMetrics::Create(s.metrics_->scope());
-  s.tracing_metrics_ = tracing::OtlpExporterMetrics::Create(s.metrics_->scope());
-  s.webhook_metrics_ = std::make_unique<webhooks::WebhookMetrics>(s.metrics_->scope());
   s.scheduler_ = std::make_unique<timers::TimerThreadScheduler>();
   if (absl::Status made = s.MakeSpanSink(); !made.ok()) return made;
-  auto stub =
-      MakeVendorStub(opts, {s.transport_.get(), s.metrics_.get(), s.scheduler_.get(), s.spans_});
+  auto stub = MakeVendorStub(
+      opts, {s.transport_.get(), s.metrics_->pipeline.get(), s.scheduler_.get(), s.spans_});
   if (!stub.ok()) return stub.status();
   s.vendor_ = *std::move(stub);
 
-  auto events = MakeEventPipeline(opts, s.metrics_.get(), &s.reconcile_metrics_,
-                                  s.webhook_metrics_.get(), s.vendor_.caching.get(),
+  auto events = MakeEventPipeline(opts, s.metrics_->hub.get(), &s.metrics_->reconcile,
+                                  s.metrics_->webhook.get(), s.vendor_.caching.get(),
                                   services::ReportFetch(&s.deps_), services::TokenFetch(&s.deps_));
   if (!events.ok()) return events.status();
   s.events_ = *std::move(events);
@@ -99,7 +73,8 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   s.deps_.endpoints = s.endpoints_.get();
   s.grpc_services_ = MakeGrpcServices(s.deps_, opts.reflection);
   s.in_flight_ = std::make_shared<metrics::InFlightCalls>();
-  auto grpc = MakeGrpcServer(opts, s.grpc_services_.all(), s.metrics_, s.in_flight_, &s.grpc_port_);
+  auto grpc =
+      MakeGrpcServer(opts, s.grpc_services_.all(), s.metrics_->grpc, s.in_flight_, &s.grpc_port_);
   if (!grpc.ok()) return grpc.status();
   s.server_ = *std::move(grpc);
 
@@ -117,7 +92,7 @@ absl::Status GatewayServer::MakeSpanSink() {
   spans_ = options_.span_sink;
   if (spans_ != nullptr || options_.tracing.endpoint.empty()) return absl::OkStatus();
   tracing::OtlpExporterOptions tracing = options_.tracing;
-  tracing.metrics = &tracing_metrics_;
+  tracing.metrics = &metrics_->tracing;
   auto exporter = tracing::OtlpExporter::Create(std::move(tracing), transport_.get());
   if (!exporter.ok()) return exporter.status();
   exporter_ = std::move(*exporter);
@@ -126,8 +101,10 @@ absl::Status GatewayServer::MakeSpanSink() {
 }
 
 void GatewayServer::InstallCollectHook() {
-  metrics_->SetCollectHook(
-      [this] { metrics_->SetUpstreamBufferedResponseBytes(transport_->BufferedResponseBytes()); });
+  metrics_->registry->SetCollectHook([this] {
+    metrics_->transport->buffered_response_bytes.Set(
+        static_cast<double>(transport_->BufferedResponseBytes()));
+  });
 }
 
 absl::Status GatewayServer::WireServiceDeps() {
@@ -164,7 +141,7 @@ absl::Status GatewayServer::WireServiceDeps() {
   deps.mapper_options = opts.mapper;
   deps.limits = opts.limits;
   deps.webapp_url = opts.webapp_url;
-  metrics_observer_ = std::make_unique<MetricsObserver>(metrics_.get(), opts.observer);
+  metrics_observer_ = std::make_unique<MetricsObserver>(metrics_->pipeline.get(), opts.observer);
   deps.observer = metrics_observer_.get();
   deps.spans = spans_;
   refused_call_lines_ =
@@ -185,8 +162,8 @@ absl::Status GatewayServer::WireServiceDeps() {
   if (!authz.ok()) return Prefixed(authz.status(), "grpc.authz_policy_file: ");
   authz_ = *std::move(authz);
   deps.authz = authz_.get();
-  metrics::GatewayMetrics* metrics = metrics_.get();
-  deps.on_denied = [metrics](std::string_view method) { metrics->RecordAuthzDenied(method); };
+  services::AuthzMetrics* denials = metrics_->authz.get();
+  deps.on_denied = [denials](std::string_view method) { denials->RecordDenied(method); };
   return absl::OkStatus();
 }
 
@@ -199,8 +176,8 @@ absl::Status GatewayServer::StartAdmin() {
   const webhooks::WebhookReceiver* receiver = events_.receiver.get();
   // Ready = serving gRPC (we are past BuildAndStart), the event log takes writes, and the
   // webhook listener (when there is one) accepts connections.
-  admin_ =
-      std::make_unique<metrics::AdminServer>(admin, metrics_, [log, receiver]() -> absl::Status {
+  admin_ = std::make_unique<metrics::AdminServer>(
+      admin, metrics_->registry, [log, receiver]() -> absl::Status {
         if (receiver != nullptr && !receiver->accepting()) {
           return absl::UnavailableError(
               "the webhook listener is not accepting connections (accept() fails)");
@@ -301,7 +278,7 @@ void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
 
 GatewayServer::~GatewayServer() {
   Shutdown(std::chrono::milliseconds(0));
-  if (metrics_ != nullptr) metrics_->SetCollectHook(nullptr);
+  if (metrics_ != nullptr) metrics_->registry->SetCollectHook(nullptr);
   server_.reset();
   grpc_services_ = GrpcServices();
   events_.receiver.reset();

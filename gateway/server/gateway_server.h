@@ -12,10 +12,10 @@
 #include "absl/status/statusor.h"
 #include "gateway/idempotency/idempotency_store.h"
 #include "gateway/metrics/admin_server.h"
-#include "gateway/metrics/gateway_metrics.h"
 #include "gateway/metrics/grpc_server_metrics.h"
 #include "gateway/server/event_pipeline.h"
 #include "gateway/server/grpc_server.h"
+#include "gateway/server/server_metrics.h"
 #include "gateway/server/server_options.h"
 #include "gateway/server/vendor_stub.h"
 #include "gateway/timers/scheduler.h"
@@ -89,12 +89,9 @@ class GatewayServer {
 
   GatewayServerOptions options_;
   std::shared_ptr<http::HttpTransport> transport_;
-  std::shared_ptr<metrics::GatewayMetrics> metrics_;
-  // The reconciler's, the exporter's and the webhook port's series, created from
-  // metrics_->scope() whether or not they run (the families exist at zero).
-  reconcile::ReconcileMetrics reconcile_metrics_;
-  tracing::OtlpExporterMetrics tracing_metrics_;
-  std::unique_ptr<webhooks::WebhookMetrics> webhook_metrics_;
+  // Every component's series, created whether or not the component runs (the families
+  // exist at zero).
+  std::unique_ptr<ServerMetrics> metrics_;
   std::unique_ptr<timers::TimerThreadScheduler> scheduler_;
   // The OTLP span exporter; null when tracing.otlp_endpoint is not set.
   std::unique_ptr<tracing::OtlpExporter> exporter_;

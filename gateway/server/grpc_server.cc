@@ -165,7 +165,7 @@ GrpcServices MakeGrpcServices(const services::ServiceDeps& deps, bool reflection
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> MakeGrpcServer(
     const GatewayServerOptions& options, const std::vector<grpc::Service*>& services,
-    std::shared_ptr<metrics::GatewayMetrics> metrics,
+    std::shared_ptr<metrics::GrpcServerMetrics> metrics,
     std::shared_ptr<metrics::InFlightCalls> in_flight, int* port) {
   grpc::ServerBuilder builder;
   builder.SetOption(std::make_unique<WithoutReflection>());

@@ -12,7 +12,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
-#include "gateway/metrics/gateway_metrics.h"
 #include "gateway/metrics/grpc_server_metrics.h"
 #include "gateway/server/server_options.h"
 #include "gateway/services/health_service.h"
@@ -46,7 +45,7 @@ GrpcServices MakeGrpcServices(const services::ServiceDeps& deps, bool reflection
 // the TLS files cannot be read or the address cannot be bound.
 absl::StatusOr<std::unique_ptr<grpc::Server>> MakeGrpcServer(
     const GatewayServerOptions& options, const std::vector<grpc::Service*>& services,
-    std::shared_ptr<metrics::GatewayMetrics> metrics,
+    std::shared_ptr<metrics::GrpcServerMetrics> metrics,
     std::shared_ptr<metrics::InFlightCalls> in_flight, int* port);
 
 }  // namespace inspection::server

@@ -47,7 +47,7 @@ absl::StatusOr<std::unique_ptr<AccountPipeline>> MakeAccount(const GatewayServer
   auto budget = resilience::RetryBudget::Create(options.retry_budget);
   if (!budget.ok()) return budget.status();
   account->budget = std::move(*budget);
-  metrics::GatewayMetrics* metrics = parts.metrics;
+  pipeline::PipelineMetrics* metrics = parts.metrics;
   auto breaker = resilience::CircuitBreaker::Create(
       options.circuit_breaker, options.retry.clock,
       [metrics, upstream_index](resilience::CircuitState, resilience::CircuitState to) {

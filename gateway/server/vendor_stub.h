@@ -12,9 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "adapters/http/http_transport.h"
-#include "gateway/metrics/gateway_metrics.h"
 #include "gateway/pipeline/account_router.h"
 #include "gateway/pipeline/caching_caller.h"
+#include "gateway/pipeline/pipeline_metrics.h"
 #include "gateway/pipeline/retrying_caller.h"
 #include "gateway/server/server_options.h"
 #include "gateway/timers/scheduler.h"
@@ -52,7 +52,7 @@ struct VendorStub {
 // What the stub is built on; each must outlive it.
 struct VendorStubParts {
   http::HttpTransport* transport = nullptr;
-  metrics::GatewayMetrics* metrics = nullptr;
+  pipeline::PipelineMetrics* metrics = nullptr;
   timers::TimerThreadScheduler* scheduler = nullptr;
   tracing::SpanSink* spans = nullptr;  // null: no spans
 };
@@ -68,7 +68,7 @@ absl::StatusOr<VendorStub> MakeVendorStub(const GatewayServerOptions& options,
 
 // The `upstream` label of a named account's breaker: "vendor.<name>", '-' shown as '_'
 // (label values are [A-Za-z0-9_.], which keeps ids such as UUIDs out of them). Two names
-// differing only there are refused by GatewayMetrics::Create as a duplicate label.
+// differing only there are refused by PipelineMetrics::Create as a duplicate label.
 std::string UpstreamLabel(const std::string& account);
 
 }  // namespace inspection::server

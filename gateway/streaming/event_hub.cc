@@ -163,7 +163,7 @@ size_t EventHub::SubscriberCount() const {
 bool EventHub::Offer(Subscription& subscription, const std::shared_ptr<const EncodedEvent>& event) {
   if (subscription.sink->Room() == 0) {
     if (options_.metrics != nullptr) {
-      options_.metrics->RecordDroppedSubscriber(metrics::StreamDropReason::kSlowConsumer);
+      options_.metrics->RecordDroppedSubscriber(StreamDropReason::kSlowConsumer);
     }
     subscription.sink->End(grpc::Status(
         grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -195,7 +195,7 @@ void EventHub::DispatchTail() {
                       {{"log", log_->Describe()}});
         for (auto& [id, subscription] : live) {
           if (options_.metrics != nullptr) {
-            options_.metrics->RecordDroppedSubscriber(metrics::StreamDropReason::kError);
+            options_.metrics->RecordDroppedSubscriber(StreamDropReason::kError);
           }
           subscription->sink->End(
               grpc::Status(grpc::StatusCode::UNAVAILABLE, "events were removed before delivery"));
@@ -253,7 +253,7 @@ void EventHub::CatchUp(Subscription& subscription) {
       subscription.stalled_since = now;
     } else if (now - *subscription.stalled_since >= options_.catchup_idle_timeout) {
       if (options_.metrics != nullptr) {
-        options_.metrics->RecordDroppedSubscriber(metrics::StreamDropReason::kIdleCatchUp);
+        options_.metrics->RecordDroppedSubscriber(StreamDropReason::kIdleCatchUp);
       }
       subscription.sink->End(grpc::Status(
           grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -272,8 +272,8 @@ void EventHub::CatchUp(Subscription& subscription) {
   if (!page.ok()) {
     const bool expired = page.status().code() == absl::StatusCode::kOutOfRange;
     if (options_.metrics != nullptr) {
-      options_.metrics->RecordDroppedSubscriber(expired ? metrics::StreamDropReason::kCursorExpired
-                                                        : metrics::StreamDropReason::kError);
+      options_.metrics->RecordDroppedSubscriber(expired ? StreamDropReason::kCursorExpired
+                                                        : StreamDropReason::kError);
     }
     subscription.sink->End(grpc::Status(
         expired ? grpc::StatusCode::OUT_OF_RANGE : grpc::StatusCode::INVALID_ARGUMENT,
@@ -377,7 +377,7 @@ void EventHub::EndAll() {
   for (auto& [id, subscription] : left) {
     if (subscription.sink != nullptr) {
       if (options_.metrics != nullptr) {
-        options_.metrics->RecordDroppedSubscriber(metrics::StreamDropReason::kShutdown);
+        options_.metrics->RecordDroppedSubscriber(StreamDropReason::kShutdown);
       }
       subscription.sink->End(grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                           "the gateway is shutting down; resume from the last "

@@ -18,7 +18,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "adapters/eventlog/event_log.h"
-#include "gateway/metrics/gateway_metrics.h"
+#include "gateway/streaming/hub_metrics.h"
 #include "inspection/v1/event.pb.h"
 #include "nlohmann/json.hpp"
 
@@ -110,7 +110,7 @@ class EventHub {
     // dispatched (the response cache drops what the event makes stale). May be null.
     std::function<void(const eventlog::StoredEvent&)> on_event;
     // Fan-out lag and dropped subscribers; null records nothing.
-    metrics::GatewayMetrics* metrics = nullptr;
+    const HubMetrics* metrics = nullptr;
     // streams.catchup_events_per_turn: events one catching-up subscriber may scan
     // before the live tail is dispatched again (>= 1).
     size_t catchup_events_per_turn = 256;

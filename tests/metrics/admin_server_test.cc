@@ -27,9 +27,9 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "gateway/metrics/gateway_metrics.h"
 #include "gateway/reconcile/reconcile_metrics.h"
 #include "gateway/tracing/otlp_exporter.h"
+#include "tests/metrics/all_metrics.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -122,8 +122,8 @@ double SampleValue(const std::vector<Sample>& samples, const std::string& name,
 
 // --- fixtures --------------------------------------------------------------------------------
 
-GatewayMetricsConfig TestConfig() {
-  GatewayMetricsConfig config;
+AllMetricsConfig TestConfig() {
+  AllMetricsConfig config;
   config.routes = {"create_token", "get_token_status", "detect_damage"};
   config.grpc_methods = {
       {"inspection.v1.TokenService", "CreateToken", GrpcType::kUnary},
@@ -154,18 +154,15 @@ class FakeReadiness {
 class AdminServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::shared_ptr<GatewayMetrics>> metrics = GatewayMetrics::Create(TestConfig());
+    absl::StatusOr<std::shared_ptr<AllMetrics>> metrics = AllMetrics::Create(TestConfig());
     ASSERT_TRUE(metrics.ok()) << metrics.status();
     metrics_ = *std::move(metrics);
-    // The series the reconciler and the span exporter own, registered as the server does.
-    reconcile::ReconcileMetrics::Create(metrics_->scope());
-    tracing::OtlpExporterMetrics::Create(metrics_->scope());
-    webhook_ = std::make_unique<webhooks::WebhookMetrics>(metrics_->scope());
+    webhook_ = &metrics_->webhook();
     AdminServer::Options options;
     options.host = "127.0.0.1";
     options.port = 0;
-    server_ =
-        std::make_unique<AdminServer>(options, metrics_, [this] { return readiness_.Check(); });
+    server_ = std::make_unique<AdminServer>(options, metrics_->registry(),
+                                            [this] { return readiness_.Check(); });
     ASSERT_TRUE(server_->Start().ok());
     ASSERT_GT(server_->port(), 0);
     client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
@@ -222,9 +219,8 @@ class AdminServerTest : public ::testing::Test {
   }
 
   FakeReadiness readiness_;
-  std::shared_ptr<GatewayMetrics> metrics_;
-  std::unique_ptr<webhooks::WebhookMetrics>
-      webhook_;  // the receiver's series, as the server makes them
+  std::shared_ptr<AllMetrics> metrics_;
+  webhooks::WebhookMetrics* webhook_ = nullptr;  // the receiver's series
   std::unique_ptr<AdminServer> server_;
   std::unique_ptr<httplib::Client> client_;
 };
@@ -470,9 +466,9 @@ TEST_F(AdminServerTest, OtherPathsAndMethodsAreRefused) {
 }
 
 TEST(AdminServerStandaloneTest, NullReadinessMeansReady) {
-  auto metrics = GatewayMetrics::Create(GatewayMetricsConfig{});
+  auto metrics = AllMetrics::Create(AllMetricsConfig{});
   ASSERT_TRUE(metrics.ok());
-  AdminServer server({"127.0.0.1", 0, 1}, *metrics, nullptr);
+  AdminServer server({"127.0.0.1", 0, 1}, (*metrics)->registry(), nullptr);
   ASSERT_TRUE(server.Start().ok());
   httplib::Client client("127.0.0.1", server.port());
   httplib::Result res = client.Get("/readyz");
@@ -483,10 +479,10 @@ TEST(AdminServerStandaloneTest, NullReadinessMeansReady) {
 // --- lifecycle -------------------------------------------------------------------------------
 
 TEST(AdminServerLifecycleTest, PortsComeFromTheOsAndAnOccupiedPortIsAnError) {
-  auto metrics = GatewayMetrics::Create(GatewayMetricsConfig{});
+  auto metrics = AllMetrics::Create(AllMetricsConfig{});
   ASSERT_TRUE(metrics.ok());
-  AdminServer first({"127.0.0.1", 0, 1}, *metrics, nullptr);
-  AdminServer second({"127.0.0.1", 0, 1}, *metrics, nullptr);
+  AdminServer first({"127.0.0.1", 0, 1}, (*metrics)->registry(), nullptr);
+  AdminServer second({"127.0.0.1", 0, 1}, (*metrics)->registry(), nullptr);
   EXPECT_EQ(first.port(), 0);
   ASSERT_TRUE(first.Start().ok());
   ASSERT_TRUE(second.Start().ok());
@@ -494,7 +490,7 @@ TEST(AdminServerLifecycleTest, PortsComeFromTheOsAndAnOccupiedPortIsAnError) {
   EXPECT_GT(second.port(), 0);
   EXPECT_NE(first.port(), second.port());
 
-  AdminServer clash({"127.0.0.1", first.port(), 1}, *metrics, nullptr);
+  AdminServer clash({"127.0.0.1", first.port(), 1}, (*metrics)->registry(), nullptr);
   const absl::Status status = clash.Start();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   EXPECT_EQ(clash.port(), 0);
@@ -508,9 +504,9 @@ TEST(AdminServerLifecycleTest, PortsComeFromTheOsAndAnOccupiedPortIsAnError) {
 }
 
 TEST(AdminServerLifecycleTest, StopIsPromptAfterAKeepAliveClientsRequest) {
-  auto metrics = GatewayMetrics::Create(GatewayMetricsConfig{});
+  auto metrics = AllMetrics::Create(AllMetricsConfig{});
   ASSERT_TRUE(metrics.ok());
-  AdminServer server({"127.0.0.1", 0, 2}, *metrics, nullptr);
+  AdminServer server({"127.0.0.1", 0, 2}, (*metrics)->registry(), nullptr);
   ASSERT_TRUE(server.Start().ok());
   const int port = server.port();
   // A client that keeps its connection (Prometheus does): it may, an idle connection
@@ -537,9 +533,9 @@ TEST(AdminServerLifecycleTest, StopIsPromptAfterAKeepAliveClientsRequest) {
 }
 
 TEST(AdminServerLifecycleTest, AConnectionThatSendsNothingDelaysStopByAtMostItsTimeout) {
-  auto metrics = GatewayMetrics::Create(GatewayMetricsConfig{});
+  auto metrics = AllMetrics::Create(AllMetricsConfig{});
   ASSERT_TRUE(metrics.ok());
-  AdminServer server({"127.0.0.1", 0, 1}, *metrics, nullptr);
+  AdminServer server({"127.0.0.1", 0, 1}, (*metrics)->registry(), nullptr);
   ASSERT_TRUE(server.Start().ok());
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(fd, 0);
@@ -557,14 +553,14 @@ TEST(AdminServerLifecycleTest, AConnectionThatSendsNothingDelaysStopByAtMostItsT
 }
 
 TEST(AdminServerLifecycleTest, StopRightAfterStartDoesNotHang) {
-  auto metrics = GatewayMetrics::Create(GatewayMetricsConfig{});
+  auto metrics = AllMetrics::Create(AllMetricsConfig{});
   ASSERT_TRUE(metrics.ok());
   for (int i = 0; i < 20; ++i) {
-    AdminServer server({"127.0.0.1", 0, 1}, *metrics, nullptr);
+    AdminServer server({"127.0.0.1", 0, 1}, (*metrics)->registry(), nullptr);
     ASSERT_TRUE(server.Start().ok());
     server.Stop();
   }
-  AdminServer never_started({"127.0.0.1", 0, 1}, *metrics, nullptr);
+  AdminServer never_started({"127.0.0.1", 0, 1}, (*metrics)->registry(), nullptr);
   never_started.Stop();
 }
 

@@ -1,10 +1,11 @@
-// GatewayMetrics without HTTP: the configuration rules, that every family and series exists
+// Every component's series (tests/metrics/all_metrics.h: created from one registry as the
+// server does) without HTTP: the label set rules, that every family and series exists
 // from construction on, that the handles count exactly what they are told, and that nothing
 // a caller passes can create a series outside the bounded label sets.
-#include "gateway/metrics/gateway_metrics.h"
 #include "gateway/reconcile/reconcile_metrics.h"
 #include "gateway/tracing/otlp_exporter.h"
 #include "gateway/webhooks/webhook_metrics.h"
+#include "tests/metrics/all_metrics.h"
 
 #include "gateway/version/version.h"
 
@@ -86,8 +87,8 @@ std::set<std::pair<std::string, LabelMap>> SeriesSpace(const std::vector<MetricF
   return space;
 }
 
-GatewayMetricsConfig TestConfig() {
-  GatewayMetricsConfig config;
+AllMetricsConfig TestConfig() {
+  AllMetricsConfig config;
   config.routes = {"create_token", "get_token_status", "search_inspections"};
   config.grpc_methods = {
       {"inspection.v1.TokenService", "CreateToken", GrpcType::kUnary},
@@ -98,28 +99,28 @@ GatewayMetricsConfig TestConfig() {
   return config;
 }
 
-std::shared_ptr<GatewayMetrics> MakeMetrics(const GatewayMetricsConfig& config = TestConfig()) {
-  absl::StatusOr<std::shared_ptr<GatewayMetrics>> metrics = GatewayMetrics::Create(config);
+std::shared_ptr<AllMetrics> MakeMetrics(const AllMetricsConfig& config = TestConfig()) {
+  absl::StatusOr<std::shared_ptr<AllMetrics>> metrics = AllMetrics::Create(config);
   EXPECT_TRUE(metrics.ok()) << metrics.status();
   return metrics.ok() ? *std::move(metrics) : nullptr;
 }
 
 // --- configuration ---------------------------------------------------------------------------
 
-TEST(GatewayMetricsConfigTest, AcceptsTheRouteTableShapedConfig) {
+TEST(AllMetricsConfigTest, AcceptsTheRouteTableShapedConfig) {
   EXPECT_NE(MakeMetrics(), nullptr);
-  EXPECT_NE(MakeMetrics(GatewayMetricsConfig{}), nullptr);  // empty sets: only "other"
+  EXPECT_NE(MakeMetrics(AllMetricsConfig{}), nullptr);  // empty sets: only "other"
 }
 
-TEST(GatewayMetricsConfigTest, RejectsLabelValuesOutsideTheRules) {
+TEST(AllMetricsConfigTest, RejectsLabelValuesOutsideTheRules) {
   struct Case {
     std::string what;
-    GatewayMetricsConfig config;
+    AllMetricsConfig config;
     std::string message;
   };
   std::vector<Case> cases;
   auto with_routes = [](std::vector<std::string> routes) {
-    GatewayMetricsConfig config = TestConfig();
+    AllMetricsConfig config = TestConfig();
     config.routes = std::move(routes);
     return config;
   };
@@ -130,27 +131,27 @@ TEST(GatewayMetricsConfigTest, RejectsLabelValuesOutsideTheRules) {
   cases.push_back({"too long", with_routes({std::string(129, 'a')}), "routes"});
   cases.push_back({"reserved", with_routes({"other"}), "reserved"});
   cases.push_back({"duplicate", with_routes({"create_token", "create_token"}), "duplicate"});
-  GatewayMetricsConfig bad_upstream = TestConfig();
+  AllMetricsConfig bad_upstream = TestConfig();
   bad_upstream.upstreams = {"vendor:443"};
   cases.push_back({"upstream host:port", bad_upstream, "upstreams"});
-  GatewayMetricsConfig bad_rpc = TestConfig();
+  AllMetricsConfig bad_rpc = TestConfig();
   bad_rpc.stream_rpcs = {"Subscribe", "Subscribe"};
   cases.push_back({"duplicate stream rpc", bad_rpc, "stream_rpcs"});
-  GatewayMetricsConfig bad_method = TestConfig();
+  AllMetricsConfig bad_method = TestConfig();
   bad_method.grpc_methods.push_back({"inspection.v1.TokenService", "Create Token"});
   cases.push_back({"method with space", bad_method, "grpc_methods.method"});
-  GatewayMetricsConfig dup_method = TestConfig();
+  AllMetricsConfig dup_method = TestConfig();
   dup_method.grpc_methods.push_back(dup_method.grpc_methods[0]);
   cases.push_back({"duplicate method", dup_method, "duplicate method"});
 
   for (const Case& c : cases) {
-    absl::StatusOr<std::shared_ptr<GatewayMetrics>> metrics = GatewayMetrics::Create(c.config);
+    absl::StatusOr<std::shared_ptr<AllMetrics>> metrics = AllMetrics::Create(c.config);
     ASSERT_FALSE(metrics.ok()) << c.what;
     EXPECT_EQ(metrics.status().code(), absl::StatusCode::kInvalidArgument) << c.what;
     EXPECT_THAT(std::string(metrics.status().message()), HasSubstr(c.message)) << c.what;
   }
   // The longest allowed value is fine.
-  EXPECT_TRUE(GatewayMetrics::Create(with_routes({std::string(128, 'a')})).ok());
+  EXPECT_TRUE(AllMetrics::Create(with_routes({std::string(128, 'a')})).ok());
 }
 
 // --- label spellings -------------------------------------------------------------------------
@@ -185,13 +186,10 @@ TEST(LabelSpellingTest, GrpcCodesUseGoGrpcPrometheusSpelling) {
 // --- registration ----------------------------------------------------------------------------
 
 TEST(GatewayMetricsTest, RegistersEveryFamilyAndSeriesAtConstruction) {
-  std::shared_ptr<GatewayMetrics> metrics = MakeMetrics();
+  std::shared_ptr<AllMetrics> metrics = MakeMetrics();
   ASSERT_NE(metrics, nullptr);
   // The components that own their series create them from the scope, as the server does
   // at start-up whether or not they run: the exposition is the same set of families.
-  reconcile::ReconcileMetrics::Create(metrics->scope());
-  tracing::OtlpExporterMetrics::Create(metrics->scope());
-  webhooks::WebhookMetrics webhook_metrics(metrics->scope());
   const std::vector<MetricFamily> families = metrics->Collect();
 
   // name -> (type, number of series): 3 routes + other = 4; 2 gRPC methods + 4 "other"
@@ -285,7 +283,7 @@ TEST(GatewayMetricsTest, RegistersEveryFamilyAndSeriesAtConstruction) {
 // --- handles ---------------------------------------------------------------------------------
 
 TEST(GatewayMetricsTest, RouteHandlesCountExactlyAndOnlyTheirRoute) {
-  std::shared_ptr<GatewayMetrics> metrics = MakeMetrics();
+  std::shared_ptr<AllMetrics> metrics = MakeMetrics();
   ASSERT_NE(metrics, nullptr);
   RouteMetrics& create_token = metrics->ForRoute(0);
   EXPECT_EQ(&create_token, &metrics->ForRouteLabel("create_token"));
@@ -364,10 +362,10 @@ TEST(GatewayMetricsTest, RouteHandlesCountExactlyAndOnlyTheirRoute) {
 }
 
 TEST(GatewayMetricsTest, EachVendorAccountHasItsOwnRouteAndCircuitSeries) {
-  GatewayMetricsConfig config = TestConfig();
+  AllMetricsConfig config = TestConfig();
   config.accounts = {"default", "prod-eu"};
   config.upstreams = {"vendor", "vendor.prod_eu"};
-  std::shared_ptr<GatewayMetrics> metrics = MakeMetrics(config);
+  std::shared_ptr<AllMetrics> metrics = MakeMetrics(config);
   ASSERT_NE(metrics, nullptr);
   EXPECT_EQ(metrics->AccountIndex(""), 0u);
   EXPECT_EQ(metrics->AccountIndex("default"), 0u);
@@ -412,12 +410,12 @@ TEST(GatewayMetricsTest, EachVendorAccountHasItsOwnRouteAndCircuitSeries) {
   EXPECT_EQ(FindFamily(f, "inspection_upstream_requests_total")->metric.size(), 48u);
 }
 
-TEST(GatewayMetricsConfigTest, RejectsAccountLabelsOutsideTheRules) {
+TEST(AllMetricsConfigTest, RejectsAccountLabelsOutsideTheRules) {
   for (const std::vector<std::string>& accounts :
        std::vector<std::vector<std::string>>{{""}, {"a b"}, {std::string(65, 'a')}, {"x", "x"}}) {
-    GatewayMetricsConfig config = TestConfig();
+    AllMetricsConfig config = TestConfig();
     config.accounts = accounts;
-    const auto created = GatewayMetrics::Create(config);
+    const auto created = AllMetrics::Create(config);
     ASSERT_FALSE(created.ok());
     EXPECT_EQ(created.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(created.status().message(), HasSubstr("accounts"));
@@ -425,7 +423,7 @@ TEST(GatewayMetricsConfigTest, RejectsAccountLabelsOutsideTheRules) {
 }
 
 TEST(GatewayMetricsTest, UnknownNamesAndIndexesLandInTheOtherBucket) {
-  std::shared_ptr<GatewayMetrics> metrics = MakeMetrics();
+  std::shared_ptr<AllMetrics> metrics = MakeMetrics();
   ASSERT_NE(metrics, nullptr);
   RouteMetrics& other_route = metrics->ForRoute(metrics->route_count());
   EXPECT_EQ(&metrics->ForRoute(1000), &other_route);
@@ -462,7 +460,7 @@ TEST(GatewayMetricsTest, UnknownNamesAndIndexesLandInTheOtherBucket) {
 }
 
 TEST(GatewayMetricsTest, RecordingNeverCreatesASeries) {
-  std::shared_ptr<GatewayMetrics> metrics = MakeMetrics();
+  std::shared_ptr<AllMetrics> metrics = MakeMetrics();
   ASSERT_NE(metrics, nullptr);
   const auto before = SeriesSpace(metrics->Collect());
 
@@ -496,7 +494,7 @@ TEST(GatewayMetricsTest, RecordingNeverCreatesASeries) {
 }
 
 TEST(GatewayMetricsTest, CircuitTransitionsMoveTheStateGauge) {
-  std::shared_ptr<GatewayMetrics> metrics = MakeMetrics();
+  std::shared_ptr<AllMetrics> metrics = MakeMetrics();
   ASSERT_NE(metrics, nullptr);
   UpstreamMetrics& vendor = metrics->ForUpstream(0);
   const LabelMap upstream = {{"account", "default"}, {"upstream", "vendor"}};
@@ -526,7 +524,7 @@ TEST(GatewayMetricsTest, CircuitTransitionsMoveTheStateGauge) {
 }
 
 TEST(GatewayMetricsTest, GlobalFamiliesCountExactly) {
-  std::shared_ptr<GatewayMetrics> metrics = MakeMetrics();
+  std::shared_ptr<AllMetrics> metrics = MakeMetrics();
   ASSERT_NE(metrics, nullptr);
   metrics->RecordCacheEvictions(3);
   metrics->RecordCacheEvictions(0);
@@ -535,7 +533,7 @@ TEST(GatewayMetricsTest, GlobalFamiliesCountExactly) {
   metrics->SetUpstreamBufferedResponseBytes(4096);
   metrics->SetUpstreamBufferedResponseLimitBytes(8192);
   // The webhook port's series are the receiver's (webhook_metrics.h), in the same registry.
-  webhooks::WebhookMetrics webhook(metrics->scope());
+  webhooks::WebhookMetrics& webhook = metrics->webhook();
   webhook.Delivery(webhooks::WebhookOutcome::kAccepted);
   webhook.Delivery(webhooks::WebhookOutcome::kAccepted);
   webhook.Delivery(webhooks::WebhookOutcome::kUnauthorized);
@@ -578,7 +576,7 @@ TEST(GatewayMetricsTest, GlobalFamiliesCountExactly) {
 }
 
 TEST(GatewayMetricsTest, ConcurrentRecordingLosesNothing) {
-  std::shared_ptr<GatewayMetrics> metrics = MakeMetrics();
+  std::shared_ptr<AllMetrics> metrics = MakeMetrics();
   ASSERT_NE(metrics, nullptr);
   constexpr int kThreads = 4;
   constexpr int kPerThread = 20000;

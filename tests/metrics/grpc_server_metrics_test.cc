@@ -1,6 +1,6 @@
 // The metrics interceptor on a real gRPC server (127.0.0.1, OS-chosen port) with callback-API
 // methods: one unary, one server-streaming, plus a stream the client cancels and a method
-// the server does not have. Counters are read back from GatewayMetrics::Collect().
+// the server does not have. Counters are read back from AllMetrics::Collect().
 //
 // The test service is written the way protoc's generated "raw callback" services are
 // (RpcServiceMethod + MarkMethodRawCallback with grpc::ByteBuffer messages), so the test needs
@@ -29,7 +29,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "gateway/metrics/gateway_metrics.h"
+#include "tests/metrics/all_metrics.h"
 #include "tests/support/wait.h"
 
 namespace inspection::metrics {
@@ -139,10 +139,10 @@ class ProbeService final : public grpc::Service {
 class GrpcServerMetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    GatewayMetricsConfig config;
+    AllMetricsConfig config;
     config.grpc_methods = {{kService, "Echo", GrpcType::kUnary},
                            {kService, "Count", GrpcType::kServerStream}};
-    absl::StatusOr<std::shared_ptr<GatewayMetrics>> metrics = GatewayMetrics::Create(config);
+    absl::StatusOr<std::shared_ptr<AllMetrics>> metrics = AllMetrics::Create(config);
     ASSERT_TRUE(metrics.ok()) << metrics.status();
     metrics_ = *std::move(metrics);
 
@@ -151,7 +151,8 @@ class GrpcServerMetricsTest : public ::testing::Test {
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
     builder.RegisterService(&service_);
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
-    creators.push_back(std::make_unique<GrpcServerMetricsInterceptorFactory>(metrics_));
+    creators.push_back(
+        std::make_unique<GrpcServerMetricsInterceptorFactory>(metrics_->grpc_shared()));
     builder.experimental().SetInterceptorCreators(std::move(creators));
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
@@ -218,7 +219,7 @@ class GrpcServerMetricsTest : public ::testing::Test {
   }
 
   ProbeService service_;
-  std::shared_ptr<GatewayMetrics> metrics_;
+  std::shared_ptr<AllMetrics> metrics_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
 };
