@@ -1,5 +1,7 @@
 #include "gateway/services/damage_service.h"
 
+#include "gateway/services/idempotent_call.h"
+
 #include <functional>
 #include <optional>
 #include <string>
@@ -144,37 +146,22 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResul
   // replays the first submission and follows that inspection's retained events.
   std::string key;
   if (deps_.idempotency != nullptr) {
-    key = IdempotencyKeyFor(*context, request->idempotency_key());
-  }
-  if (!key.empty()) {
-    if (auto invalid = CheckIdempotencyKey(key); invalid.has_value()) {
-      reactor->End(invalid->ToGrpcStatus(), /*as_is=*/true);
-      return reactor;
-    }
-    key = ScopedIdempotencyKey(CallerIdentity(*context), key);
+    // The reactor's context, for the replayed metadata a follower adds.
     reactor->SetContext(context);
     auto follow = ReplayFollower(handle, call.account);
-    pipeline::IdempotentOutcome replay;
-    switch (
-        deps_.idempotency->Begin(call.account, key, RequestFingerprint(submit), &replay, follow)) {
-      case pipeline::IdempotencyStore::Decision::kReplay:
-        follow(replay);
-        return reactor;
-      case pipeline::IdempotencyStore::Decision::kWait:
-        return reactor;
-      case pipeline::IdempotencyStore::Decision::kMismatch:
-        reactor->End(
-            errors::ApiError::InvalidRequest({{"idempotency_key",
-                                               "was already used with different parameters; use a "
-                                               "new key for a new operation"}})
-                .ToGrpcStatus(),
-            /*as_is=*/true);
-        return reactor;
-      case pipeline::IdempotencyStore::Decision::kUnavailable:
-        reactor->End(replay.status, /*as_is=*/true);
-        return reactor;
-      case pipeline::IdempotencyStore::Decision::kLead:
-        break;
+    auto finish = [handle, follow](KeyedFinish finished) {
+      if (finished.refused.has_value()) {
+        handle.End(finished.refused->ToGrpcStatus(), /*as_is=*/true);
+      } else if (!finished.replayed) {
+        handle.End(finished.status, /*as_is=*/true);
+      } else {
+        follow({finished.status, std::move(finished.response)});
+      }
+    };
+    if (BeginKeyedCall(deps_, call.account, CallerIdentity(*context),
+                       IdempotencyKeyFor(*context, request->idempotency_key()), submit, &key,
+                       finish) == KeyedStart::kFinished) {
+      return reactor;
     }
   }
   // Events that arrive while the submission is in flight are already after this point,

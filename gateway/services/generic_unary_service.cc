@@ -1,5 +1,7 @@
 #include "gateway/services/generic_unary_service.h"
 
+#include "gateway/services/idempotent_call.h"
+
 #include <memory>
 #include <utility>
 
@@ -47,9 +49,9 @@ class UnaryCall final {
     RefuseUnary(context_, reactor_, deps_, record_, start_, error, request_metadata_);
     delete this;
   }
-  // Idempotency: Begin, and what its decision means for this call. True: the call goes on
-  // to the vendor (with `*key` set when it is keyed); false: it was finished (this is gone)
-  // or waits for the first call's outcome.
+  // Idempotency (idempotent_call.h): true, the call goes on to the vendor (with `*key` set
+  // when it is keyed); false, it was finished (this is gone) or waits for the first call's
+  // outcome.
   bool BeginIdempotent(const upstream::CallOptions& call, std::string* key);
 
   grpc::CallbackServerContext* const context_;
@@ -78,49 +80,26 @@ void UnaryCall::Reply(const grpc::Status& status, const ResponseMetadata& metada
 }
 
 bool UnaryCall::BeginIdempotent(const upstream::CallOptions& call, std::string* key) {
-  *key = IdempotencyKeyFor(*context_, endpoint_.idempotency_key(*request_));
-  if (auto invalid = CheckIdempotencyKey(*key); invalid.has_value()) {
-    Refuse(*invalid);
-    return false;
-  }
-  if (key->empty()) return true;
-  *key = ScopedIdempotencyKey(record_.caller, *key);
-  // Runs for a replay and, possibly on another thread, for a waiter: the metadata is added
-  // here, before Finish, never after. ABORTED is the store telling a waiter that the first
-  // call never finished (retry), not a replayed outcome.
-  auto finish_with = [this](const pipeline::IdempotentOutcome& outcome) {
+  // `finish` runs for a refusal or a replay now, and, possibly on another thread, for a
+  // waiter: the metadata is added here, before Finish, never after.
+  auto finish = [this](KeyedFinish finished) {
+    if (finished.refused.has_value()) {
+      Refuse(*finished.refused);
+      return;
+    }
     ResponseMetadata metadata = request_metadata_;
-    if (outcome.status.error_code() != grpc::StatusCode::ABORTED) {
+    if (finished.replayed) {
       metadata.emplace_back("idempotency-replayed", "true");
       record_.idempotency_replayed = true;
     }
-    if (outcome.status.ok()) response_->ParseFromString(outcome.response);
-    record_.code = outcome.status.error_code();
+    if (finished.replayed && finished.status.ok()) response_->ParseFromString(finished.response);
+    record_.code = finished.status.error_code();
     NotifyFinished(deps_, record_, start_);
-    Reply(outcome.status, metadata);
+    Reply(finished.status, metadata);
   };
-  pipeline::IdempotentOutcome replay;
-  switch (deps_.idempotency->Begin(call.account, *key, RequestFingerprint(*request_), &replay,
-                                   finish_with)) {
-    case pipeline::IdempotencyStore::Decision::kReplay:
-      finish_with(replay);
-      return false;
-    case pipeline::IdempotencyStore::Decision::kWait:
-      return false;
-    case pipeline::IdempotencyStore::Decision::kMismatch:
-      Refuse(errors::ApiError::InvalidRequest(
-          {{"idempotency_key",
-            "was already used with different parameters; use a new key for a new operation"}}));
-      return false;
-    case pipeline::IdempotencyStore::Decision::kUnavailable:
-      record_.code = replay.status.error_code();
-      NotifyFinished(deps_, record_, start_);
-      Reply(replay.status, request_metadata_);
-      return false;
-    case pipeline::IdempotencyStore::Decision::kLead:
-      return true;
-  }
-  return true;
+  return BeginKeyedCall(deps_, call.account, record_.caller,
+                        IdempotencyKeyFor(*context_, endpoint_.idempotency_key(*request_)),
+                        *request_, key, finish) == KeyedStart::kProceed;
 }
 
 void UnaryCall::Start(const grpc::ByteBuffer& wire_request, const Message& request_type) {
@@ -163,7 +142,7 @@ void UnaryCall::Start(const grpc::ByteBuffer& wire_request, const Message& reque
   }
   call.trace = record_.trace;
   std::string key;
-  if (endpoint_.idempotency_key && deps_.idempotency != nullptr && !BeginIdempotent(call, &key)) {
+  if (endpoint_.idempotency_key && !BeginIdempotent(call, &key)) {
     return;
   }
   CallVendor(deps_, endpoint_, request_, response_.get(), context_->deadline(), std::move(call),

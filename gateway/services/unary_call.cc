@@ -1,5 +1,7 @@
 #include "gateway/services/unary_call.h"
 
+#include "gateway/services/idempotent_call.h"
+
 #include <iterator>
 #include <random>
 #include <utility>
@@ -499,15 +501,8 @@ void CallVendor(const ServiceDeps& deps, const Endpoint& endpoint,
         record.code = out.status.error_code();
         NotifyFinished(deps, record, start);
         if (out.status.ok() && endpoint.on_success) endpoint.on_success(*response, account);
-        if (!idempotency_key.empty()) {
-          pipeline::IdempotentOutcome outcome{
-              out.status, out.status.ok() ? response->SerializeAsString() : std::string()};
-          if (!result.ok() && VendorNotReached(*result.error)) {
-            deps.idempotency->Abandon(account, idempotency_key, outcome);
-          } else {
-            deps.idempotency->Complete(account, idempotency_key, std::move(outcome));
-          }
-        }
+        CompleteKeyedCall(deps, account, idempotency_key, out.status, *response,
+                          !result.ok() && VendorNotReached(*result.error));
         std::move(done)(std::move(out));
       });
 }

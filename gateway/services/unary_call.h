@@ -319,8 +319,8 @@ struct CallOutcome {
 // mapping (one OutcomeOf; an unreadable answer is VENDOR_UNEXPECTED_RESPONSE), idempotency
 // bookkeeping, log line and metrics:
 //   encode -> deps.vendor (cache, retries, breaker, vendor client) -> decode into `response`
-//   -> OutcomeOf -> the idempotency key's outcome (Complete, or Abandon when nothing reached
-//      the vendor; `idempotency_key` must have been begun by the caller: kLead)
+//   -> OutcomeOf -> the idempotency key's outcome (CompleteKeyedCall; `idempotency_key`
+//      comes from BeginKeyedCall, idempotent_call.h, or is "" for an unkeyed call)
 //   -> NotifyFinished(record) -> done.
 // `response` is cleared unless the call succeeds. `endpoint`, `deps` and `response` must
 // outlive the call; `done` runs once, on any thread.

@@ -66,8 +66,10 @@ struct CallOptions {
 using VendorCallback = absl::AnyInvocable<void(VendorResult) &&>;
 
 // The request pipeline's one interface (docs/design.md §4): the vendor client is the innermost
-// implementation, and each concern (retry, circuit breaker, cache, idempotency,
-// metrics) is a decorator over it, composed in GatewayServer. Thread-safe; `done` is
+// implementation, and each concern (retry, circuit breaker, cache, metrics) is a decorator
+// over it, composed in server/vendor_stub.cc. Idempotency keys wrap the call core instead
+// (services/idempotent_call.h): a repeat gets back the RPC's own outcome, which this
+// interface never sees. Thread-safe; `done` is
 // called exactly once, possibly on another thread, and must not block.
 class VendorCaller {
  public:
