@@ -145,7 +145,10 @@ void WebhookDispatcher::Impl::Run() {
     }
     const auto first = state->queue.begin();
     if (first->first.first > Clock::now()) {
-      state->wake_cv.wait_until(lock, first->first.first);
+      // A copy: wait_until reads its deadline again after each wake-up, when the lock has
+      // been released meanwhile and Enqueue may have erased (re-scheduled) this node.
+      const Clock::time_point due = first->first.first;
+      state->wake_cv.wait_until(lock, due);
       continue;
     }
     const uint64_t id = first->second;
