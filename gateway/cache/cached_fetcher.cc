@@ -19,7 +19,7 @@ bool StaleIfErrorApplies(const absl::Status& error) {
   return absl::IsUnavailable(error) || absl::IsDeadlineExceeded(error);
 }
 
-FetchResult FetchResult::Success(std::string value, absl::Duration ttl,
+FetchResult FetchResult::Success(CachedValue value, absl::Duration ttl,
                                  std::vector<std::string> tags) {
   FetchResult result;
   result.value = std::move(value);
@@ -28,12 +28,18 @@ FetchResult FetchResult::Success(std::string value, absl::Duration ttl,
   return result;
 }
 
+FetchResult FetchResult::Success(std::string bytes, absl::Duration ttl,
+                                 std::vector<std::string> tags) {
+  return Success(MakeCachedValue(std::move(bytes)), ttl, std::move(tags));
+}
+
 FetchResult FetchResult::Failure(absl::Status error) {
   const bool allow_stale = StaleIfErrorApplies(error);
   return Failure(std::move(error), allow_stale);
 }
 
-FetchResult FetchResult::Failure(absl::Status error, bool allow_stale, std::any detail) {
+FetchResult FetchResult::Failure(absl::Status error, bool allow_stale,
+                                 std::shared_ptr<const FailureDetail> detail) {
   FetchResult result;
   result.detail = std::move(detail);
   // An OK "failure" would reach callers as a success without a value.
@@ -86,14 +92,15 @@ class CachedFetcher::Completion {
     ResponseCache& cache = *fetcher_->cache_;
     const absl::Time now = fetcher_->clock_();
     GetResult out;
+    if (result.status.ok() && result.value == nullptr) {
+      // A success without a value would reach callers as neither an answer nor an error.
+      result.status = absl::InternalError("FetchResult::Success called without a value");
+    }
     if (result.status.ok()) {
-      CachedValue value = MakeCachedValue(std::move(result.value));
       std::vector<std::string> tags = flight_->tags;
       tags.insert(tags.end(), result.tags.begin(), result.tags.end());
-      out.decoded = result.decoded.value;
-      cache.InsertFetched(flight_->ticket, flight_->key, value, result.ttl, tags, now,
-                          std::move(result.decoded));
-      out.value = std::move(value);
+      cache.InsertFetched(flight_->ticket, flight_->key, result.value, result.ttl, tags, now);
+      out.value = std::move(result.value);
     } else {
       if (result.allow_stale && !flight_->bypass) {
         // Looked up now, not remembered from before the call: an invalidation during the call
@@ -101,7 +108,6 @@ class CachedFetcher::Completion {
         LookupResult fallback = cache.ServeStale(flight_->key, now);
         if (fallback.value != nullptr) {
           out.value = std::move(fallback.value);
-          out.decoded = std::move(fallback.decoded);
           if (fallback.freshness == Freshness::kStale) {
             out.source = Source::kStaleAfterError;
             out.stale_cause = result.status;
@@ -144,7 +150,6 @@ void CachedFetcher::GetOrFetch(const CacheKey& key, const GetOptions& options, F
       GetResult out;
       out.source = Source::kFreshHit;
       out.value = std::move(hit.value);
-      out.decoded = std::move(hit.decoded);
       std::move(done)(std::move(out));
       return;
     }
@@ -176,12 +181,10 @@ void CachedFetcher::GetOrFetch(const CacheKey& key, const GetOptions& options, F
     // Between our Lookup and registering the flight, a previous leader may have stored its
     // value and left flights_. Without this re-check we would call upstream a second time for a
     // response that is already cached.
-    std::shared_ptr<const void> decoded;
-    if (CachedValue value = cache_->Peek(key, clock_(), &decoded)) {
+    if (CachedValue value = cache_->Peek(key, clock_())) {
       GetResult out;
       out.source = Source::kFreshHit;
       out.value = std::move(value);
-      out.decoded = std::move(decoded);
       Publish(flight, out, std::move(done));
       return;
     }

@@ -26,7 +26,6 @@
 // Thread safety: all methods may be called concurrently. The ResponseCache and the
 // CachedFetcher must outlive every in-flight fetch.
 
-#include <any>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -49,28 +48,35 @@ namespace inspection::cache {
 // answer about this request (4xx) or our own bug; serving an old value would hide it.
 bool StaleIfErrorApplies(const absl::Status& error);
 
+// The storing layer's own description of a failed fetch (the pipeline's typed vendor
+// failure), handed unchanged to every caller of the flight; the fetcher never reads it.
+class FailureDetail {
+ public:
+  virtual ~FailureDetail() = default;
+};
+
 // What `fetch` reports, exactly once, through its `complete` callback.
 struct FetchResult {
-  // Cache for `ttl` (<= 0: hand to the waiting callers but do not store, e.g. for a route whose
-  // caching is switched off) under the flight's request tags plus `tags`.
-  static FetchResult Success(std::string value, absl::Duration ttl,
+  // Cache `value` (not null) for `ttl` (<= 0: hand to the waiting callers but do not store,
+  // e.g. for a route whose caching is switched off) under the flight's request tags plus
+  // `tags`.
+  static FetchResult Success(CachedValue value, absl::Duration ttl,
+                             std::vector<std::string> tags = {});
+  // `bytes` as a BytesEntry.
+  static FetchResult Success(std::string bytes, absl::Duration ttl,
                              std::vector<std::string> tags = {});
   // `error` must not be OK. allow_stale = StaleIfErrorApplies(error).
   static FetchResult Failure(absl::Status error);
-  // `detail`: the caller's own description of the failure (the pipeline's typed error),
-  // handed back unchanged to every caller of the flight in GetResult::error_detail; the
-  // fetcher never reads it.
-  static FetchResult Failure(absl::Status error, bool allow_stale, std::any detail = {});
+  // `detail`: handed back to every caller of the flight in GetResult::error_detail.
+  static FetchResult Failure(absl::Status error, bool allow_stale,
+                             std::shared_ptr<const FailureDetail> detail = nullptr);
 
   absl::Status status;  // OK for a success
-  std::string value;
-  // Successes only: what the fetcher decoded `value` into, stored with it and handed to every
-  // caller (GetResult::decoded) so that none decodes the bytes again. Optional.
-  Decoded decoded;
+  CachedValue value;
   absl::Duration ttl = absl::ZeroDuration();
   std::vector<std::string> tags;
-  bool allow_stale = false;  // failures only: may a stale entry be served instead
-  std::any detail;           // failures only: see Failure()
+  bool allow_stale = false;                     // failures only: may a stale entry be served
+  std::shared_ptr<const FailureDetail> detail;  // failures only: see Failure()
 };
 
 enum class Source {
@@ -86,14 +92,11 @@ struct GetResult {
   bool coalesced = false;
   absl::Status status;  // OK iff `value` is set
   CachedValue value;
-  // The Decoded::value stored with `value` (FetchResult::decoded, or the cache entry's); null
-  // when there is none: decode `value` then.
-  std::shared_ptr<const void> decoded;
   // For kStaleAfterError: the upstream failure that made the stale value acceptable, for the
   // response metadata and logs. OK otherwise.
   absl::Status stale_cause;
   // The fetch failure's FetchResult::detail: with a failed `status`, or with `stale_cause`.
-  std::any error_detail;
+  std::shared_ptr<const FailureDetail> error_detail;
 
   bool ok() const { return status.ok(); }
   bool stale() const { return source == Source::kStaleAfterError; }

@@ -43,7 +43,7 @@ std::string TagRecord(const std::string& tag) { return "t" + tag; }
 }  // namespace
 
 CachedValue MakeCachedValue(std::string bytes) {
-  return std::make_shared<const std::string>(std::move(bytes));
+  return std::make_shared<const BytesEntry>(std::move(bytes));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -91,13 +91,13 @@ LookupResult ResponseCache::Lookup(const CacheKey& key, absl::Time now) {
   if (now < it->expires_at) {
     ++counters_.hits;
     lru_.splice(lru_.begin(), lru_, it);
-    return {Freshness::kFresh, it->value, it->decoded};
+    return {Freshness::kFresh, it->value};
   }
   ++counters_.misses;
   if (now < it->stale_until) {
     // Deliberately no value and no recency bump: the caller must try upstream first, and an
     // entry only kept for emergencies should age out before ones that are being served.
-    return {Freshness::kStale, nullptr, nullptr};
+    return {Freshness::kStale, nullptr};
   }
   // Useless even as a fallback: free its bytes now rather than waiting for LRU to reach it.
   EraseLocked(it);
@@ -112,25 +112,23 @@ LookupResult ResponseCache::ServeStale(const CacheKey& key, absl::Time now) {
   Lru::iterator it = found->second;
   if (now >= it->stale_until) return {};
   lru_.splice(lru_.begin(), lru_, it);
-  if (now < it->expires_at) return {Freshness::kFresh, it->value, it->decoded};
+  if (now < it->expires_at) return {Freshness::kFresh, it->value};
   ++counters_.stale_served;
-  return {Freshness::kStale, it->value, it->decoded};
+  return {Freshness::kStale, it->value};
 }
 
-CachedValue ResponseCache::Peek(const CacheKey& key, absl::Time now,
-                                std::shared_ptr<const void>* decoded) const {
+CachedValue ResponseCache::Peek(const CacheKey& key, absl::Time now) const {
   const std::string encoded = key.Encoded();
   absl::MutexLock lock(&mu_);
   auto found = index_.find(encoded);
   if (found == index_.end() || now >= found->second->expires_at) return nullptr;
-  if (decoded != nullptr) *decoded = found->second->decoded;
   return found->second->value;
 }
 
 bool ResponseCache::Insert(const CacheKey& key, CachedValue value, absl::Duration ttl,
-                           const std::vector<std::string>& tags, absl::Time now, Decoded decoded) {
+                           const std::vector<std::string>& tags, absl::Time now) {
   absl::MutexLock lock(&mu_);
-  return InsertLocked(key, std::move(value), std::move(decoded), ttl, tags, now, ++epoch_);
+  return InsertLocked(key, std::move(value), ttl, tags, now, ++epoch_);
 }
 
 FetchTicket ResponseCache::BeginFetch() {
@@ -150,7 +148,7 @@ bool ResponseCache::IsCurrent(const FetchTicket& ticket, const CacheKey& key,
 
 bool ResponseCache::InsertFetched(const FetchTicket& ticket, const CacheKey& key, CachedValue value,
                                   absl::Duration ttl, const std::vector<std::string>& tags,
-                                  absl::Time now, Decoded decoded) {
+                                  absl::Time now) {
   const std::string encoded = key.Encoded();
   absl::MutexLock lock(&mu_);
   if (ticket.cache_ != this) {
@@ -166,7 +164,7 @@ bool ResponseCache::InsertFetched(const FetchTicket& ticket, const CacheKey& key
     if (found != index_.end() && found->second->origin < ticket.epoch_) EraseLocked(found->second);
     return false;
   }
-  return InsertLocked(key, std::move(value), std::move(decoded), ttl, tags, now, ticket.epoch_);
+  return InsertLocked(key, std::move(value), ttl, tags, now, ticket.epoch_);
 }
 
 std::size_t ResponseCache::InvalidateKey(const CacheKey& key) {
@@ -224,9 +222,9 @@ void ResponseCache::ReleaseTicket(std::uint64_t epoch) {
   PruneInvalidationsLocked();
 }
 
-bool ResponseCache::InsertLocked(const CacheKey& key, CachedValue value, Decoded decoded,
-                                 absl::Duration ttl, const std::vector<std::string>& tags,
-                                 absl::Time now, std::uint64_t origin) {
+bool ResponseCache::InsertLocked(const CacheKey& key, CachedValue value, absl::Duration ttl,
+                                 const std::vector<std::string>& tags, absl::Time now,
+                                 std::uint64_t origin) {
   std::string encoded = key.Encoded();
   auto found = index_.find(encoded);
   if (found != index_.end()) {
@@ -241,8 +239,7 @@ bool ResponseCache::InsertLocked(const CacheKey& key, CachedValue value, Decoded
   }
 
   std::vector<std::string> normalized = NormalizedTags(key, tags);
-  const std::size_t charge =
-      ChargeFor(key, value->size(), normalized) + (decoded.value ? decoded.charge : 0);
+  const std::size_t charge = ChargeFor(key, value->charge(), normalized);
   if (ttl <= absl::ZeroDuration() || charge > options_.max_bytes) {
     // Evicting everything for an entry that can never fit would only empty the cache.
     ++counters_.rejected_inserts;
@@ -253,9 +250,8 @@ bool ResponseCache::InsertLocked(const CacheKey& key, CachedValue value, Decoded
     ++counters_.evictions;
   }
 
-  lru_.push_front(Entry{std::move(encoded), std::move(value), std::move(decoded.value),
-                        std::move(normalized), now + ttl, now + ttl + options_.stale_if_error,
-                        charge, origin});
+  lru_.push_front(Entry{std::move(encoded), std::move(value), std::move(normalized), now + ttl,
+                        now + ttl + options_.stale_if_error, charge, origin});
   Entry& entry = lru_.front();
   index_.emplace(entry.key, lru_.begin());
   for (const std::string& tag : entry.tags) by_tag_[tag].insert(&entry);

@@ -31,19 +31,29 @@
 
 namespace inspection::cache {
 
-// Cached bytes are immutable and shared: a hit, and every coalesced caller, gets a reference to
-// the same string instead of a copy made under the cache lock.
-using CachedValue = std::shared_ptr<const std::string>;
-CachedValue MakeCachedValue(std::string bytes);
-
-// What the storing layer decoded a value into (the pipeline: the parsed JSON tree), kept next
-// to the bytes so that a hit need not decode them again. Immutable and shared like the bytes.
-// Opaque to the cache: it only keeps it, charges it and hands it back with the value.
-struct Decoded {
-  std::shared_ptr<const void> value;  // null: none
-  // The memory `value` holds, added to the entry's charge against max_bytes (see EntryCharge).
-  std::size_t charge = 0;
+// What the cache stores: an entry of the storing layer's own type (the pipeline's cached
+// answer: status, body and parsed JSON), immutable and shared, so that a hit and every
+// coalesced caller get a reference to the same entry, never a copy made under the cache lock
+// or bytes to decode again. The cache only charges it and hands it back.
+class CacheEntry {
+ public:
+  virtual ~CacheEntry() = default;
+  // The memory the entry holds, counted against max_bytes (see EntryCharge).
+  virtual std::size_t charge() const = 0;
 };
+using CachedValue = std::shared_ptr<const CacheEntry>;
+
+// An entry of plain bytes (tests; a user without a type of its own). Charged its size.
+class BytesEntry final : public CacheEntry {
+ public:
+  explicit BytesEntry(std::string bytes) : bytes_(std::move(bytes)) {}
+  const std::string& bytes() const { return bytes_; }
+  std::size_t charge() const override { return bytes_.size(); }
+
+ private:
+  const std::string bytes_;
+};
+CachedValue MakeCachedValue(std::string bytes);  // a BytesEntry
 
 struct CacheOptions {
   // Upper bound on the sum of EntryCharge() over all entries.
@@ -62,8 +72,6 @@ enum class Freshness {
 struct LookupResult {
   Freshness freshness = Freshness::kMiss;
   CachedValue value;  // see each method for when it is set
-  // The entry's Decoded::value, with `value` (null when `value` is, or when none was stored).
-  std::shared_ptr<const void> decoded;
 };
 
 struct CacheStats {
@@ -122,9 +130,9 @@ class ResponseCache {
   // headers, rounded up. Makes a flood of tiny entries count against max_bytes too.
   static constexpr std::size_t kEntryOverheadBytes = 128;
 
-  // What an entry for `key` with a value of `value_size` bytes and `tags` counts against
-  // max_bytes: key.EncodedSize() + value_size + the bytes of its distinct tags (including the
-  // implicit RouteTag) + kEntryOverheadBytes, plus the Decoded::charge stored with it.
+  // What an entry for `key` with a value charging `value_size` bytes (CacheEntry::charge) and
+  // `tags` counts against max_bytes: key.EncodedSize() + value_size + the bytes of its
+  // distinct tags (including the implicit RouteTag) + kEntryOverheadBytes.
   static std::size_t EntryCharge(const CacheKey& key, std::size_t value_size,
                                  const std::vector<std::string>& tags);
 
@@ -148,20 +156,17 @@ class ResponseCache {
   // Marks a returned entry most recently used.
   LookupResult ServeStale(const CacheKey& key, absl::Time now);
 
-  // The fresh value, or null; with its decoded form in `*decoded` when that is not null.
-  // Touches neither stats nor recency.
-  CachedValue Peek(const CacheKey& key, absl::Time now,
-                   std::shared_ptr<const void>* decoded = nullptr) const;
+  // The fresh value, or null. Touches neither stats nor recency.
+  CachedValue Peek(const CacheKey& key, absl::Time now) const;
 
   // Stores `value` for `key`, fresh until now + ttl, servable stale until that plus
   // options().stale_if_error. Any existing entry for `key` is dropped first, even when the new
   // value is not stored (it is older than what the caller just learnt). Not stored, returning
   // false, when ttl <= 0 or EntryCharge() > max_bytes; otherwise evicts least recently used
   // entries until the new one fits. `tags` are matched by InvalidateTag; RouteTag(key.account,
-  // key.route) is always added. `value` must not be null. `decoded` is kept with it and
-  // returned by Lookup, ServeStale and Peek.
+  // key.route) is always added. `value` must not be null.
   bool Insert(const CacheKey& key, CachedValue value, absl::Duration ttl,
-              const std::vector<std::string>& tags, absl::Time now, Decoded decoded = {});
+              const std::vector<std::string>& tags, absl::Time now);
 
   // Starts tracking invalidations for one upstream call; see FetchTicket.
   FetchTicket BeginFetch();
@@ -176,8 +181,7 @@ class ResponseCache {
   // FetchTicket). An existing entry older than the ticket is dropped even when the result is
   // not stored; a newer one is never touched. Returns whether it stored.
   bool InsertFetched(const FetchTicket& ticket, const CacheKey& key, CachedValue value,
-                     absl::Duration ttl, const std::vector<std::string>& tags, absl::Time now,
-                     Decoded decoded = {});
+                     absl::Duration ttl, const std::vector<std::string>& tags, absl::Time now);
 
   // Drop one entry / every entry carrying `tag` / everything, and make in-flight fetches that
   // would store under them discard their results. Return the number of entries dropped.
@@ -191,8 +195,7 @@ class ResponseCache {
   struct Entry {
     std::string key;  // CacheKey::Encoded(); index_ keys view into it
     CachedValue value;
-    std::shared_ptr<const void> decoded;  // Decoded::value; its charge is in `charge`
-    std::vector<std::string> tags;        // distinct, includes the route tag
+    std::vector<std::string> tags;  // distinct, includes the route tag
     absl::Time expires_at;
     absl::Time stale_until;
     std::size_t charge = 0;
@@ -205,7 +208,7 @@ class ResponseCache {
 
   // Stores unless the existing entry's origin is newer than `origin`; drops an older one even
   // when the new value is rejected.
-  bool InsertLocked(const CacheKey& key, CachedValue value, Decoded decoded, absl::Duration ttl,
+  bool InsertLocked(const CacheKey& key, CachedValue value, absl::Duration ttl,
                     const std::vector<std::string>& tags, absl::Time now, std::uint64_t origin)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool InvalidatedSinceLocked(std::uint64_t epoch, const std::string& encoded_key,

@@ -1,9 +1,7 @@
 #include "gateway/pipeline/caching_caller.h"
 
 #include <algorithm>
-#include <any>
 #include <atomic>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
@@ -16,16 +14,41 @@
 namespace inspection::pipeline {
 namespace {
 
-// The vendor's failure travels through the fetcher (to every coalesced caller) as the
-// failure's detail: the VendorResult itself, typed, never re-encoded.
-using SharedFailure = std::shared_ptr<const upstream::VendorResult>;
+// A vendor answer as the cache keeps it: its status, its body as the vendor sent it and the
+// body parsed, which every hit shares (none parses the bytes again).
+class CachedAnswer final : public cache::CacheEntry {
+ public:
+  CachedAnswer(int status, std::string body, std::shared_ptr<const nlohmann::json> parsed,
+               size_t parsed_bytes)
+      : status(status),
+        body(std::move(body)),
+        parsed(std::move(parsed)),
+        parsed_bytes_(parsed_bytes) {}
+  // The bytes and the tree: cache.max_bytes bounds both.
+  size_t charge() const override { return body.size() + parsed_bytes_; }
+
+  const int status;
+  const std::string body;
+  const std::shared_ptr<const nlohmann::json> parsed;  // null for an empty body
+
+ private:
+  const size_t parsed_bytes_;
+};
+
+// The vendor's failure as it travels through the fetcher to every coalesced caller: the
+// VendorResult itself, typed, never re-encoded.
+class CachedFailure final : public cache::FailureDetail {
+ public:
+  explicit CachedFailure(upstream::VendorResult result) : result(std::move(result)) {}
+  const upstream::VendorResult result;
+};
 
 // The failure a fetcher result stands for: the vendor's, or (a fetch dropped unrun, a bug)
 // the fetcher's own status as INTERNAL.
-upstream::VendorResult FailureOf(const absl::Status& status, const std::any& detail) {
-  if (const SharedFailure* failure = std::any_cast<SharedFailure>(&detail);
-      failure != nullptr && *failure != nullptr) {
-    return **failure;
+upstream::VendorResult FailureOf(const absl::Status& status,
+                                 const std::shared_ptr<const cache::FailureDetail>& detail) {
+  if (const auto* failure = dynamic_cast<const CachedFailure*>(detail.get()); failure != nullptr) {
+    return failure->result;
   }
   upstream::VendorResult result;
   errors::ApiError error;
@@ -34,11 +57,6 @@ upstream::VendorResult FailureOf(const absl::Status& status, const std::any& det
   error.reason = std::string(errors::kReasonInternal);
   result.error = std::move(error);
   return result;
-}
-
-// Stored value: "<http status>\n<body as the vendor sent it>".
-std::string EncodeValue(const upstream::VendorResult& result) {
-  return absl::StrCat(result.response.status, "\n", result.response.body);
 }
 
 // What glibc malloc takes for a request of `bytes`: an 8-byte header, rounded up to 16.
@@ -94,15 +112,18 @@ size_t JsonFootprint(const nlohmann::json& root) {
   return bytes;
 }
 
-// A stored value back into a result. `decoded` is the parsed body the fetch stored with it:
-// every answer with a body is stored with its tree (Call's fetch), so null means no body.
-upstream::VendorResult DecodeValue(const std::string& value,
-                                   const std::shared_ptr<const void>& decoded) {
+// A cached answer back into a result; a value the pipeline did not store (a bug) is an
+// INTERNAL error, never a guess.
+upstream::VendorResult AnswerOf(const cache::CachedValue& value) {
+  const auto* answer = dynamic_cast<const CachedAnswer*>(value.get());
+  if (answer == nullptr) {
+    return FailureOf(absl::InternalError("the response cache holds an entry of another type"),
+                     nullptr);
+  }
   upstream::VendorResult result;
-  const size_t newline = value.find('\n');
-  result.response.status = std::strtol(value.substr(0, newline).c_str(), nullptr, 10);
-  result.response.body = newline == std::string::npos ? "" : value.substr(newline + 1);
-  result.body = std::static_pointer_cast<const nlohmann::json>(decoded);
+  result.response.status = answer->status;
+  result.response.body = answer->body;
+  result.body = answer->parsed;
   return result;
 }
 
@@ -185,19 +206,16 @@ namespace {
 // whether it may be answered from a stale entry).
 cache::FetchResult FetchResultOf(upstream::VendorResult result, absl::Duration ttl) {
   if (result.ok()) {
-    cache::FetchResult fetched = cache::FetchResult::Success(EncodeValue(result), ttl);
-    if (result.body != nullptr) {
-      // Every hit shares this tree: none parses the bytes again.
-      fetched.decoded.charge = JsonFootprint(*result.body);
-      fetched.decoded.value = std::move(result.body);
-    }
-    return fetched;
+    const size_t parsed_bytes = result.body == nullptr ? 0 : JsonFootprint(*result.body);
+    return cache::FetchResult::Success(std::make_shared<const CachedAnswer>(
+                                           result.response.status, std::move(result.response.body),
+                                           std::move(result.body), parsed_bytes),
+                                       ttl);
   }
   const bool stale_ok = AllowsStale(result.error->code);
   absl::Status status(result.error->code, result.error->message);
-  return cache::FetchResult::Failure(
-      std::move(status), stale_ok,
-      std::make_shared<const upstream::VendorResult>(std::move(result)));
+  return cache::FetchResult::Failure(std::move(status), stale_ok,
+                                     std::make_shared<const CachedFailure>(std::move(result)));
 }
 
 }  // namespace
@@ -254,7 +272,7 @@ void CachingCaller::Call(routes::RouteId route_id, const vendor::VendorRequest& 
       [this, waiter, route_metrics, bypass, attempts](cache::GetResult got) mutable {
         upstream::VendorResult result;
         if (got.ok()) {
-          result = DecodeValue(*got.value, got.decoded);
+          result = AnswerOf(got.value);
         } else {
           result = FailureOf(got.status, got.error_detail);
         }

@@ -119,8 +119,17 @@ std::size_t CountCoalesced(const std::vector<GetResult>& results) {
                                                 [](const GetResult& r) { return r.coalesced; }));
 }
 
+// The bytes of a BytesEntry ("<null>" for none).
+std::string BytesOf(const CachedValue& value) {
+  if (value == nullptr) return "<null>";
+  const auto* bytes = dynamic_cast<const BytesEntry*>(value.get());
+  return bytes == nullptr ? "<not bytes>" : bytes->bytes();
+}
+
 std::string ValueOf(const GetResult& result) {
-  return result.value == nullptr ? "<null>" : *result.value;
+  if (result.value == nullptr) return "<null>";
+  const auto* bytes = dynamic_cast<const BytesEntry*>(result.value.get());
+  return bytes == nullptr ? "<not bytes>" : bytes->bytes();
 }
 
 CacheOptions TestOptions() {
@@ -177,27 +186,25 @@ TEST_F(CachedFetcherTest, MissFetchesStoresAndTheNextCallIsAFreshHit) {
   EXPECT_EQ(cache_.InvalidateTag("extra-tag"), 1u);
 }
 
-TEST_F(CachedFetcherTest, TheDecodedFormReachesTheLeaderFollowersHitsAndStaleCallers) {
+TEST_F(CachedFetcherTest, TheStoredEntryItselfReachesTheLeaderFollowersHitsAndStaleCallers) {
   Get(key_);
   Get(key_);  // joins the first call
   ASSERT_EQ(upstream_.calls(), 1);
-  auto tree = std::make_shared<const std::string>("parsed");
-  FetchResult fetched = FetchResult::Success("v", kTtl);
-  fetched.decoded = {tree, 100};
-  upstream_.Complete(0, std::move(fetched));
+  const CachedValue entry = MakeCachedValue("v");
+  upstream_.Complete(0, FetchResult::Success(entry, kTtl));
   std::vector<GetResult> first = results_.Take();
   ASSERT_EQ(first.size(), 2u);
-  EXPECT_EQ(first[0].decoded, tree);
-  EXPECT_EQ(first[1].decoded, tree);
+  EXPECT_EQ(first[0].value, entry);
+  EXPECT_EQ(first[1].value, entry);
   EXPECT_TRUE(first[1].coalesced);
 
   Get(key_);  // a fresh hit
   std::vector<GetResult> hit = results_.Take();
   ASSERT_EQ(hit.size(), 1u);
   EXPECT_EQ(hit[0].source, Source::kFreshHit);
-  EXPECT_EQ(hit[0].decoded, tree);
+  EXPECT_EQ(hit[0].value, entry);
 
-  // Past the TTL the vendor fails: the stale answer comes with its tree too.
+  // Past the TTL the vendor fails: the stale answer is the same entry too.
   clock_.Advance(kTtl);
   Get(key_);
   ASSERT_EQ(upstream_.calls(), 2);
@@ -205,18 +212,20 @@ TEST_F(CachedFetcherTest, TheDecodedFormReachesTheLeaderFollowersHitsAndStaleCal
   std::vector<GetResult> stale = results_.Take();
   ASSERT_EQ(stale.size(), 1u);
   EXPECT_TRUE(stale[0].stale());
-  EXPECT_EQ(stale[0].decoded, tree);
+  EXPECT_EQ(stale[0].value, entry);
+}
 
-  // A value stored without one comes back without one: the caller decodes the bytes.
-  const CacheKey other{"acct", "get_inspection", "id=2"};
-  Get(other);
-  upstream_.Complete(2, FetchResult::Success("w", kTtl));
-  Get(other);
-  std::vector<GetResult> plain = results_.Take();
-  ASSERT_EQ(plain.size(), 2u);
-  EXPECT_EQ(plain[0].decoded, nullptr);
-  EXPECT_EQ(plain[1].decoded, nullptr);
-  EXPECT_EQ(ValueOf(plain[1]), "w");
+TEST_F(CachedFetcherTest, ASuccessWithoutAValueIsAnInternalErrorNotAnEmptyAnswer) {
+  Get(key_);
+  Get(key_);
+  upstream_.Complete(0, FetchResult::Success(CachedValue(), kTtl));
+  std::vector<GetResult> got = results_.Take();
+  ASSERT_EQ(got.size(), 2u);
+  for (const GetResult& result : got) {
+    EXPECT_EQ(result.status.code(), absl::StatusCode::kInternal);
+    EXPECT_EQ(result.value, nullptr);
+  }
+  EXPECT_EQ(cache_.stats().entries, 0u);
 }
 
 TEST_F(CachedFetcherTest, HundredConcurrentCallersMakeOneUpstreamCall) {
@@ -308,15 +317,21 @@ TEST_F(CachedFetcherTest, ErrorReachesEveryFollowerAndIsNotCached) {
 // The caller's typed description of a failure reaches every caller of the flight as it was,
 // never re-encoded (the pipeline hands its VendorResult through here).
 TEST_F(CachedFetcherTest, AFailuresDetailReachesEveryCallerUnchanged) {
+  class Detail final : public FailureDetail {
+   public:
+    explicit Detail(std::string text) : text(std::move(text)) {}
+    const std::string text;
+  };
   for (int i = 0; i < 3; ++i) Get(key_);
-  auto detail = std::make_shared<const std::string>("the vendor's typed error");
+  auto detail = std::make_shared<const Detail>("the vendor's typed error");
   upstream_.Complete(0, FetchResult::Failure(absl::UnavailableError("down"), false, detail));
   std::vector<GetResult> results = results_.Take();
   ASSERT_EQ(results.size(), 3u);
   for (const GetResult& r : results) {
-    const auto* got = std::any_cast<std::shared_ptr<const std::string>>(&r.error_detail);
-    ASSERT_NE(got, nullptr);
-    EXPECT_EQ(got->get(), detail.get()) << "the same object, not a copy";
+    EXPECT_EQ(r.error_detail.get(), detail.get()) << "the same object, not a copy";
+    const auto* typed = dynamic_cast<const Detail*>(r.error_detail.get());
+    ASSERT_NE(typed, nullptr);
+    EXPECT_EQ(typed->text, "the vendor's typed error");
   }
 }
 
@@ -454,7 +469,7 @@ TEST_F(CachedFetcherTest, CallerAfterAWriteDoesNotJoinAFlightThatBeganBeforeIt) 
   EXPECT_EQ(ValueOf(results[1]), "new config");
   EXPECT_TRUE(results[1].coalesced);
   EXPECT_EQ(ValueOf(results[2]), "old config");
-  EXPECT_EQ(*cache_.Peek(config, clock_.Now()), "new config");
+  EXPECT_EQ(BytesOf(cache_.Peek(config, clock_.Now())), "new config");
   EXPECT_EQ(fetcher_.stats().fetches, 2u);
   EXPECT_EQ(fetcher_.stats().coalesced, 1u);
 }
@@ -496,7 +511,7 @@ TEST_F(CachedFetcherTest, BypassDoesNotJoinAFlightButLaterCallersJoinIt) {
   EXPECT_EQ(ValueOf(results[2]), "first");
   EXPECT_FALSE(
       results[2].coalesced);  // The first flight landed last, but its answer is the older one.
-  EXPECT_EQ(*cache_.Peek(key_, clock_.Now()), "bypass");
+  EXPECT_EQ(BytesOf(cache_.Peek(key_, clock_.Now())), "bypass");
 }
 
 TEST_F(CachedFetcherTest, BypassGetsNoStaleFallback) {

@@ -28,8 +28,17 @@ CacheOptions Options(std::size_t max_bytes, absl::Duration stale = absl::ZeroDur
   return options;
 }
 
+// The bytes of a BytesEntry ("<null>" for none).
+std::string BytesOf(const CachedValue& value) {
+  if (value == nullptr) return "<null>";
+  const auto* bytes = dynamic_cast<const BytesEntry*>(value.get());
+  return bytes == nullptr ? "<not bytes>" : bytes->bytes();
+}
+
 std::string ValueOf(const LookupResult& result) {
-  return result.value == nullptr ? "<null>" : *result.value;
+  if (result.value == nullptr) return "<null>";
+  const auto* bytes = dynamic_cast<const BytesEntry*>(result.value.get());
+  return bytes == nullptr ? "<not bytes>" : bytes->bytes();
 }
 
 TEST(ResponseCacheTest, EntryChargeFormula) {
@@ -163,32 +172,45 @@ TEST(ResponseCacheTest, EntryLargerThanMaxBytesIsNotCachedAndEvictsNothing) {
   EXPECT_EQ(stats.bytes, 2 * charge);
 }
 
-TEST(ResponseCacheTest, DecodedFormIsKeptReturnedAndCharged) {
+// An entry of the storing layer's own type (the pipeline keeps status, body and parsed tree in
+// one), charged what it says it holds.
+class TreeEntry final : public CacheEntry {
+ public:
+  TreeEntry(std::vector<int> tree, std::size_t charge) : tree(std::move(tree)), charge_(charge) {}
+  std::size_t charge() const override { return charge_; }
+  const std::vector<int> tree;
+
+ private:
+  const std::size_t charge_;
+};
+
+TEST(ResponseCacheTest, ATypedEntryIsKeptReturnedAsItselfAndCharged) {
   const std::size_t charge = ResponseCache::EntryCharge(Key("a"), 1, {});
   ResponseCache cache(Options(3 * charge, absl::Seconds(5)));
-  auto tree = std::make_shared<const std::vector<int>>(std::vector<int>{1, 2, 3});
-  ASSERT_TRUE(cache.Insert(Key("a"), MakeCachedValue("1"), kTtl, {}, kT0, {tree, charge}));
-  EXPECT_EQ(cache.stats().bytes, 2 * charge);  // the bytes' charge plus the decoded form's
+  auto entry = std::make_shared<const TreeEntry>(std::vector<int>{1, 2, 3}, charge + 1);
+  ASSERT_TRUE(cache.Insert(Key("a"), entry, kTtl, {}, kT0));
+  EXPECT_EQ(cache.stats().bytes, 2 * charge);  // the charge it reports, plus key and overhead
 
   // Every way out of the cache hands back the very same object, not a copy.
   const LookupResult fresh = cache.Lookup(Key("a"), kT0);
-  EXPECT_EQ(fresh.decoded, tree);
-  std::shared_ptr<const void> peeked;
-  EXPECT_NE(cache.Peek(Key("a"), kT0, &peeked), nullptr);
-  EXPECT_EQ(peeked, tree);
+  EXPECT_EQ(fresh.value, entry);
+  const CachedValue peeked = cache.Peek(Key("a"), kT0);
+  EXPECT_EQ(peeked, entry);
   const LookupResult stale = cache.ServeStale(Key("a"), kT0 + kTtl);
   EXPECT_EQ(stale.freshness, Freshness::kStale);
-  EXPECT_EQ(stale.decoded, tree);
-  EXPECT_EQ(cache.Lookup(Key("a"), kT0 + kTtl).decoded, nullptr);  // stale: no value, no tree
+  EXPECT_EQ(stale.value, entry);
+  EXPECT_EQ(cache.Lookup(Key("a"), kT0 + kTtl).value, nullptr);  // stale: no value
+  const auto* typed = dynamic_cast<const TreeEntry*>(stale.value.get());
+  ASSERT_NE(typed, nullptr);
+  EXPECT_EQ(typed->tree, (std::vector<int>{1, 2, 3}));
 
-  // Without a decoded form there is nothing to hand back, and nothing extra is charged.
+  // Bytes are charged their size.
   ASSERT_TRUE(cache.Insert(Key("b"), MakeCachedValue("1"), kTtl, {}, kT0));
-  EXPECT_EQ(cache.Lookup(Key("b"), kT0).decoded, nullptr);
   EXPECT_EQ(cache.stats().bytes, 3 * charge);
 
-  // The decoded form's charge counts against max_bytes: bytes that would fit are not stored
-  // when their tree does not.
-  EXPECT_FALSE(cache.Insert(Key("c"), MakeCachedValue("1"), kTtl, {}, kT0, {tree, 3 * charge}));
+  // The entry's charge counts against max_bytes: one that says it holds more is not stored.
+  auto big = std::make_shared<const TreeEntry>(std::vector<int>{}, 4 * charge);
+  EXPECT_FALSE(cache.Insert(Key("c"), big, kTtl, {}, kT0));
   EXPECT_EQ(cache.Peek(Key("c"), kT0), nullptr);
   EXPECT_EQ(cache.stats().rejected_inserts, 1u);
   EXPECT_EQ(cache.stats().entries, 2u);
@@ -196,7 +218,7 @@ TEST(ResponseCacheTest, DecodedFormIsKeptReturnedAndCharged) {
   // Dropping the entry gives its charge back; the object lives on with whoever holds it.
   EXPECT_EQ(cache.InvalidateKey(Key("a")), 1u);
   EXPECT_EQ(cache.stats().bytes, charge);
-  EXPECT_EQ(fresh.decoded.use_count(), 4);  // tree, fresh, peeked, stale
+  EXPECT_EQ(entry.use_count(), 4);  // entry, fresh, peeked, stale
 }
 
 TEST(ResponseCacheTest, RejectedInsertStillDropsTheOlderValue) {
@@ -218,7 +240,7 @@ TEST(ResponseCacheTest, ReplacingAnEntryUpdatesBytesAndTags) {
   ASSERT_TRUE(cache.Insert(Key("a"), MakeCachedValue("much longer"), kTtl, {"tag-2"}, kT0));
   EXPECT_EQ(cache.stats().entries, 1u);
   EXPECT_EQ(cache.stats().bytes, ResponseCache::EntryCharge(Key("a"), 11, {"tag-2"}));
-  EXPECT_EQ(*cache.Peek(Key("a"), kT0), "much longer");
+  EXPECT_EQ(BytesOf(cache.Peek(Key("a"), kT0)), "much longer");
   EXPECT_EQ(cache.InvalidateTag("tag-1"), 0u);
   EXPECT_EQ(cache.InvalidateTag("tag-2"), 1u);
 }
@@ -333,7 +355,7 @@ TEST(ResponseCacheTest, FetchTicketDiscardsResultsRacingAnInvalidation) {
     EXPECT_TRUE(cache.IsCurrent(moved, report, {}));
     EXPECT_FALSE(cache.IsCurrent(taken, report, {}));  // NOLINT(bugprone-use-after-move)
   }
-  EXPECT_EQ(*cache.Peek(report, kT0), "newer");
+  EXPECT_EQ(BytesOf(cache.Peek(report, kT0)), "newer");
   EXPECT_EQ(cache.stats().discarded_inserts, 4u);
 }
 
@@ -354,13 +376,13 @@ TEST(ResponseCacheTest, OlderFetchNeverOverwritesANewerAnswer) {
   FetchTicket newer = cache.BeginFetch();
   ASSERT_TRUE(cache.InsertFetched(newer, Key("a"), MakeCachedValue("new"), kTtl, {}, kT0));
   EXPECT_FALSE(cache.InsertFetched(older, Key("a"), MakeCachedValue("old"), kTtl, {}, kT0));
-  EXPECT_EQ(*cache.Peek(Key("a"), kT0), "new");
+  EXPECT_EQ(BytesOf(cache.Peek(Key("a"), kT0)), "new");
 
   // Nor a value stored by a plain Insert made while the fetch was on the wire.
   FetchTicket slow = cache.BeginFetch();
   ASSERT_TRUE(cache.Insert(Key("b"), MakeCachedValue("inserted"), kTtl, {}, kT0));
   EXPECT_FALSE(cache.InsertFetched(slow, Key("b"), MakeCachedValue("old"), kTtl, {}, kT0));
-  EXPECT_EQ(*cache.Peek(Key("b"), kT0), "inserted");
+  EXPECT_EQ(BytesOf(cache.Peek(Key("b"), kT0)), "inserted");
 
   // A discarded (invalidated) older fetch leaves the newer entry alone, too.
   FetchTicket stale = cache.BeginFetch();
@@ -368,12 +390,12 @@ TEST(ResponseCacheTest, OlderFetchNeverOverwritesANewerAnswer) {
   FetchTicket fresh = cache.BeginFetch();
   ASSERT_TRUE(cache.InsertFetched(fresh, Key("c"), MakeCachedValue("new"), kTtl, {"t"}, kT0));
   EXPECT_FALSE(cache.InsertFetched(stale, Key("c"), MakeCachedValue("old"), kTtl, {"t"}, kT0));
-  EXPECT_EQ(*cache.Peek(Key("c"), kT0), "new");
+  EXPECT_EQ(BytesOf(cache.Peek(Key("c"), kT0)), "new");
 
   // An entry older than the ticket is replaced as usual.
   FetchTicket later = cache.BeginFetch();
   EXPECT_TRUE(cache.InsertFetched(later, Key("a"), MakeCachedValue("newest"), kTtl, {}, kT0));
-  EXPECT_EQ(*cache.Peek(Key("a"), kT0), "newest");
+  EXPECT_EQ(BytesOf(cache.Peek(Key("a"), kT0)), "newest");
   EXPECT_EQ(cache.stats().discarded_inserts, 3u);
 }
 
