@@ -14,27 +14,6 @@
 namespace inspection::pipeline {
 namespace {
 
-// A vendor answer as the cache keeps it: its status, its body as the vendor sent it and the
-// body parsed, which every hit shares (none parses the bytes again).
-class CachedAnswer final : public cache::CacheEntry {
- public:
-  CachedAnswer(int status, std::string body, std::shared_ptr<const nlohmann::json> parsed,
-               size_t parsed_bytes)
-      : status(status),
-        body(std::move(body)),
-        parsed(std::move(parsed)),
-        parsed_bytes_(parsed_bytes) {}
-  // The bytes and the tree: cache.max_bytes bounds both.
-  size_t charge() const override { return body.size() + parsed_bytes_; }
-
-  const int status;
-  const std::string body;
-  const std::shared_ptr<const nlohmann::json> parsed;  // null for an empty body
-
- private:
-  const size_t parsed_bytes_;
-};
-
 // The vendor's failure as it travels through the fetcher to every coalesced caller: the
 // VendorResult itself, typed, never re-encoded.
 class CachedFailure final : public cache::FailureDetail {
@@ -111,6 +90,31 @@ size_t JsonFootprint(const nlohmann::json& root) {
   }
   return bytes;
 }
+
+// A vendor answer as the cache keeps it: its status, its body as the vendor sent it and the
+// body parsed, which every hit shares (none parses the bytes again).
+class CachedAnswer final : public cache::CacheEntry {
+ public:
+  CachedAnswer(int status, std::string body, std::shared_ptr<const nlohmann::json> parsed,
+               size_t parsed_bytes)
+      : status(status),
+        body(std::move(body)),
+        parsed(std::move(parsed)),
+        parsed_bytes_(parsed_bytes) {}
+  // What it holds: itself (make_shared's block), the body as allocated (its capacity, which a
+  // transport that grew it by doubling leaves up to twice its size) and the tree, so that
+  // cache.max_bytes bounds all of it.
+  size_t charge() const override {
+    return Allocation(sizeof(CachedAnswer) + 16) + StringHeap(body) + parsed_bytes_;
+  }
+
+  const int status;
+  const std::string body;
+  const std::shared_ptr<const nlohmann::json> parsed;  // null for an empty body
+
+ private:
+  const size_t parsed_bytes_;
+};
 
 // A cached answer back into a result; a value the pipeline did not store (a bug) is an
 // INTERNAL error, never a guess.

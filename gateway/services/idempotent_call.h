@@ -46,7 +46,9 @@ enum class KeyedStart {
 // (ScopedIdempotencyKey). Without a store or a key: kProceed with `*key` empty. Otherwise
 // Begin on the store with the request's fingerprint: kProceed with `*key` set (the leader:
 // pass it to CallVendor, which completes it), or kFinished after calling `finish` now
-// (a replay, a refusal, the store unavailable) or later (a waiter).
+// (a replay, a refusal, the store unavailable) or later (a waiter). `caller` and `request`
+// are read before the store is asked, never after: `finish` may end the call that owns them
+// (the unary handler deletes itself) before BeginKeyedCall returns.
 KeyedStart BeginKeyedCall(const ServiceDeps& deps, const std::string& account,
                           const std::string& caller, const std::string& raw_key,
                           const google::protobuf::Message& request, std::string* key,

@@ -39,7 +39,9 @@ class HeldVendor final : public upstream::VendorCaller {
     absl::MutexLock lock(&mu_);
     return held_.at(i).deadline;
   }
-  void Answer(size_t i, std::string body) {
+  // `capacity`: what the body's string holds allocated (a transport that grew it by doubling
+  // leaves spare room); 0: as much as it needs.
+  void Answer(size_t i, std::string body, size_t capacity = 0) {
     upstream::VendorCallback done;
     {
       absl::MutexLock lock(&mu_);
@@ -47,7 +49,8 @@ class HeldVendor final : public upstream::VendorCaller {
     }
     upstream::VendorResult result;
     result.response.status = 200;
-    result.response.body = body;
+    result.response.body.reserve(capacity);
+    result.response.body.assign(body);
     result.body = std::make_shared<const nlohmann::json>(nlohmann::json::parse(body));
     std::move(done)(std::move(result));
   }
@@ -206,6 +209,18 @@ TEST_F(CachingCallerSharedBodyTest, TheTreeCountsAgainstMaxBytes) {
   EXPECT_EQ(roomy.entries, 1u);
   EXPECT_GE(roomy.bytes, body.size() + 4000 * sizeof(nlohmann::json));
   EXPECT_LT(roomy.bytes, body.size() + 4000 * sizeof(nlohmann::json) + 4096);
+}
+
+// A body is charged what it holds allocated, not only its length: a small answer whose
+// string kept 256 KiB of spare room from the transport costs the cache that room.
+TEST_F(CachingCallerSharedBodyTest, TheBodysAllocatedSizeCountsAgainstMaxBytes) {
+  Start(size_t{1} << 20);
+  Call();
+  vendor_.Answer(0, "[1]", size_t{256} << 10);
+  const cache::CacheStats stats = caching_->cache_stats();
+  EXPECT_EQ(stats.entries, 1u);
+  EXPECT_GE(stats.bytes, size_t{256} << 10);
+  EXPECT_LT(stats.bytes, (size_t{256} << 10) + 4096);
 }
 
 TEST_F(CachingCallerSharedBodyTest, AnAnswerWhoseTreeDoesNotFitIsServedButNotStored) {
