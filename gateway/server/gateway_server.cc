@@ -35,6 +35,26 @@ class MetricsObserver final : public services::RpcObserver {
   services::RpcObserver* const next_;
 };
 
+// What the endpoints' mapping reads: the settings it needs, and the reconciler's record of
+// the work the gateway waits for (null reconciler: not recorded).
+services::EndpointOptions EndpointOptionsOf(const GatewayServerOptions& options,
+                                            reconcile::Reconciler* reconciler) {
+  services::EndpointOptions out;
+  out.limits = options.limits;
+  out.mapper = options.mapper;
+  out.webapp_url = options.webapp_url;
+  if (reconciler != nullptr) {
+    // On the vendor call's completion thread: queued, written by the reconciler's thread.
+    out.on_damage_submitted = [reconciler](const std::string& account, const std::string& id) {
+      reconciler->QueueSubmitted(account, id);
+    };
+    out.on_token_created = [reconciler](const std::string& account, const std::string& uid) {
+      reconciler->QueueTokenCreated(account, uid);
+    };
+  }
+  return out;
+}
+
 }  // namespace
 
 GatewayServer::GatewayServer(GatewayServerOptions options) : options_(std::move(options)) {}
@@ -69,7 +89,8 @@ absl::StatusOr<std::unique_ptr<GatewayServer>> GatewayServer::Start(GatewayServe
   s.InstallCollectHook();
 
   if (absl::Status wired = s.WireServiceDeps(); !wired.ok()) return wired;
-  s.endpoints_ = std::make_unique<services::Endpoints>(s.deps_);  // reads deps_ when called
+  s.endpoints_ =
+      std::make_unique<services::Endpoints>(EndpointOptionsOf(opts, s.events_.reconciler.get()));
   s.deps_.endpoints = s.endpoints_.get();
   s.grpc_services_ = MakeGrpcServices(s.deps_, opts.reflection);
   s.in_flight_ = std::make_shared<metrics::InFlightCalls>();
@@ -125,22 +146,10 @@ absl::Status GatewayServer::WireServiceDeps() {
   idempotency_ = std::move(*idempotency);
   deps.idempotency = idempotency_.get();
   deps.hub = events_.hub.get();
-  if (reconcile::Reconciler* reconciler = events_.reconciler.get(); reconciler != nullptr) {
-    // On the vendor call's completion thread: queued, written by the reconciler's thread.
-    deps.on_damage_submitted = [reconciler](const std::string& account, const std::string& id) {
-      reconciler->QueueSubmitted(account, id);
-    };
-    deps.on_token_created = [reconciler](const std::string& account, const std::string& uid) {
-      reconciler->QueueTokenCreated(account, uid);
-    };
-  }
   deps.stream_queue = opts.stream_queue;
   stream_slots_ = std::make_shared<streaming::StreamSlots>(opts.stream_slots);
   deps.stream_slots = stream_slots_.get();
   deps.vendor = vendor_.caching.get();
-  deps.mapper_options = opts.mapper;
-  deps.limits = opts.limits;
-  deps.webapp_url = opts.webapp_url;
   metrics_observer_ = std::make_unique<MetricsObserver>(metrics_->pipeline.get(), opts.observer);
   deps.observer = metrics_observer_.get();
   deps.spans = spans_;

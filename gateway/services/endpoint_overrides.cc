@@ -43,22 +43,22 @@ Endpoint& At(std::vector<Endpoint>& endpoints, RouteId id) {
   return endpoints[static_cast<size_t>(id)];
 }
 
-void OverrideTokens(const ServiceDeps& deps, std::vector<Endpoint>& endpoints) {
+void OverrideTokens(const EndpointOptions& options, std::vector<Endpoint>& endpoints) {
   Endpoint& create = At(endpoints, RouteId::kCreateToken);
   create.encode = [](const Message& r) {
     return vendor::EncodeCreateTokenRequest(As<v1::CreateTokenRequest>(r));
   };
-  create.decode = [&deps](const nlohmann::json& j, const Message& r, Message* out,
-                          vendor::DecodeReport* report) {
+  create.decode = [&options](const nlohmann::json& j, const Message& r, Message* out,
+                             vendor::DecodeReport* report) {
     const auto& request = As<v1::CreateTokenRequest>(r);
-    return vendor::DecodeCreateTokenResponse(j, deps.webapp_url,
+    return vendor::DecodeCreateTokenResponse(j, options.webapp_url,
                                              vendor::LocaleCode(request.customer().locale()),
                                              As<v1::CreateTokenResponse>(out), report);
   };
-  create.on_success = [&deps](const Message& r, const std::string& account) {
+  create.on_success = [&options](const Message& r, const std::string& account) {
     const auto& response = As<v1::CreateTokenResponse>(r);
-    if (deps.on_token_created && response.token().has_uid()) {
-      deps.on_token_created(account, response.token().uid());
+    if (options.on_token_created && response.token().has_uid()) {
+      options.on_token_created(account, response.token().uid());
     }
   };
   At(endpoints, RouteId::kGetTokenStatus).encode = [](const Message& r) {
@@ -66,22 +66,21 @@ void OverrideTokens(const ServiceDeps& deps, std::vector<Endpoint>& endpoints) {
   };
 }
 
-void OverrideDamage(const ServiceDeps& deps, std::vector<Endpoint>& endpoints) {
+void OverrideDamage(const EndpointOptions& options, std::vector<Endpoint>& endpoints) {
   Endpoint& detect = At(endpoints, RouteId::kDetectDamage);
-  detect.decode = [&deps](const nlohmann::json& j, const Message&, Message* out,
-                          vendor::DecodeReport*) {
-    return vendor::DecodeDetectDamageResponse(j, deps.mapper_options,
-                                              As<v1::DetectDamageResponse>(out));
+  detect.decode = [&options](const nlohmann::json& j, const Message&, Message* out,
+                             vendor::DecodeReport*) {
+    return vendor::DecodeDetectDamageResponse(j, options.mapper, As<v1::DetectDamageResponse>(out));
   };
-  detect.on_success = [&deps](const Message& r, const std::string& account) {
+  detect.on_success = [&options](const Message& r, const std::string& account) {
     const auto& response = As<v1::DetectDamageResponse>(r);
-    if (deps.on_damage_submitted && !response.inspection_id().empty()) {
-      deps.on_damage_submitted(account, response.inspection_id());
+    if (options.on_damage_submitted && !response.inspection_id().empty()) {
+      options.on_damage_submitted(account, response.inspection_id());
     }
   };
 }
 
-void OverrideEventConfig(const ServiceDeps& deps, std::vector<Endpoint>& endpoints) {
+void OverrideEventConfig(const EndpointOptions& options, std::vector<Endpoint>& endpoints) {
   At(endpoints, RouteId::kGetWebhookConfig).decode = [](const nlohmann::json& j, const Message&,
                                                         Message* out,
                                                         vendor::DecodeReport* report) {
@@ -92,20 +91,20 @@ void OverrideEventConfig(const ServiceDeps& deps, std::vector<Endpoint>& endpoin
         return vendor::DecodeUpdateWebhookConfigResponse(
             j, As<v1::UpdateWebhookConfigResponse>(out), report);
       };
-  At(endpoints, RouteId::kTestWebhook).encode = [&deps](const Message& r) {
-    return vendor::EncodeTestWebhookRequest(As<v1::TestWebhookRequest>(r), deps.mapper_options);
+  At(endpoints, RouteId::kTestWebhook).encode = [&options](const Message& r) {
+    return vendor::EncodeTestWebhookRequest(As<v1::TestWebhookRequest>(r), options.mapper);
   };
 }
 
 }  // namespace
 
-void ApplyEndpointOverrides(const ServiceDeps& deps, std::vector<Endpoint>& endpoints) {
-  OverrideTokens(deps, endpoints);
-  OverrideDamage(deps, endpoints);
-  OverrideEventConfig(deps, endpoints);
-  At(endpoints, RouteId::kRemoveBackground).encode = [&deps](const Message& r) {
+void ApplyEndpointOverrides(const EndpointOptions& options, std::vector<Endpoint>& endpoints) {
+  OverrideTokens(options, endpoints);
+  OverrideDamage(options, endpoints);
+  OverrideEventConfig(options, endpoints);
+  At(endpoints, RouteId::kRemoveBackground).encode = [&options](const Message& r) {
     return vendor::EncodeRemoveBackgroundRequest(As<v1::RemoveBackgroundRequest>(r),
-                                                 deps.mapper_options);
+                                                 options.mapper);
   };
   At(endpoints, RouteId::kSegmentParts).decode = [](const nlohmann::json& j, const Message&,
                                                     Message* out, vendor::DecodeReport* report) {

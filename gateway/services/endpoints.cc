@@ -1,5 +1,7 @@
 #include "gateway/services/endpoints.h"
 
+#include <utility>
+
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 
@@ -13,15 +15,15 @@ namespace {
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 
-Endpoint GenericEndpoint(const routes::Route& route, const ServiceDeps& deps) {
+Endpoint GenericEndpoint(const routes::Route& route, const EndpointOptions& options) {
   const google::protobuf::MethodDescriptor* method = route.method;
   const v1::VendorRoute* annotation = vendor::VendorRouteOf(*method);
   Endpoint endpoint;
   endpoint.route = route.id;
   endpoint.response_prototype =
       google::protobuf::MessageFactory::generated_factory()->GetPrototype(method->output_type());
-  endpoint.validate = [&deps](const Message& request) {
-    return validation::ValidateRequest(request, deps.limits);
+  endpoint.validate = [&options](const Message& request) {
+    return validation::ValidateRequest(request, options.limits);
   };
   endpoint.encode = [annotation](const Message& request) {
     return vendor::EncodeRequest(*annotation, request);
@@ -41,11 +43,11 @@ Endpoint GenericEndpoint(const routes::Route& route, const ServiceDeps& deps) {
 
 }  // namespace
 
-Endpoints::Endpoints(const ServiceDeps& deps) {
+Endpoints::Endpoints(EndpointOptions options) : options_(std::move(options)) {
   for (const routes::Route& route : routes::AllRoutes()) {
-    endpoints_.push_back(GenericEndpoint(route, deps));
+    endpoints_.push_back(GenericEndpoint(route, options_));
   }
-  ApplyEndpointOverrides(deps, endpoints_);
+  ApplyEndpointOverrides(options_, endpoints_);
 }
 
 }  // namespace inspection::services

@@ -121,13 +121,10 @@ class Endpoints;
 
 // What every service needs, built once by the composition root.
 struct ServiceDeps {
-  // Every vendor route's endpoint (endpoints.h), built from this struct once it is filled.
+  // Every vendor route's endpoint (endpoints.h; its own options: EndpointOptions).
   const Endpoints* endpoints = nullptr;
   // The request pipeline (the vendor client, behind any decorators).
   upstream::VendorCaller* vendor = nullptr;
-  vendor::MapperOptions mapper_options;
-  validation::ValidationLimits limits;
-  std::string webapp_url;           // no trailing slash
   RpcObserver* observer = nullptr;  // may be null
   // Where the server span of each call goes (tracing.otlp_endpoint); null: not recorded.
   tracing::SpanSink* spans = nullptr;
@@ -157,12 +154,6 @@ struct ServiceDeps {
   // Server streams per connection and in total (streams.max_per_connection,
   // streams.max_total); null: no caps.
   streaming::StreamSlots* stream_slots = nullptr;
-  // Work whose result the gateway waits for (reconcile/reconciler.h): a damage submission
-  // that succeeded (DetectDamage, StreamDamageResults), a token created (CreateToken).
-  // Called on the vendor call's completion thread: must not block. Null: not recorded.
-  std::function<void(const std::string& account, const std::string& inspection_id)>
-      on_damage_submitted;
-  std::function<void(const std::string& account, const std::string& uid)> on_token_created;
 };
 
 // The idempotency key as the store keeps it: the caller's own key, scoped by its

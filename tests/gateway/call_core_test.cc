@@ -75,7 +75,7 @@ class CallCoreTest : public ::testing::Test {
   }
   // GetTokenStatus as the gateway serves it (the generic mapping and its override).
   EndpointResult<v1::GetTokenStatusResponse> RunGetTokenStatus(v1::GetTokenStatusRequest request) {
-    const Endpoints endpoints(deps_);
+    const Endpoints endpoints{EndpointOptions()};
     return RunAs<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>(
         endpoints.Get(routes::RouteId::kGetTokenStatus), std::move(request));
   }
