@@ -151,7 +151,7 @@ GrpcServices MakeGrpcServices(const services::ServiceDeps& deps, bool reflection
   made.public_services.push_back(std::make_unique<services::GenericUnaryService>(deps));
   made.public_services.push_back(std::make_unique<services::TokenServiceImpl>(deps));
   made.public_services.push_back(std::make_unique<services::DamageServiceImpl>(deps));
-  made.public_services.push_back(std::make_unique<services::EventServiceImpl>(deps));
+  made.public_services.push_back(std::make_unique<services::EventServiceImpl>(deps, deps));
   made.health = std::make_unique<services::HealthService>(deps);
   if (reflection) {
     std::vector<std::string> names = PublicServiceNames();

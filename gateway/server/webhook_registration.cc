@@ -9,7 +9,7 @@ namespace inspection::server {
 namespace {
 
 template <class Request, class Response>
-absl::Status CallAndWait(const services::ServiceDeps& deps, const services::Endpoint& endpoint,
+absl::Status CallAndWait(const services::CallDeps& deps, const services::Endpoint& endpoint,
                          Request request, const std::string& account,
                          std::chrono::milliseconds timeout, const std::string& what) {
   std::promise<grpc::Status> promise;
@@ -34,7 +34,7 @@ absl::Status CallAndWait(const services::ServiceDeps& deps, const services::Endp
 
 }  // namespace
 
-absl::Status RegisterWebhookAtVendor(const services::ServiceDeps& deps, const std::string& url,
+absl::Status RegisterWebhookAtVendor(const services::CallDeps& deps, const std::string& url,
                                      const std::string& header_key,
                                      const std::vector<std::string>& events,
                                      std::chrono::milliseconds timeout,

@@ -17,7 +17,7 @@ namespace inspection::server {
 // appears in it. `account` names the vendor account to register at ("" = the default
 // one; a named account registers its own webhook path with its own key). The calls go
 // through the call core (services::CallEndpoint) with origin "startup".
-absl::Status RegisterWebhookAtVendor(const services::ServiceDeps& deps, const std::string& url,
+absl::Status RegisterWebhookAtVendor(const services::CallDeps& deps, const std::string& url,
                                      const std::string& header_key,
                                      const std::vector<std::string>& events,
                                      std::chrono::milliseconds timeout,

@@ -13,7 +13,7 @@ namespace {
 
 // One call through the call core with no RPC around it, at the route's own deadline.
 template <class Request, class Response>
-void BackgroundCall(const ServiceDeps& deps, const Endpoint& endpoint,
+void BackgroundCall(const CallDeps& deps, const Endpoint& endpoint,
                     std::shared_ptr<const Request> request, std::string_view origin,
                     const std::string& account,
                     absl::AnyInvocable<void(EndpointResult<Response>) &&> done) {
@@ -31,13 +31,13 @@ absl::Status ToAbsl(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-const Endpoint& TokenStatusEndpoint(const ServiceDeps& deps) {
+const Endpoint& TokenStatusEndpoint(const CallDeps& deps) {
   return deps.endpoints->Get(routes::RouteId::kGetTokenStatus);
 }
 
 // GetDamagesReport with the vendor's JSON kept as text instead of decoded: its encoding is
 // the RPC's, its answer a google.protobuf.StringValue.
-std::shared_ptr<const Endpoint> DamagesReportAsJsonEndpoint(const ServiceDeps& deps) {
+std::shared_ptr<const Endpoint> DamagesReportAsJsonEndpoint(const CallDeps& deps) {
   auto endpoint =
       std::make_shared<Endpoint>(deps.endpoints->Get(routes::RouteId::kGetDamagesReport));
   endpoint->response_prototype = &google::protobuf::StringValue::default_instance();
@@ -51,7 +51,7 @@ std::shared_ptr<const Endpoint> DamagesReportAsJsonEndpoint(const ServiceDeps& d
 
 }  // namespace
 
-token_watch::FetchStatus TokenStatusFetch(const ServiceDeps* deps, std::string account) {
+token_watch::FetchStatus TokenStatusFetch(const CallDeps* deps, std::string account) {
   return [deps, account = std::move(account)](
              const std::string& uid, absl::AnyInvocable<void(token_watch::PollResult) &&> done) {
     auto request = std::make_shared<v1::GetTokenStatusRequest>();
@@ -68,7 +68,7 @@ token_watch::FetchStatus TokenStatusFetch(const ServiceDeps* deps, std::string a
   };
 }
 
-reconcile::FetchReport ReportFetch(const ServiceDeps* deps) {
+reconcile::FetchReport ReportFetch(const CallDeps* deps) {
   return [deps](const std::string& account, const std::string& inspection_id,
                 absl::AnyInvocable<void(absl::StatusOr<std::string>) &&> done) {
     // Made per poll (polls are rare), held until the call is done.
@@ -88,7 +88,7 @@ reconcile::FetchReport ReportFetch(const ServiceDeps* deps) {
   };
 }
 
-reconcile::FetchToken TokenFetch(const ServiceDeps* deps) {
+reconcile::FetchToken TokenFetch(const CallDeps* deps) {
   return [deps](const std::string& account, const std::string& uid,
                 absl::AnyInvocable<void(absl::StatusOr<reconcile::TokenState>) &&> done) {
     auto request = std::make_shared<v1::GetTokenStatusRequest>();

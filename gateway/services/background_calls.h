@@ -21,15 +21,15 @@ namespace inspection::services {
 // WatchTokenStatus's poll of `account`: GetTokenStatus through the pipeline (its log line
 // at debug level). An error is the one GetTokenStatus answers (details included): the
 // watch ends with it. `deps` must outlive every call of the returned function.
-token_watch::FetchStatus TokenStatusFetch(const ServiceDeps* deps, std::string account);
+token_watch::FetchStatus TokenStatusFetch(const CallDeps* deps, std::string account);
 
 // The reconciler's poll of one inspection's damages report: GetDamagesReport, the body kept
 // as JSON text (lossless: the reconciler appends it unchanged).
-reconcile::FetchReport ReportFetch(const ServiceDeps* deps);
+reconcile::FetchReport ReportFetch(const CallDeps* deps);
 
 // The reconciler's poll of one token: GetTokenStatus, read as completed / expired / its
 // inspection.
-reconcile::FetchToken TokenFetch(const ServiceDeps* deps);
+reconcile::FetchToken TokenFetch(const CallDeps* deps);
 
 }  // namespace inspection::services
 

@@ -37,9 +37,9 @@ validation::Violations ValidateSubscribe(const v1::SubscribeRequest& request) {
 grpc::ServerWriteReactor<grpc::ByteBuffer>* EventServiceImpl::Subscribe(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request) {
   auto* reactor =
-      new streaming::EventStreamReactor<v1::SubscribeResponse>(deps_.hub, deps_.stream_queue);
+      new streaming::EventStreamReactor<v1::SubscribeResponse>(streams_.hub, streams_.stream_queue);
   std::shared_ptr<void> slot;
-  if (auto denied = AdmitStream(*context, deps_, "/inspection.v1.EventService/Subscribe",
+  if (auto denied = AdmitStream(*context, admission_, "/inspection.v1.EventService/Subscribe",
                                 raw_request->Length(), &slot);
       denied.has_value()) {
     reactor->End(denied->ToGrpcStatus(), /*as_is=*/true);
@@ -63,7 +63,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* EventServiceImpl::Subscribe(
   }
   // The stream carries one vendor account's events (x-vendor-account; default: "").
   upstream::CallOptions call;
-  if (auto error = CallOptionsFor(*context, deps_, /*request_id=*/"", &call); error.has_value()) {
+  if (auto error = CallOptionsFor(*context, admission_, /*request_id=*/"", &call);
+      error.has_value()) {
     reactor->End(error->ToGrpcStatus(), /*as_is=*/true);
     return reactor;
   }
@@ -81,7 +82,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* EventServiceImpl::Subscribe(
   // set node each (2,000 two-byte names made 8 KiB on the wire hold 180 KB).
   size_t held = raw_request->Length() + filter.inspection_id.size() + filter.token_uid.size();
   for (const std::string& name : filter.names) held += name.size() + kSetNodeBytes;
-  if (auto refused = RefuseLargeStreamRequest(deps_, held); refused.has_value()) {
+  if (auto refused = RefuseLargeStreamRequest(admission_, held); refused.has_value()) {
     reactor->End(refused->ToGrpcStatus(), /*as_is=*/true);
     return reactor;
   }

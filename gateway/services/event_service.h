@@ -14,14 +14,17 @@ namespace inspection::services {
 class EventServiceImpl final
     : public v1::EventService::WithRawCallbackMethod_Subscribe<v1::EventService::CallbackService> {
  public:
-  explicit EventServiceImpl(const ServiceDeps& deps) : deps_(deps) {}
+  // The admission of its streams and the hub they follow; both must outlive the service.
+  EventServiceImpl(const AdmissionDeps& admission, const StreamDeps& streams)
+      : admission_(admission), streams_(streams) {}
 
   // `request` holds a serialized SubscribeRequest.
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Subscribe(grpc::CallbackServerContext* context,
                                                         const grpc::ByteBuffer* request) override;
 
  private:
-  const ServiceDeps& deps_;
+  const AdmissionDeps& admission_;
+  const StreamDeps& streams_;
 };
 
 // Checks a SubscribeRequest: known enum values, well-formed cursor.

@@ -97,7 +97,9 @@ class HealthService::WatchReactor final : public grpc::ServerWriteReactor<Health
   std::optional<grpc::Status> end_with_ ABSL_GUARDED_BY(mu_);
 };
 
-HealthService::HealthService(const ServiceDeps& deps) : deps_(deps) { serving_.emplace("", true); }
+HealthService::HealthService(const AdmissionDeps& deps) : deps_(deps) {
+  serving_.emplace("", true);
+}
 
 HealthService::~HealthService() = default;
 

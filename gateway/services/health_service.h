@@ -34,7 +34,7 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
 
   // `deps` (the policy, the stream slots and limits, the refusal log) must outlive the
   // service.
-  explicit HealthService(const ServiceDeps& deps);
+  explicit HealthService(const AdmissionDeps& deps);
   ~HealthService() override;
 
   // Sets `service`'s status and tells its watchers. Ignored once Shutdown has run.
@@ -60,7 +60,7 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
   ServingStatus StatusLocked(const std::string& service) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(WatchReactor* watch);
 
-  const ServiceDeps& deps_;
+  const AdmissionDeps& deps_;
   mutable absl::Mutex mu_;
   std::map<std::string, bool> serving_ ABSL_GUARDED_BY(mu_);
   // The open watches by the service they watch (entries go when their last watch ends).

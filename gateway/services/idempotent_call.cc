@@ -4,7 +4,7 @@
 
 namespace inspection::services {
 
-KeyedStart BeginKeyedCall(const ServiceDeps& deps, const std::string& account,
+KeyedStart BeginKeyedCall(const CallDeps& deps, const std::string& account,
                           const std::string& caller, const std::string& raw_key,
                           const google::protobuf::Message& request, std::string* key,
                           std::function<void(KeyedFinish)> finish) {
@@ -45,7 +45,7 @@ KeyedStart BeginKeyedCall(const ServiceDeps& deps, const std::string& account,
   return KeyedStart::kProceed;
 }
 
-void CompleteKeyedCall(const ServiceDeps& deps, const std::string& account, const std::string& key,
+void CompleteKeyedCall(const CallDeps& deps, const std::string& account, const std::string& key,
                        const grpc::Status& status, const google::protobuf::Message& response,
                        bool vendor_not_reached) {
   if (key.empty() || deps.idempotency == nullptr) return;

@@ -49,7 +49,7 @@ enum class KeyedStart {
 // (a replay, a refusal, the store unavailable) or later (a waiter). `caller` and `request`
 // are read before the store is asked, never after: `finish` may end the call that owns them
 // (the unary handler deletes itself) before BeginKeyedCall returns.
-KeyedStart BeginKeyedCall(const ServiceDeps& deps, const std::string& account,
+KeyedStart BeginKeyedCall(const CallDeps& deps, const std::string& account,
                           const std::string& caller, const std::string& raw_key,
                           const google::protobuf::Message& request, std::string* key,
                           std::function<void(KeyedFinish)> finish);
@@ -58,7 +58,7 @@ KeyedStart BeginKeyedCall(const ServiceDeps& deps, const std::string& account,
 // handed to the waiters; when nothing reached the vendor (`vendor_not_reached`), handed to
 // the waiters and forgotten, so that a retry with the same key calls the vendor. `response`
 // is serialized when `status` is OK. No-op for an empty key.
-void CompleteKeyedCall(const ServiceDeps& deps, const std::string& account, const std::string& key,
+void CompleteKeyedCall(const CallDeps& deps, const std::string& account, const std::string& key,
                        const grpc::Status& status, const google::protobuf::Message& response,
                        bool vendor_not_reached);
 

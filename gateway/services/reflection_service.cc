@@ -159,7 +159,7 @@ class ReflectionReactor final : public grpc::ServerBidiReactor<Request, Response
 template <class Request, class Response, class Base>
 class ReflectionServiceImpl final : public Base {
  public:
-  ReflectionServiceImpl(const ServiceDeps& deps, const ReflectionCatalog* catalog,
+  ReflectionServiceImpl(const AdmissionDeps& deps, const ReflectionCatalog* catalog,
                         const char* method)
       : deps_(deps), catalog_(catalog), method_(method) {}
 
@@ -174,14 +174,14 @@ class ReflectionServiceImpl final : public Base {
   }
 
  private:
-  const ServiceDeps& deps_;
+  const AdmissionDeps& deps_;
   const ReflectionCatalog* const catalog_;
   const char* const method_;
 };
 
 }  // namespace
 
-ReflectionService::ReflectionService(const ServiceDeps& deps, std::vector<std::string> services)
+ReflectionService::ReflectionService(const AdmissionDeps& deps, std::vector<std::string> services)
     : catalog_(std::move(services)) {
   namespace v1 = grpc::reflection::v1;
   namespace v1alpha = grpc::reflection::v1alpha;

@@ -59,7 +59,7 @@ class ReflectionService {
 
   // `services`: the full names list_services answers (every service the server registers,
   // these two included). `deps` must outlive the service.
-  ReflectionService(const ServiceDeps& deps, std::vector<std::string> services);
+  ReflectionService(const AdmissionDeps& deps, std::vector<std::string> services);
   ~ReflectionService();
 
   // The two gRPC services to register; they must outlive the server's calls.

@@ -102,7 +102,7 @@ std::string CallerIdentity(const grpc::ServerContextBase& context) {
 namespace {
 
 std::optional<errors::ApiError> Authorize(const grpc::CallbackServerContext& context,
-                                          const ServiceDeps& deps, std::string_view grpc_method) {
+                                          const AdmissionDeps& deps, std::string_view grpc_method) {
   if (deps.authz == nullptr) return std::nullopt;
   security::AuthzRequest request;
   request.path = std::string(grpc_method);
@@ -146,7 +146,7 @@ std::string CallerKey(const grpc::CallbackServerContext& context) {
 namespace {
 
 std::optional<errors::ApiError> Throttle(const grpc::CallbackServerContext& context,
-                                         const ServiceDeps& deps) {
+                                         const AdmissionDeps& deps) {
   if (deps.limiter == nullptr) return std::nullopt;
   absl::Duration wait;
   if (deps.limiter->TryCall(CallerKey(context), &wait)) return std::nullopt;
@@ -161,7 +161,7 @@ std::optional<errors::ApiError> Throttle(const grpc::CallbackServerContext& cont
 }
 
 std::optional<errors::ApiError> OpenStreamSlot(const grpc::CallbackServerContext& context,
-                                               const ServiceDeps& deps,
+                                               const AdmissionDeps& deps,
                                                std::shared_ptr<void>* slot) {
   std::shared_ptr<void> capped;
   if (deps.stream_slots != nullptr) {
@@ -213,7 +213,7 @@ std::optional<errors::ApiError> OpenStreamSlot(const grpc::CallbackServerContext
 namespace {
 
 // A refused call is outside input: its line is rate-limited (ServiceDeps::rejected_lines).
-void LogRefused(const grpc::CallbackServerContext& context, const ServiceDeps& deps,
+void LogRefused(const grpc::CallbackServerContext& context, const AdmissionDeps& deps,
                 std::string_view grpc_method, const errors::ApiError& error,
                 const tracing::TraceContext* trace) {
   uint64_t suppressed = 0;
@@ -234,7 +234,7 @@ void LogRefused(const grpc::CallbackServerContext& context, const ServiceDeps& d
 }  // namespace
 
 std::optional<errors::ApiError> AdmitCall(const grpc::CallbackServerContext& context,
-                                          const ServiceDeps& deps, std::string_view grpc_method,
+                                          const AdmissionDeps& deps, std::string_view grpc_method,
                                           const tracing::TraceContext* trace) {
   // Repeated metadata first: no later than the policy, so such a call never reaches the
   // vendor whatever the policy says.
@@ -245,7 +245,7 @@ std::optional<errors::ApiError> AdmitCall(const grpc::CallbackServerContext& con
   return refused;
 }
 
-std::optional<errors::ApiError> RefuseLargeStreamRequest(const ServiceDeps& deps,
+std::optional<errors::ApiError> RefuseLargeStreamRequest(const AdmissionDeps& deps,
                                                          size_t held_bytes) {
   if (deps.stream_slots == nullptr) return std::nullopt;
   const size_t limit = deps.stream_slots->options().max_request_bytes;
@@ -258,7 +258,7 @@ std::optional<errors::ApiError> RefuseLargeStreamRequest(const ServiceDeps& deps
 }
 
 std::optional<errors::ApiError> AdmitStream(const grpc::CallbackServerContext& context,
-                                            const ServiceDeps& deps, std::string_view grpc_method,
+                                            const AdmissionDeps& deps, std::string_view grpc_method,
                                             size_t request_bytes, std::shared_ptr<void>* slot) {
   if (auto denied = AdmitCall(context, deps, grpc_method); denied.has_value()) return denied;
   std::optional<errors::ApiError> refused = RefuseLargeStreamRequest(deps, request_bytes);
@@ -268,7 +268,7 @@ std::optional<errors::ApiError> AdmitStream(const grpc::CallbackServerContext& c
 }
 
 std::optional<errors::ApiError> AdmitHealthCheck(const grpc::CallbackServerContext& context,
-                                                 const ServiceDeps& deps,
+                                                 const AdmissionDeps& deps,
                                                  std::string_view grpc_method,
                                                  std::shared_ptr<void>* slot,
                                                  size_t request_bytes) {
@@ -372,7 +372,7 @@ tracing::Span ServerSpan(const RpcRecord& record) {
 
 }  // namespace
 
-void NotifyFinished(const ServiceDeps& deps, RpcRecord& record,
+void NotifyFinished(const CallDeps& deps, RpcRecord& record,
                     std::chrono::steady_clock::time_point start) {
   record.duration = std::chrono::duration_cast<std::chrono::microseconds>(
       std::chrono::steady_clock::now() - start);
@@ -383,7 +383,7 @@ void NotifyFinished(const ServiceDeps& deps, RpcRecord& record,
 }
 
 std::optional<errors::ApiError> CallOptionsFor(const grpc::CallbackServerContext& context,
-                                               const ServiceDeps& deps, std::string request_id,
+                                               const AdmissionDeps& deps, std::string request_id,
                                                upstream::CallOptions* out) {
   out->request_id = std::move(request_id);
   // AdmitCall refused these already; a caller that did not ask it still never gets the
@@ -431,7 +431,7 @@ void FinishUnary(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor*
 }
 
 void RefuseUnary(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
-                 const ServiceDeps& deps, RpcRecord& record,
+                 const CallDeps& deps, RpcRecord& record,
                  std::chrono::steady_clock::time_point start, const errors::ApiError& error,
                  const ResponseMetadata& metadata) {
   record.code = static_cast<grpc::StatusCode>(error.code);
@@ -455,7 +455,7 @@ std::optional<errors::ApiError> CheckIdempotencyKey(const std::string& key) {
 
 namespace inspection::services {
 
-void CallVendor(const ServiceDeps& deps, const Endpoint& endpoint,
+void CallVendor(const CallDeps& deps, const Endpoint& endpoint,
                 std::shared_ptr<const google::protobuf::Message> request,
                 google::protobuf::Message* response, std::chrono::system_clock::time_point deadline,
                 upstream::CallOptions call, std::string idempotency_key, RpcRecord record,

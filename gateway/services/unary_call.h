@@ -119,24 +119,10 @@ class RpcObserver {
 
 class Endpoints;
 
-// What every service needs, built once by the composition root.
-struct ServiceDeps {
-  // Every vendor route's endpoint (endpoints.h; its own options: EndpointOptions).
-  const Endpoints* endpoints = nullptr;
-  // The request pipeline (the vendor client, behind any decorators).
-  upstream::VendorCaller* vendor = nullptr;
-  RpcObserver* observer = nullptr;  // may be null
-  // Where the server span of each call goes (tracing.otlp_endpoint); null: not recorded.
-  tracing::SpanSink* spans = nullptr;
-  // Streaming: the event fan-out and the per-stream queue bounds (streams.queue_size,
-  // streams.queue_max_bytes).
-  streaming::EventHub* hub = nullptr;
-  streaming::StreamQueueLimits stream_queue;
-  // Idempotency keys of CreateToken and DetectDamage; null disables them.
-  pipeline::IdempotencyStore* idempotency = nullptr;
-  // WatchTokenStatus: one shared upstream poll per watched token, one poller per vendor
-  // account ("" = the default account).
-  std::map<std::string, token_watch::TokenStatusPoller*> token_pollers;
+// What admitting an RPC reads (AdmitCall, AdmitStream, CallOptionsFor, the stream request
+// bound): the policy, the per-caller limits, the stream slots, the accounts a call may name,
+// and the bounded log of refusals.
+struct AdmissionDeps {
   // Named vendor accounts a call may select with `x-vendor-account` (the default
   // account, "", needs no name).
   std::set<std::string> vendor_accounts;
@@ -155,6 +141,33 @@ struct ServiceDeps {
   // streams.max_total); null: no caps.
   streaming::StreamSlots* stream_slots = nullptr;
 };
+
+// What a call to the vendor reads (CallVendor, NotifyFinished, the idempotency keys, the
+// background calls): the endpoints, the decorated vendor stub, where finished calls and
+// their spans are reported, and the idempotency store.
+struct CallDeps {
+  // Every vendor route's endpoint (endpoints.h; its own options: EndpointOptions).
+  const Endpoints* endpoints = nullptr;
+  // The request pipeline (the vendor client, behind any decorators).
+  upstream::VendorCaller* vendor = nullptr;
+  RpcObserver* observer = nullptr;  // may be null
+  // Where the server span of each call goes (tracing.otlp_endpoint); null: not recorded.
+  tracing::SpanSink* spans = nullptr;
+  // Idempotency keys of CreateToken and DetectDamage; null disables them.
+  pipeline::IdempotencyStore* idempotency = nullptr;
+};
+
+// What the server streams read: the event fan-out, each stream's queue bounds
+// (streams.queue_size, streams.queue_max_bytes) and WatchTokenStatus' pollers (one shared
+// upstream poll per watched token, one poller per vendor account, "" the default one).
+struct StreamDeps {
+  streaming::EventHub* hub = nullptr;
+  streaming::StreamQueueLimits stream_queue;
+  std::map<std::string, token_watch::TokenStatusPoller*> token_pollers;
+};
+
+// All three, built once by the composition root. A function takes the part it reads.
+struct ServiceDeps : AdmissionDeps, CallDeps, StreamDeps {};
 
 // The idempotency key as the store keeps it: the caller's own key, scoped by its
 // certificate identity when it has one ("c:<16 hex of its SHA-256>:<key>"). Keys were scoped
@@ -182,7 +195,7 @@ std::string CallerKeyOf(const std::string& identity, const std::string& peer);
 // CALLER_RATE_LIMITED, with RetryInfo). nullopt: go on.
 // `trace`: the call's trace, for the refusal's log line (null: read from the metadata).
 std::optional<errors::ApiError> AdmitCall(const grpc::CallbackServerContext& context,
-                                          const ServiceDeps& deps, std::string_view grpc_method,
+                                          const AdmissionDeps& deps, std::string_view grpc_method,
                                           const tracing::TraceContext* trace = nullptr);
 
 // AdmitCall for a stream, which also takes a stream slot: `slot` is set (hold it until the
@@ -195,13 +208,13 @@ std::optional<errors::ApiError> AdmitCall(const grpc::CallbackServerContext& con
 // 4,096 empty groups are 8 KiB on the wire and 200 KB parsed); over streams.max_request_bytes
 // it is refused (RefuseLargeStreamRequest) before a slot is taken.
 std::optional<errors::ApiError> AdmitStream(const grpc::CallbackServerContext& context,
-                                            const ServiceDeps& deps, std::string_view grpc_method,
+                                            const AdmissionDeps& deps, std::string_view grpc_method,
                                             size_t request_bytes, std::shared_ptr<void>* slot);
 
 // INVALID_ARGUMENT (reason INVALID_REQUEST, one field violation on "") when a stream's
 // request holds more than streams.max_request_bytes (`held_bytes`: what counts of it);
 // nullopt otherwise, or without stream slots.
-std::optional<errors::ApiError> RefuseLargeStreamRequest(const ServiceDeps& deps,
+std::optional<errors::ApiError> RefuseLargeStreamRequest(const AdmissionDeps& deps,
                                                          size_t held_bytes);
 
 // Admission of gRPC's health service (Health/Check, and Health/Watch with `slot`): the
@@ -214,7 +227,7 @@ std::optional<errors::ApiError> RefuseLargeStreamRequest(const ServiceDeps& deps
 // streams.max_per_connection and grpc.per_caller.max_streams, and their request (the
 // watched name, `request_bytes`) by streams.max_request_bytes.
 std::optional<errors::ApiError> AdmitHealthCheck(const grpc::CallbackServerContext& context,
-                                                 const ServiceDeps& deps,
+                                                 const AdmissionDeps& deps,
                                                  std::string_view grpc_method,
                                                  std::shared_ptr<void>* slot = nullptr,
                                                  size_t request_bytes = 0);
@@ -257,7 +270,7 @@ bool VendorNotReached(const errors::ApiError& error);
 // short and plain, otherwise a fresh random one.
 std::string RequestIdFor(const grpc::CallbackServerContext& context);
 
-void NotifyFinished(const ServiceDeps& deps, RpcRecord& record,
+void NotifyFinished(const CallDeps& deps, RpcRecord& record,
                     std::chrono::steady_clock::time_point start);
 
 // The pipeline options of a call, from its metadata: `x-vendor-account` (must name a
@@ -266,7 +279,7 @@ void NotifyFinished(const ServiceDeps& deps, RpcRecord& record,
 // (skip the response cache when any of its values says no-cache or no-store). Sets `out`
 // or returns the error.
 std::optional<errors::ApiError> CallOptionsFor(const grpc::CallbackServerContext& context,
-                                               const ServiceDeps& deps, std::string request_id,
+                                               const AdmissionDeps& deps, std::string request_id,
                                                upstream::CallOptions* out);
 
 // Response metadata of a unary RPC: `x-request-id`, `x-cache`, `idempotency-replayed`, ...
@@ -287,7 +300,7 @@ void FinishUnary(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor*
 // Finishes a unary RPC refused before any vendor call with `error`: the record's code and
 // reason, NotifyFinished, then FinishUnary.
 void RefuseUnary(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
-                 const ServiceDeps& deps, RpcRecord& record,
+                 const CallDeps& deps, RpcRecord& record,
                  std::chrono::steady_clock::time_point start, const errors::ApiError& error,
                  const ResponseMetadata& metadata);
 
@@ -315,7 +328,7 @@ struct CallOutcome {
 //   -> NotifyFinished(record) -> done.
 // `response` is cleared unless the call succeeds. `endpoint`, `deps` and `response` must
 // outlive the call; `done` runs once, on any thread.
-void CallVendor(const ServiceDeps& deps, const Endpoint& endpoint,
+void CallVendor(const CallDeps& deps, const Endpoint& endpoint,
                 std::shared_ptr<const google::protobuf::Message> request,
                 google::protobuf::Message* response, std::chrono::system_clock::time_point deadline,
                 upstream::CallOptions call, std::string idempotency_key, RpcRecord record,
@@ -335,7 +348,7 @@ struct EndpointResult {
 // CallVendor for code that knows its types: `endpoint` (whose response type is Response)
 // must outlive the call.
 template <class Request, class Response>
-void CallEndpoint(const ServiceDeps& deps, const Endpoint& endpoint,
+void CallEndpoint(const CallDeps& deps, const Endpoint& endpoint,
                   std::shared_ptr<const Request> request,
                   std::chrono::system_clock::time_point deadline, upstream::CallOptions call,
                   std::string idempotency_key, RpcRecord record,
