@@ -1,7 +1,7 @@
 #ifndef GATEWAY_CACHE_RESPONSE_CACHE_H_
 #define GATEWAY_CACHE_RESPONSE_CACHE_H_
 
-// ResponseCache: a byte-bounded, LRU, TTL cache of serialized vendor responses, with
+// ResponseCache: a byte-bounded, LRU, TTL cache of vendor answers (typed entries), with
 // stale-if-error, tag/key invalidation, and fetch tickets that stop a fetch which raced with
 // an invalidation from storing its result.
 //

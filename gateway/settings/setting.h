@@ -5,8 +5,9 @@
 // defaults, --print-config and the required-key check. Nothing else copies a setting.
 //
 //   settings::Schema<RetryOptions> RetrySchema() {
-//     return {{settings::Duration<std::milli>("section.wait_ms",
-//                  [](auto& o) -> auto& { return o.backoff.base; }, 1, 60000, "MS", "...")}};
+//     return {{settings::Duration<std::milli, RetryOptions>(
+//         "section.wait_ms", [](auto& o) -> auto& { return o.backoff.base; }, 1, 60000, "MS",
+//         "...")}};
 //   }
 //
 // A component's schema is lifted into the whole process's options with Within(), which is
