@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "google/rpc/error_details.pb.h"
@@ -89,7 +90,7 @@ std::optional<std::chrono::milliseconds> ParseRetryAfter(std::string_view value,
   return std::nullopt;
 }
 
-grpc::Status ApiError::ToGrpcStatus() const {
+google::rpc::Status ApiError::ToRpcStatus() const {
   google::rpc::Status status;
   status.set_code(static_cast<int>(code));
   status.set_message(message);
@@ -116,7 +117,18 @@ grpc::Status ApiError::ToGrpcStatus() const {
     retry.mutable_retry_delay()->set_nanos(static_cast<int32_t>((ms % 1000) * 1000000));
     status.add_details()->PackFrom(retry);
   }
-  return grpc::Status(static_cast<grpc::StatusCode>(code), message, status.SerializeAsString());
+  return status;
+}
+
+grpc::Status ApiError::ToGrpcStatus() const {
+  return grpc::Status(static_cast<grpc::StatusCode>(code), message,
+                      ToRpcStatus().SerializeAsString());
+}
+
+absl::Status ApiError::ToStatus() const {
+  absl::Status status(code, message);
+  status.SetPayload(kRpcStatusPayloadUrl, absl::Cord(ToRpcStatus().SerializeAsString()));
+  return status;
 }
 
 ApiError ApiError::InvalidRequest(validation::Violations violations) {
@@ -172,23 +184,6 @@ std::string VendorMessageHint(const std::string& body) {
 
 }  // namespace
 
-bool VendorFailure::MayHaveReachedVendor() const {
-  switch (kind) {
-    case Kind::kNotCalled:
-      return false;
-    case Kind::kConnect:
-    case Kind::kTimeout:
-    case Kind::kConnectionLost:
-      return request_sent;
-    case Kind::kNone:  // nothing known: assume it may have
-    case Kind::kHttpStatus:
-    case Kind::kBadBody:
-    case Kind::kTooLarge:
-      return true;
-  }
-  return true;
-}
-
 ApiError ApiError::FromVendorResponse(const routes::Route& route,
                                       const http::HttpResponse& response, absl::Time now) {
   ApiError error;
@@ -196,7 +191,8 @@ ApiError ApiError::FromVendorResponse(const routes::Route& route,
   error.reason = std::string(kReasonVendorHttpError);
   error.metadata["route"] = std::string(route.metric_label);
   error.metadata["http_status"] = absl::StrCat(response.status);
-  error.failure = {VendorFailure::Kind::kHttpStatus, static_cast<int>(response.status), true};
+  error.failure = {resilience::VendorFailure::Kind::kHttpStatus, static_cast<int>(response.status),
+                   true};
   AddVendorBody(response, &error);
   error.message = absl::StrCat("vendor answered HTTP ", response.status, " on ",
                                std::string(routes::HttpMethodName(route.http_method)), " ",
@@ -222,23 +218,23 @@ ApiError ApiError::FromTransport(const routes::Route& route, const http::HttpRes
   switch (result.error) {
     case http::TransportError::kConnect:
       error.reason = std::string(kReasonVendorUnreachable);
-      error.failure.kind = VendorFailure::Kind::kConnect;
+      error.failure.kind = resilience::VendorFailure::Kind::kConnect;
       what = "cannot connect to the vendor";
       break;
     case http::TransportError::kTimeout:
       error.reason = std::string(kReasonVendorTimeout);
-      error.failure.kind = VendorFailure::Kind::kTimeout;
+      error.failure.kind = resilience::VendorFailure::Kind::kTimeout;
       what = "the vendor did not answer in time";
       break;
     case http::TransportError::kSend:
     case http::TransportError::kReceive:
       error.reason = std::string(kReasonVendorConnectionLost);
-      error.failure.kind = VendorFailure::Kind::kConnectionLost;
+      error.failure.kind = resilience::VendorFailure::Kind::kConnectionLost;
       what = "the connection to the vendor failed mid-exchange";
       break;
     case http::TransportError::kTooLarge:
       error.reason = std::string(kReasonVendorResponseTooLarge);
-      error.failure.kind = VendorFailure::Kind::kTooLarge;
+      error.failure.kind = resilience::VendorFailure::Kind::kTooLarge;
       error.failure.request_sent = true;
       error.metadata["request_sent"] = "true";
       what =
@@ -266,7 +262,8 @@ ApiError ApiError::FromBadVendorBody(const routes::Route& route, const http::Htt
   error.reason = std::string(reason);
   error.metadata["route"] = std::string(route.metric_label);
   error.metadata["http_status"] = absl::StrCat(response.status);
-  error.failure = {VendorFailure::Kind::kBadBody, static_cast<int>(response.status), true};
+  error.failure = {resilience::VendorFailure::Kind::kBadBody, static_cast<int>(response.status),
+                   true};
   AddVendorBody(response, &error);
   error.message = absl::StrCat("unreadable vendor response on ", std::string(route.metric_label),
                                ": ", std::string(detail));
@@ -275,13 +272,13 @@ ApiError ApiError::FromBadVendorBody(const routes::Route& route, const http::Htt
 
 ApiError OutcomeOf(const routes::Route& route, ApiError error) {
   if (route.idempotency != routes::Idempotency::kNonIdempotent) return error;
-  const VendorFailure::Kind kind = error.failure.kind;
-  const bool lost_after_sending =
-      (kind == VendorFailure::Kind::kTimeout || kind == VendorFailure::Kind::kConnectionLost) &&
-      error.failure.request_sent;
+  const resilience::VendorFailure::Kind kind = error.failure.kind;
+  const bool lost_after_sending = (kind == resilience::VendorFailure::Kind::kTimeout ||
+                                   kind == resilience::VendorFailure::Kind::kConnectionLost) &&
+                                  error.failure.request_sent;
   // An answer too long to read may be the operation's success.
-  const bool unreadable_success =
-      kind == VendorFailure::Kind::kBadBody || kind == VendorFailure::Kind::kTooLarge;
+  const bool unreadable_success = kind == resilience::VendorFailure::Kind::kBadBody ||
+                                  kind == resilience::VendorFailure::Kind::kTooLarge;
   if (!lost_after_sending && !unreadable_success) return error;
   error.metadata["cause"] = error.reason;
   error.code = absl::StatusCode::kUnknown;

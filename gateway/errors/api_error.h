@@ -14,7 +14,9 @@
 #include "absl/time/time.h"
 #include "adapters/http/http_transport.h"
 #include "adapters/vendor/request_validation.h"
+#include "gateway/resilience/vendor_failure.h"
 #include "gateway/routes/route_table.h"
+#include "google/rpc/status.pb.h"
 
 namespace inspection::errors {
 
@@ -81,6 +83,9 @@ inline constexpr std::string_view kAllReasons[] = {
     kReasonInspectionIdNotFound,
 };
 
+// ApiError::ToStatus's payload: the serialized google.rpc.Status.
+inline constexpr char kRpcStatusPayloadUrl[] = "type.googleapis.com/google.rpc.Status";
+
 // The vendor's body is kept in ErrorInfo.metadata["vendor_body"], cut to this many
 // bytes so the error fits in gRPC's trailer size limits (8 KiB by default);
 // metadata["vendor_body_truncated"] = "true" says when it was cut.
@@ -96,32 +101,6 @@ absl::StatusCode MapTransportErrorToCode(http::TransportError error);
 // Dates in the past give zero. nullopt when the value is neither.
 std::optional<std::chrono::milliseconds> ParseRetryAfter(std::string_view value, absl::Time now);
 
-// What happened on the way to the vendor, typed. This, never the string metadata, steers
-// retries, the circuit breaker, idempotency keys and unknown outcomes; ErrorInfo.metadata
-// tells the caller the same in words.
-struct VendorFailure {
-  enum class Kind {
-    kNone,            // not about the vendor call (the gateway's own answer, a bug)
-    kNotCalled,       // the gateway did not call: open circuit, deadline already too short
-    kHttpStatus,      // the vendor answered non-2xx (`http_status`)
-    kConnect,         // no connection: nothing was sent
-    kTimeout,         // the attempt's time ran out
-    kConnectionLost,  // reset or truncated mid-exchange
-    kBadBody,         // a 2xx answer that could not be read (`http_status`)
-    // An answer longer than the gateway reads: the vendor answered (so it is up, and the
-    // request reached it), and the same request would get the same answer again.
-    kTooLarge,
-  };
-  Kind kind = Kind::kNone;
-  int http_status = 0;
-  // For kConnect, kTimeout, kConnectionLost: whether the request was (perhaps partly)
-  // sent. Always true for kHttpStatus, kBadBody and kTooLarge, false for kNotCalled.
-  bool request_sent = false;
-
-  // False only when nothing can have reached the vendor (the operation was not done).
-  bool MayHaveReachedVendor() const;
-};
-
 // An error on its way to a gRPC caller: a code, a message that never contains
 // secrets, and the google.rpc details (ErrorInfo, BadRequest, RetryInfo).
 struct ApiError {
@@ -131,10 +110,18 @@ struct ApiError {
   std::map<std::string, std::string> metadata;           // ErrorInfo.metadata
   validation::Violations violations;                     // BadRequest.field_violations
   std::optional<std::chrono::milliseconds> retry_delay;  // RetryInfo.retry_delay
-  VendorFailure failure;                                 // what happened, typed
+  resilience::VendorFailure failure;                     // what happened, typed
 
-  // grpc::Status whose binary details are a google.rpc.Status holding the details.
+  // The one conversion of an error into what its receiver reads, at the edge:
+  //  - ToGrpcStatus for a gRPC caller: a grpc::Status whose binary details are a
+  //    google.rpc.Status holding the details;
+  //  - ToStatus for the gateway's own background callers (the reconciler, start-up
+  //    registration): the code and message, with the same google.rpc.Status as the payload
+  //    kRpcStatusPayloadUrl, so nothing is lost.
   grpc::Status ToGrpcStatus() const;
+  absl::Status ToStatus() const;
+  // The details as a google.rpc.Status (code, message, ErrorInfo, BadRequest, RetryInfo).
+  google::rpc::Status ToRpcStatus() const;
 
   static ApiError InvalidRequest(validation::Violations violations);
   // Metadata `x-vendor-account` names no configured account: INVALID_ARGUMENT with a

@@ -1,44 +1,14 @@
 #include "gateway/pipeline/retrying_caller.h"
 
-#include <cstdlib>
-
 #include "absl/strings/str_cat.h"
 #include "gateway/resilience/retry_policy.h"
 
 namespace inspection::pipeline {
 namespace {
 
-// What kind of failure an ApiError from the vendor client describes.
-resilience::AttemptFailure FailureOf(const errors::ApiError& error) {
-  using Kind = errors::VendorFailure::Kind;
-  const errors::VendorFailure& failure = error.failure;
-  switch (failure.kind) {
-    case Kind::kHttpStatus:
-      return resilience::AttemptFailure::HttpStatus(failure.http_status);
-    case Kind::kConnect:
-      return resilience::AttemptFailure::Connect(failure.request_sent);
-    case Kind::kTimeout:
-      return resilience::AttemptFailure::Timeout(failure.request_sent);
-    case Kind::kConnectionLost:
-      return resilience::AttemptFailure::Reset(failure.request_sent);
-    case Kind::kNone:
-    case Kind::kNotCalled:
-    case Kind::kBadBody:
-    case Kind::kTooLarge:
-      break;
-  }
-  // Unreadable 2xx bodies, answers over the size limit, deadline too short, internal: nothing
-  // a retry would fix, and nothing that says the vendor is down.
-  return resilience::AttemptFailure::HttpStatus(200);
-}
-
-// Whether an outcome says the vendor is unhealthy (counts against the breaker): server
-// errors and transport failures. 4xx (429 included) mean the vendor is up and answering.
+// Whether an outcome says the vendor is unhealthy (counts against the breaker).
 bool UnhealthyOutcome(const upstream::VendorResult& result) {
-  if (result.ok()) return false;
-  const auto failure = FailureOf(*result.error);
-  if (failure.kind == resilience::FailureKind::kHttpStatus) return failure.http_status >= 500;
-  return true;
+  return !result.ok() && result.error->failure.CountsAgainstVendor();
 }
 
 }  // namespace
@@ -86,7 +56,7 @@ void RetryingCaller::Attempt(std::shared_ptr<CallState> state) {
     errors::ApiError error;
     error.code = absl::StatusCode::kUnavailable;
     error.reason = std::string(errors::kReasonCircuitOpen);
-    error.failure.kind = errors::VendorFailure::Kind::kNotCalled;
+    error.failure.kind = resilience::VendorFailure::Kind::kNotCalled;
     error.metadata["route"] = std::string(route.metric_label);
     error.message = absl::StrCat("the vendor is failing; calls are paused (",
                                  std::string(route.metric_label), ")");
@@ -112,7 +82,7 @@ void RetryingCaller::OnResult(std::shared_ptr<CallState> state,
                               resilience::CircuitBreaker::Permit permit,
                               upstream::VendorResult result) {
   if (!result.ok() && state->cut_by_caller &&
-      result.error->failure.kind == errors::VendorFailure::Kind::kTimeout) {
+      result.error->failure.kind == resilience::VendorFailure::Kind::kTimeout) {
     // An impatient caller's own deadline ran out, not the vendor's time: the permit goes
     // back unrecorded, so such callers cannot open the breaker for everyone else.
     breaker_->Release(permit);
@@ -142,7 +112,7 @@ void RetryingCaller::OnResult(std::shared_ptr<CallState> state,
   }
   const routes::Route& route = routes::GetRoute(state->route);
   const resilience::RetryReason reason =
-      resilience::ClassifyRetry(route.idempotency, FailureOf(*result.error));
+      resilience::ClassifyRetry(route.idempotency, result.error->failure);
   if (!resilience::IsRetryable(reason)) {
     Finish(state, std::move(result));
     return;

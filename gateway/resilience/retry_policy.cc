@@ -50,23 +50,29 @@ RetryReason ReasonForStatus(int http_status) {
 
 }  // namespace
 
-RetryReason ClassifyRetry(Idempotency idempotency, const AttemptFailure& failure) {
+RetryReason ClassifyRetry(Idempotency idempotency, const VendorFailure& failure) {
+  using Kind = VendorFailure::Kind;
   RetryReason reason = RetryReason::kNotRetryable;
-  // An HTTP answer proves the vendor received the request, whatever the caller set.
+  // An HTTP answer proves the vendor received the request, whatever the flag says.
   bool request_sent = failure.request_sent;
   switch (failure.kind) {
-    case FailureKind::kConnect:
+    case Kind::kConnect:
       reason = RetryReason::kConnect;
       break;
-    case FailureKind::kReset:
+    case Kind::kConnectionLost:
       reason = RetryReason::kReset;
       break;
-    case FailureKind::kTimeout:
+    case Kind::kTimeout:
       reason = RetryReason::kTimeout;
       break;
-    case FailureKind::kHttpStatus:
+    case Kind::kHttpStatus:
       reason = ReasonForStatus(failure.http_status);
       request_sent = true;
+      break;
+    case Kind::kNone:
+    case Kind::kNotCalled:
+    case Kind::kBadBody:
+    case Kind::kTooLarge:
       break;
   }
   if (!IsRetryable(reason)) return RetryReason::kNotRetryable;

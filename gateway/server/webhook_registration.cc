@@ -12,7 +12,7 @@ template <class Request, class Response>
 absl::Status CallAndWait(const services::CallDeps& deps, const services::Endpoint& endpoint,
                          Request request, const std::string& account,
                          std::chrono::milliseconds timeout, const std::string& what) {
-  std::promise<grpc::Status> promise;
+  std::promise<absl::Status> promise;
   auto future = promise.get_future();
   services::RpcRecord record;
   record.origin = "startup";
@@ -25,11 +25,12 @@ absl::Status CallAndWait(const services::CallDeps& deps, const services::Endpoin
       std::chrono::system_clock::now() + timeout,
       upstream::CallOptions{.request_id = "startup", .account = account},
       /*idempotency_key=*/"", std::move(record), std::chrono::steady_clock::now(),
-      [&promise](services::EndpointResult<Response> out) { promise.set_value(out.status); });
-  const grpc::Status status = future.get();
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat(what, ": ", status.error_message()));
+      [&promise](services::EndpointResult<Response> out) {
+        promise.set_value(out.ok() ? absl::OkStatus() : out.error->ToStatus());
+      });
+  const absl::Status status = future.get();
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
 }
 
 }  // namespace

@@ -27,10 +27,6 @@ void BackgroundCall(const CallDeps& deps, const Endpoint& endpoint,
       /*idempotency_key=*/"", std::move(record), std::chrono::steady_clock::now(), std::move(done));
 }
 
-absl::Status ToAbsl(const grpc::Status& status) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-}
-
 const Endpoint& TokenStatusEndpoint(const CallDeps& deps) {
   return deps.endpoints->Get(routes::RouteId::kGetTokenStatus);
 }
@@ -59,8 +55,9 @@ token_watch::FetchStatus TokenStatusFetch(const CallDeps* deps, std::string acco
     BackgroundCall<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>(
         *deps, TokenStatusEndpoint(*deps), std::move(request), "token_watch", account,
         [done = std::move(done)](EndpointResult<v1::GetTokenStatusResponse> out) mutable {
-          if (!out.status.ok()) {
-            std::move(done)(std::move(out.status));
+          if (!out.ok()) {
+            // The watchers' streams end with it: the gRPC edge.
+            std::move(done)(out.error->ToGrpcStatus());
             return;
           }
           std::move(done)(std::move(out.response));
@@ -79,8 +76,8 @@ reconcile::FetchReport ReportFetch(const CallDeps* deps) {
         *deps, *endpoint, std::move(request), "reconcile", account,
         [endpoint,
          done = std::move(done)](EndpointResult<google::protobuf::StringValue> out) mutable {
-          if (!out.status.ok()) {
-            std::move(done)(ToAbsl(out.status));
+          if (!out.ok()) {
+            std::move(done)(out.error->ToStatus());
             return;
           }
           std::move(done)(std::move(*out.response.mutable_value()));
@@ -96,8 +93,8 @@ reconcile::FetchToken TokenFetch(const CallDeps* deps) {
     BackgroundCall<v1::GetTokenStatusRequest, v1::GetTokenStatusResponse>(
         *deps, TokenStatusEndpoint(*deps), std::move(request), "reconcile", account,
         [done = std::move(done)](EndpointResult<v1::GetTokenStatusResponse> out) mutable {
-          if (!out.status.ok()) {
-            std::move(done)(ToAbsl(out.status));
+          if (!out.ok()) {
+            std::move(done)(out.error->ToStatus());
             return;
           }
           const v1::Token& token = out.response.token();

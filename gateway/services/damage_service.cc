@@ -183,8 +183,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResul
       std::make_shared<const v1::DetectDamageRequest>(std::move(submit)), context->deadline(),
       std::move(call), key, std::move(record), std::chrono::steady_clock::now(),
       [handle, start, account](EndpointResult<v1::DetectDamageResponse> out) {
-        if (!out.status.ok()) {
-          handle.End(out.status, /*as_is=*/true);
+        if (!out.ok()) {
+          handle.End(out.ToGrpcStatus(), /*as_is=*/true);
           return;
         }
         v1::StreamDamageResultsResponse first;

@@ -154,7 +154,7 @@ void UnaryCall::Start(const grpc::ByteBuffer& wire_request, const Message& reque
                  metadata.emplace_back("grpc-retry-pushback-ms",
                                        std::to_string(out.error->retry_delay->count()));
                }
-               Reply(out.status, metadata);
+               Reply(out.ToGrpcStatus(), metadata);
              });
 }
 

@@ -46,9 +46,11 @@ KeyedStart BeginKeyedCall(const CallDeps& deps, const std::string& account,
 }
 
 void CompleteKeyedCall(const CallDeps& deps, const std::string& account, const std::string& key,
-                       const grpc::Status& status, const google::protobuf::Message& response,
-                       bool vendor_not_reached) {
+                       const std::optional<errors::ApiError>& error,
+                       const google::protobuf::Message& response, bool vendor_not_reached) {
   if (key.empty() || deps.idempotency == nullptr) return;
+  // A repeat gets back what the first caller got: the gRPC status, details included.
+  const grpc::Status status = error.has_value() ? error->ToGrpcStatus() : grpc::Status::OK;
   pipeline::IdempotentOutcome outcome{status,
                                       status.ok() ? response.SerializeAsString() : std::string()};
   if (vendor_not_reached) {

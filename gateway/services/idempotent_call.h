@@ -56,11 +56,12 @@ KeyedStart BeginKeyedCall(const CallDeps& deps, const std::string& account,
 
 // The leader's outcome under `key` (from BeginKeyedCall): remembered for the repeats and
 // handed to the waiters; when nothing reached the vendor (`vendor_not_reached`), handed to
-// the waiters and forgotten, so that a retry with the same key calls the vendor. `response`
-// is serialized when `status` is OK. No-op for an empty key.
+// the waiters and forgotten, so that a retry with the same key calls the vendor. The outcome
+// is kept as the caller got it: `error`'s grpc::Status (ApiError::ToGrpcStatus, details
+// included), or OK with `response` serialized. No-op for an empty key.
 void CompleteKeyedCall(const CallDeps& deps, const std::string& account, const std::string& key,
-                       const grpc::Status& status, const google::protobuf::Message& response,
-                       bool vendor_not_reached);
+                       const std::optional<errors::ApiError>& error,
+                       const google::protobuf::Message& response, bool vendor_not_reached);
 
 }  // namespace inspection::services
 

@@ -495,13 +495,14 @@ void CallVendor(const CallDeps& deps, const Endpoint& endpoint,
         }
         if (out.error.has_value()) {
           response->Clear();  // never a half-filled message
-          out.status = out.error->ToGrpcStatus();
           record.reason = out.error->reason;
+          record.code = static_cast<grpc::StatusCode>(out.error->code);
+        } else {
+          record.code = grpc::StatusCode::OK;
         }
-        record.code = out.status.error_code();
         NotifyFinished(deps, record, start);
-        if (out.status.ok() && endpoint.on_success) endpoint.on_success(*response, account);
-        CompleteKeyedCall(deps, account, idempotency_key, out.status, *response,
+        if (out.ok() && endpoint.on_success) endpoint.on_success(*response, account);
+        CompleteKeyedCall(deps, account, idempotency_key, out.error, *response,
                           !result.ok() && VendorNotReached(*result.error));
         std::move(done)(std::move(out));
       });

@@ -310,11 +310,15 @@ std::optional<errors::ApiError> CheckIdempotencyKey(const std::string& key);
 
 // What one vendor call through an endpoint produced (CallVendor).
 struct CallOutcome {
-  // OK, or the error as the caller gets it: errors::OutcomeOf applied, details included.
-  grpc::Status status;
-  std::optional<errors::ApiError> error;  // the same error, typed (reason, RetryInfo)
+  // None for success, else the error as the caller gets it (errors::OutcomeOf applied),
+  // typed: the RPC edge turns it into a grpc::Status (ToGrpcStatus), a background caller
+  // into an absl::Status (ApiError::ToStatus); nothing converts it before.
+  std::optional<errors::ApiError> error;
   upstream::CacheStatus cache = upstream::CacheStatus::kNotCached;
   std::string stale_cause;  // for kStale
+
+  bool ok() const { return !error.has_value(); }
+  grpc::Status ToGrpcStatus() const { return ok() ? grpc::Status::OK : error->ToGrpcStatus(); }
 };
 
 // The call core: every vendor call of the gateway goes through it, whoever makes it (unary
@@ -338,11 +342,13 @@ void CallVendor(const CallDeps& deps, const Endpoint& endpoint,
 // What one vendor call through an endpoint produced, typed (CallEndpoint).
 template <class Response>
 struct EndpointResult {
-  grpc::Status status;
-  std::optional<errors::ApiError> error;
-  Response response;  // decoded; empty unless OK
+  std::optional<errors::ApiError> error;  // as in CallOutcome
+  Response response;                      // decoded; empty unless OK
   upstream::CacheStatus cache = upstream::CacheStatus::kNotCached;
   std::string stale_cause;
+
+  bool ok() const { return !error.has_value(); }
+  grpc::Status ToGrpcStatus() const { return ok() ? grpc::Status::OK : error->ToGrpcStatus(); }
 };
 
 // CallVendor for code that knows its types: `endpoint` (whose response type is Response)
@@ -360,7 +366,6 @@ void CallEndpoint(const CallDeps& deps, const Endpoint& endpoint,
              std::move(idempotency_key), std::move(record), start,
              [response = std::move(response), done = std::move(done)](CallOutcome outcome) mutable {
                EndpointResult<Response> out;
-               out.status = std::move(outcome.status);
                out.error = std::move(outcome.error);
                out.cache = outcome.cache;
                out.stale_cause = std::move(outcome.stale_cause);

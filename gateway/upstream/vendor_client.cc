@@ -67,7 +67,7 @@ void VendorClient::Call(routes::RouteId route_id, const vendor::VendorRequest& r
       errors::ApiError error;
       error.code = absl::StatusCode::kDeadlineExceeded;
       error.reason = std::string(errors::kReasonDeadlineTooShort);
-      error.failure.kind = errors::VendorFailure::Kind::kNotCalled;
+      error.failure.kind = resilience::VendorFailure::Kind::kNotCalled;
       error.metadata["route"] = std::string(route.metric_label);
       error.message = absl::StrCat("the call's deadline leaves no time to call the vendor (",
                                    std::string(route.metric_label), ")");
@@ -199,7 +199,7 @@ VendorResult VendorClient::Interpret(const routes::Route& route, http::HttpResul
                        " JSON values (upstream.max_json_elements); the same request would get "
                        "it again"));
       out.error->code = absl::StatusCode::kResourceExhausted;
-      out.error->failure.kind = errors::VendorFailure::Kind::kTooLarge;
+      out.error->failure.kind = resilience::VendorFailure::Kind::kTooLarge;
       return out;
     case vendor::BoundedParseResult::kInvalid:
       out.error = errors::ApiError::FromBadVendorBody(

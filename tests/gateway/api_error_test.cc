@@ -8,6 +8,8 @@
 namespace inspection::errors {
 namespace {
 
+using resilience::VendorFailure;
+
 // A non-idempotent call that may have been done at the vendor, with no answer read, is
 // UNKNOWN / OUTCOME_UNKNOWN at the edge (not UNAVAILABLE, which retry policies re-send).
 TEST(OutcomeOfTest, OnlyNonIdempotentCallsThatMayHaveArrivedBecomeUnknown) {
@@ -196,6 +198,26 @@ TEST(ApiErrorTest, ToGrpcStatusPacksEveryDetail) {
   ASSERT_TRUE(details.details(2).UnpackTo(&retry));
   EXPECT_EQ(retry.retry_delay().seconds(), 2);
   EXPECT_EQ(retry.retry_delay().nanos(), 500000000);
+}
+
+TEST(ApiErrorTest, ToStatusKeepsTheSameDetailsAsItsPayload) {
+  ApiError error;
+  error.code = absl::StatusCode::kUnavailable;
+  error.message = "the vendor is not answering";
+  error.reason = "VENDOR_TIMEOUT";
+  error.retry_delay = std::chrono::milliseconds(1000);
+  const absl::Status status = error.ToStatus();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(status.message(), "the vendor is not answering");
+  const auto payload = status.GetPayload(kRpcStatusPayloadUrl);
+  ASSERT_TRUE(payload.has_value());
+  google::rpc::Status details;
+  ASSERT_TRUE(details.ParseFromString(std::string(*payload)));
+  // Byte for byte what a gRPC caller gets in its binary details.
+  EXPECT_EQ(details.SerializeAsString(), error.ToGrpcStatus().error_details());
+  google::rpc::ErrorInfo info;
+  ASSERT_TRUE(details.details(0).UnpackTo(&info));
+  EXPECT_EQ(info.reason(), "VENDOR_TIMEOUT");
 }
 
 TEST(ApiErrorTest, LongVendorBodiesAreCutAndFlagged) {

@@ -13,7 +13,7 @@
 namespace inspection::services {
 namespace {
 
-using errors::VendorFailure;
+using resilience::VendorFailure;
 
 // Answers every call with the scripted result, synchronously.
 class ScriptedPipeline final : public upstream::VendorCaller {
@@ -104,7 +104,7 @@ TEST_F(CallCoreTest, ASuccessIsDecodedAndRecorded) {
   v1::GetTokenStatusRequest request;
   request.set_uid("u-1");
   auto out = RunGetTokenStatus(request);
-  EXPECT_TRUE(out.status.ok()) << out.status.error_message();
+  EXPECT_TRUE(out.ok()) << out.ToGrpcStatus().error_message();
   EXPECT_FALSE(out.error.has_value());
   EXPECT_EQ(pipeline_.routes, std::vector<routes::RouteId>{routes::RouteId::kGetTokenStatus});
   EXPECT_EQ(pipeline_.accounts, std::vector<std::string>{"preprod"});
@@ -120,7 +120,7 @@ TEST_F(CallCoreTest, AnUnreadableAnswerIsUnexpectedAndForACreationUnknown) {
   // JSON of the wrong shape for a token status: an array.
   pipeline_.next = Answer(200, nlohmann::json::array({1, 2}));
   auto read = RunGetTokenStatus(v1::GetTokenStatusRequest());
-  EXPECT_EQ(read.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(read.ToGrpcStatus().error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(read.error->reason, errors::kReasonVendorUnexpectedResponse);
   EXPECT_EQ(recorder_.records.back().reason, errors::kReasonVendorUnexpectedResponse);
 
@@ -128,7 +128,7 @@ TEST_F(CallCoreTest, AnUnreadableAnswerIsUnexpectedAndForACreationUnknown) {
   // bound to that answer (a repeat replays it rather than creating a second token).
   ASSERT_EQ(Begin("key-1"), pipeline::IdempotencyStore::Decision::kLead);
   auto created = RunCreate(absl::InvalidArgumentError("not a token"), "key-1");
-  EXPECT_EQ(created.status.error_code(), grpc::StatusCode::UNKNOWN);
+  EXPECT_EQ(created.ToGrpcStatus().error_code(), grpc::StatusCode::UNKNOWN);
   EXPECT_EQ(created.error->reason, errors::kReasonOutcomeUnknown);
   EXPECT_EQ(Begin("key-1"), pipeline::IdempotencyStore::Decision::kReplay);
 }
@@ -146,12 +146,13 @@ TEST_F(CallCoreTest, AKeyIsReleasedOnlyWhenNothingReachedTheVendor) {
   // Refused before sending (an open circuit): the key is free again.
   pipeline_.next = fail(VendorFailure::Kind::kNotCalled, false);
   ASSERT_EQ(Begin("key-2"), pipeline::IdempotencyStore::Decision::kLead);
-  EXPECT_EQ(RunCreate(absl::OkStatus(), "key-2").status.error_code(),
+  EXPECT_EQ(RunCreate(absl::OkStatus(), "key-2").ToGrpcStatus().error_code(),
             grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(Begin("key-2"), pipeline::IdempotencyStore::Decision::kLead);
   // Lost after sending: bound to the unknown outcome.
   pipeline_.next = fail(VendorFailure::Kind::kConnectionLost, true);
-  EXPECT_EQ(RunCreate(absl::OkStatus(), "key-2").status.error_code(), grpc::StatusCode::UNKNOWN);
+  EXPECT_EQ(RunCreate(absl::OkStatus(), "key-2").ToGrpcStatus().error_code(),
+            grpc::StatusCode::UNKNOWN);
   EXPECT_EQ(Begin("key-2"), pipeline::IdempotencyStore::Decision::kReplay);
 }
 

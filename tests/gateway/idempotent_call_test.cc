@@ -8,6 +8,8 @@
 
 #include "gateway/idempotency/idempotency_store.h"
 #include "gmock/gmock.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
 #include "inspection/v1/token.pb.h"
 
@@ -72,6 +74,15 @@ class IdempotentCallTest : public ::testing::Test {
   std::vector<KeyedFinish> finished_;
 };
 
+// A vendor error as the call core hands it to CompleteKeyedCall.
+errors::ApiError Error(absl::StatusCode code, std::string message) {
+  errors::ApiError error;
+  error.code = code;
+  error.message = std::move(message);
+  error.reason = std::string(errors::kReasonVendorHttpError);
+  return error;
+}
+
 TEST_F(IdempotentCallTest, WithoutAKeyOrAStoreTheCallProceedsUnkeyed) {
   EXPECT_EQ(Begin("", request_), KeyedStart::kProceed);
   EXPECT_TRUE(key_.empty());
@@ -96,7 +107,7 @@ TEST_F(IdempotentCallTest, TheLeaderProceedsAndARepeatReplaysItsOutcome) {
   EXPECT_NE(leader_key, "k-1");
   v1::GetTokenStatusResponse response;
   response.set_web_api_version("v2");
-  CompleteKeyedCall(deps_, "", leader_key, grpc::Status::OK, response,
+  CompleteKeyedCall(deps_, "", leader_key, std::nullopt, response,
                     /*vendor_not_reached=*/false);
 
   EXPECT_EQ(Begin("k-1", request_, "spiffe://corp/ns/a"), KeyedStart::kFinished);
@@ -115,7 +126,7 @@ TEST_F(IdempotentCallTest, TheLeaderProceedsAndARepeatReplaysItsOutcome) {
 
 TEST_F(IdempotentCallTest, TheSameKeyWithOtherParametersIsRefused) {
   ASSERT_EQ(Begin("k-2", request_), KeyedStart::kProceed);
-  CompleteKeyedCall(deps_, "", key_, grpc::Status::OK, v1::GetTokenStatusResponse(), false);
+  CompleteKeyedCall(deps_, "", key_, std::nullopt, v1::GetTokenStatusResponse(), false);
   v1::GetTokenStatusRequest other;
   other.set_uid("tok-2");
   EXPECT_EQ(Begin("k-2", other), KeyedStart::kFinished);
@@ -132,7 +143,7 @@ TEST_F(IdempotentCallTest, AWaiterGetsTheLeadersOutcomeAndAnAbandonedKeyIsFreeAg
   EXPECT_TRUE(finished_.empty());
   // The leader never reached the vendor: the waiter shares its failure, and the key is free
   // again, so that a retry calls the vendor.
-  CompleteKeyedCall(deps_, "", leader, grpc::Status(grpc::StatusCode::UNAVAILABLE, "down"),
+  CompleteKeyedCall(deps_, "", leader, Error(absl::StatusCode::kUnavailable, "down"),
                     v1::GetTokenStatusResponse(), /*vendor_not_reached=*/true);
   ASSERT_EQ(finished_.size(), 1u);
   EXPECT_EQ(finished_[0].status.error_code(), grpc::StatusCode::UNAVAILABLE);
@@ -142,11 +153,18 @@ TEST_F(IdempotentCallTest, AWaiterGetsTheLeadersOutcomeAndAnAbandonedKeyIsFreeAg
   // A leader whose call reached the vendor: its failure is the outcome every repeat gets.
   const std::string second = key_;
   EXPECT_EQ(Begin("k-3", request_), KeyedStart::kFinished);
-  CompleteKeyedCall(deps_, "", second, grpc::Status(grpc::StatusCode::NOT_FOUND, "no token"),
+  CompleteKeyedCall(deps_, "", second, Error(absl::StatusCode::kNotFound, "no token"),
                     v1::GetTokenStatusResponse(), /*vendor_not_reached=*/false);
   ASSERT_EQ(finished_.size(), 2u);
   EXPECT_TRUE(finished_[1].replayed);
   EXPECT_EQ(finished_[1].status.error_code(), grpc::StatusCode::NOT_FOUND);
+  // As the first caller got it: the details too.
+  google::rpc::Status details;
+  ASSERT_TRUE(details.ParseFromString(finished_[1].status.error_details()));
+  google::rpc::ErrorInfo info;
+  ASSERT_EQ(details.details_size(), 1);
+  ASSERT_TRUE(details.details(0).UnpackTo(&info));
+  EXPECT_EQ(info.reason(), errors::kReasonVendorHttpError);
   EXPECT_TRUE(finished_[1].response.empty());
 }
 

@@ -15,7 +15,7 @@
 namespace inspection::pipeline {
 namespace {
 
-using errors::VendorFailure;
+using resilience::VendorFailure;
 using std::chrono::system_clock;
 
 // Answers each attempt with the next scripted result, recording when it came.

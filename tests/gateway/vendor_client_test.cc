@@ -215,7 +215,7 @@ TEST_F(VendorClientTest, AnAnswerWithTooManyValuesIsTooLargeNotATree) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error->code, absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(refused.error->reason, "VENDOR_RESPONSE_TOO_LARGE");
-  EXPECT_EQ(refused.error->failure.kind, errors::VendorFailure::Kind::kTooLarge);
+  EXPECT_EQ(refused.error->failure.kind, resilience::VendorFailure::Kind::kTooLarge);
   EXPECT_NE(refused.error->message.find("more than 1000 JSON values (upstream.max_json_elements)"),
             std::string::npos)
       << refused.error->message;
