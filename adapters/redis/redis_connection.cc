@@ -4,11 +4,14 @@
 #include <signal.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace inspection::redis {
@@ -79,11 +82,11 @@ absl::Status RedisErrorReplyToStatus(const redisReply& reply, const std::string&
   return absl::InternalError(message);
 }
 
-absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Open(
-    const RedisUrl& url, const RedisTimeouts& timeouts) {
-  const std::string description = url.Describe();
-  redisContext* context =
-      redisConnectWithTimeout(url.host.c_str(), url.port, absl::ToTimeval(timeouts.connect));
+absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Connect(
+    const RedisUrl& url, const RedisAddress& address, const RedisTimeouts& timeouts,
+    std::string description) {
+  redisContext* context = redisConnectWithTimeout(address.host.c_str(), address.port,
+                                                  absl::ToTimeval(timeouts.connect));
   if (context == nullptr) {
     return absl::UnavailableError(absl::StrCat(description, ": cannot allocate a connection"));
   }
@@ -94,6 +97,7 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Open(
     return status;
   }
   std::unique_ptr<RedisConnection> connection(new RedisConnection(context, description));
+  connection->command_timeout_ = timeouts.command;
   if (redisSetTimeout(context, absl::ToTimeval(timeouts.command)) != REDIS_OK) {
     return absl::UnavailableError(absl::StrCat(description, ": cannot set the socket timeout"));
   }
@@ -123,8 +127,152 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Open(
       return absl::InvalidArgumentError(absl::StrCat(description, ": SELECT refused: ", text));
     }
   }
-  connection->completed_ = 0;
   return connection;
+}
+
+namespace {
+
+// ROLE's answer: the server's role and, for a primary, its connected replicas.
+struct Role {
+  std::string name;  // "master", "slave", "sentinel"; "" when ROLE was refused
+  size_t replicas = 0;
+};
+
+absl::StatusOr<Role> AskRole(RedisConnection& connection) {
+  absl::StatusOr<RedisReply> reply = connection.Command({"ROLE"});
+  if (!reply.ok()) return reply.status();
+  const redisReply& r = **reply;
+  Role role;
+  if (r.type == REDIS_REPLY_ERROR) return role;  // an ACL without ROLE: unknown
+  if (r.type != REDIS_REPLY_ARRAY || r.elements < 1 || r.element[0]->str == nullptr) {
+    return absl::InternalError(
+        absl::StrCat(connection.description(), ": ROLE: unexpected reply from Redis"));
+  }
+  role.name.assign(r.element[0]->str, r.element[0]->len);
+  if (role.name == "master" && r.elements >= 3 && r.element[2]->type == REDIS_REPLY_ARRAY) {
+    role.replicas = r.element[2]->elements;
+  }
+  return role;
+}
+
+}  // namespace
+
+absl::StatusOr<RedisAddress> AskSentinelsForPrimary(const RedisUrl& url,
+                                                    const RedisOptions& options) {
+  std::string unreachable;    // the last sentinel error, for the message
+  bool unknown_name = false;  // a sentinel answered that it does not know the name
+  for (const RedisAddress& sentinel : url.sentinels) {
+    // A sentinel takes no SELECT and has its own password: connect with neither, then AUTH.
+    RedisUrl plain;
+    const std::string description = absl::StrCat("redis sentinel ", sentinel.Describe());
+    absl::StatusOr<std::unique_ptr<RedisConnection>> connection =
+        RedisConnection::Connect(plain, sentinel, options.timeouts, description);
+    if (!connection.ok()) {
+      unreachable = std::string(connection.status().message());
+      continue;
+    }
+    if (!options.sentinel_password.empty()) {
+      absl::StatusOr<RedisReply> auth = (*connection)->Command({"AUTH", options.sentinel_password});
+      if (!auth.ok()) {
+        unreachable = std::string(auth.status().message());
+        continue;
+      }
+      if ((*auth)->type == REDIS_REPLY_ERROR) {
+        return absl::PermissionDeniedError(
+            absl::StrCat(description, ": AUTH refused (redis.sentinel_password): ",
+                         Scrub(ErrorText(**auth), options.sentinel_password)));
+      }
+    }
+    absl::StatusOr<RedisReply> reply =
+        (*connection)->Command({"SENTINEL", "get-master-addr-by-name", url.master_name});
+    if (!reply.ok()) {
+      unreachable = std::string(reply.status().message());
+      continue;
+    }
+    const redisReply& r = **reply;
+    if (r.type == REDIS_REPLY_ERROR && StartsWith(ErrorText(r), "NOAUTH")) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          description, ": the sentinel requires a password (redis.sentinel_password)"));
+    }
+    if (r.type == REDIS_REPLY_NIL) {
+      unknown_name = true;
+      continue;
+    }
+    int port = 0;
+    if (r.type != REDIS_REPLY_ARRAY || r.elements != 2 || r.element[0]->str == nullptr ||
+        r.element[1]->str == nullptr ||
+        !absl::SimpleAtoi(absl::string_view(r.element[1]->str, r.element[1]->len), &port) ||
+        port < 1 || port > 65535) {
+      unreachable =
+          absl::StrCat(description, ": unexpected answer to SENTINEL get-master-addr-by-name",
+                       r.type == REDIS_REPLY_ERROR ? absl::StrCat(": ", ErrorText(r)) : "");
+      continue;
+    }
+    return RedisAddress{std::string(r.element[0]->str, r.element[0]->len), port};
+  }
+  if (unknown_name && unreachable.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        url.Describe(), ": the sentinels do not monitor a primary named '", url.master_name, "'"));
+  }
+  return absl::UnavailableError(absl::StrCat(url.Describe(), ": no sentinel named the primary",
+                                             unreachable.empty() ? "" : ": ", unreachable));
+}
+
+absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Open(
+    const RedisUrl& url, const RedisOptions& options) {
+  RedisAddress address{url.host, url.port};
+  std::string description = url.Describe();
+  if (url.uses_sentinels()) {
+    absl::StatusOr<RedisAddress> primary = AskSentinelsForPrimary(url, options);
+    if (!primary.ok()) return primary.status();
+    address = *std::move(primary);
+    description = absl::StrCat(description, " (primary ", address.Describe(), ")");
+  }
+  absl::StatusOr<std::unique_ptr<RedisConnection>> connection =
+      Connect(url, address, options.timeouts, description);
+  if (!connection.ok()) return connection.status();
+  absl::StatusOr<Role> role = AskRole(**connection);
+  if (!role.ok()) return role.status();
+  if (!role->name.empty() && role->name != "master") {
+    return absl::UnavailableError(absl::StrCat(
+        description, ": the server is a ", role->name,
+        ", not the primary; nothing is written to it",
+        url.uses_sentinels() ? " (a failover is under way: the sentinels are asked again)"
+                             : " (point the URL at the primary, or use redis+sentinel://)"));
+  }
+  RedisConnection& opened = **connection;
+  opened.required_acks_ =
+      options.min_replicas_acked >= 0 ? options.min_replicas_acked : (role->replicas > 0 ? 1 : 0);
+  opened.replica_ack_timeout_ = options.replica_ack_timeout;
+  opened.completed_ = 0;
+  return connection;
+}
+
+absl::Status RedisConnection::WaitForReplicas() {
+  if (required_acks_ <= 0) return absl::OkStatus();
+  // The socket must outwait the server-side WAIT.
+  absl::Status status = SetCommandTimeout(replica_ack_timeout_ + command_timeout_);
+  if (!status.ok()) return status;
+  const int64_t timeout_ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(replica_ack_timeout_));
+  absl::StatusOr<RedisReply> reply =
+      Command({"WAIT", std::to_string(required_acks_), std::to_string(timeout_ms)});
+  if (!reply.ok()) return reply.status();
+  status = SetCommandTimeout(command_timeout_);
+  if (!status.ok()) return status;
+  if ((*reply)->type == REDIS_REPLY_ERROR) {
+    return RedisErrorReplyToStatus(**reply, absl::StrCat(description_, ": WAIT"));
+  }
+  if ((*reply)->type != REDIS_REPLY_INTEGER) {
+    return absl::InternalError(absl::StrCat(description_, ": WAIT: unexpected reply from Redis"));
+  }
+  const long long acked = (*reply)->integer;
+  if (acked >= required_acks_) return absl::OkStatus();
+  absl::Status not_replicated = absl::UnavailableError(
+      absl::StrCat(description_, ": the write reached ", acked, " of the ", required_acks_,
+                   " replica(s) required (redis.min_replicas_acked) within ", timeout_ms,
+                   " ms (redis.replica_ack_timeout_ms); not acknowledged"));
+  not_replicated.SetPayload(kNotReplicatedPayloadUrl, absl::Cord("1"));
+  return not_replicated;
 }
 
 RedisConnection::~RedisConnection() { redisFree(context_); }
@@ -158,7 +306,15 @@ absl::StatusOr<RedisReply> RedisConnection::Command(const std::vector<std::strin
   const int saved_errno = errno;
   if (reply == nullptr) return TransportError("command failed", saved_errno);
   ++completed_;
-  return RedisReply(static_cast<redisReply*>(reply));
+  RedisReply owned(static_cast<redisReply*>(reply));
+  NoteErrorReply(*owned);
+  return owned;
+}
+
+void RedisConnection::NoteErrorReply(const redisReply& reply) {
+  if (reply.type == REDIS_REPLY_ERROR && StartsWith(ErrorText(reply), "READONLY")) {
+    demoted_ = true;
+  }
 }
 
 absl::StatusOr<std::vector<RedisReply>> RedisConnection::Pipeline(
@@ -187,6 +343,7 @@ absl::StatusOr<std::vector<RedisReply>> RedisConnection::Pipeline(
     if (result != REDIS_OK || reply == nullptr)
       return TransportError("pipeline failed", saved_errno);
     replies.emplace_back(static_cast<redisReply*>(reply));
+    NoteErrorReply(*replies.back());
   }
   ++completed_;
   return replies;
@@ -221,13 +378,20 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnectionPool::Open() {
   // Connecting happens outside the lock: a slow connect must not hold up callers that
   // find an idle connection.
   absl::StatusOr<std::unique_ptr<RedisConnection>> connection =
-      RedisConnection::Open(url_, timeouts_);
+      RedisConnection::Open(url_, options_);
   if (connection.ok()) (*connection)->generation_ = generation;
   return connection;
 }
 
 void RedisConnectionPool::Release(std::unique_ptr<RedisConnection> connection) {
-  if (connection == nullptr || connection->broken()) return;
+  if (connection == nullptr) return;
+  // A demoted primary, or with sentinels a lost connection (the primary may be gone): the
+  // idle connections point at the same server, so none is reused.
+  if (connection->demoted() || (connection->broken() && url_.uses_sentinels())) {
+    DropIdle();
+    return;
+  }
+  if (connection->broken()) return;
   absl::MutexLock lock(&mu_);
   if (connection->generation_ != generation_ || idle_.size() >= max_idle_) return;
   idle_.push_back(std::move(connection));

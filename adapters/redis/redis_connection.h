@@ -26,6 +26,30 @@ struct RedisTimeouts {
   absl::Duration command = absl::Seconds(2);
 };
 
+// How a store's connections find the primary and what an acknowledged write waits for.
+// One set for the whole process (config section redis.*), shared by the event log, the
+// work ledger and the idempotency store.
+struct RedisOptions {
+  RedisTimeouts timeouts;
+  // AUTH password of the sentinels of a redis+sentinel:// URL ("" = none). The data
+  // servers' password is the URL's.
+  std::string sentinel_password;
+  // Replicas that must hold a write before it is acknowledged (WaitForReplicas): WAIT
+  // n replica_ack_timeout after the write. -1 = auto: 1 when the primary reported a
+  // connected replica when the connection was opened (ROLE), else 0. 0 = acknowledge what
+  // the primary has (a primary that dies before its replica copied the write loses it).
+  int min_replicas_acked = -1;
+  absl::Duration replica_ack_timeout = absl::Seconds(1);
+};
+
+// The payload (absl::Status::GetPayload) that marks WaitForReplicas' Unavailable: the
+// write is on the primary but fewer replicas than required confirmed it in time. The
+// write may survive or not; the caller must not acknowledge it (it is safe to repeat).
+inline constexpr char kNotReplicatedPayloadUrl[] = "type.inspection-gateway/redis.not_replicated";
+inline bool IsNotReplicated(const absl::Status& status) {
+  return status.GetPayload(kNotReplicatedPayloadUrl).has_value();
+}
+
 struct RedisReplyDeleter {
   void operator()(redisReply* reply) const { freeReplyObject(reply); }
 };
@@ -37,16 +61,33 @@ using RedisReply = std::unique_ptr<redisReply, RedisReplyDeleter>;
 // WRONGTYPE -> FailedPrecondition; anything else -> Internal. `what` prefixes the message.
 absl::Status RedisErrorReplyToStatus(const redisReply& reply, const std::string& what);
 
-// One synchronous hiredis connection, authenticated and on the URL's db.
+// One synchronous hiredis connection to the primary, authenticated and on the URL's db.
 // Thread-compatible, not thread-safe: one thread at a time (the pool hands it out).
 class RedisConnection {
  public:
-  // Connects within `timeouts.connect`, then AUTH (when the URL has a password) and
-  // SELECT (when db != 0). Unavailable when the server cannot be reached or does not
-  // answer in time; PermissionDenied when AUTH is refused; InvalidArgument when SELECT
-  // is refused. Messages name `url.Describe()`, never the password.
+  // For redis+sentinel:// first asks the sentinels, in turn, where the primary called
+  // url.master_name is (AUTH with options.sentinel_password when set); then connects to
+  // that server (or to the redis:// URL's) within the connect timeout, AUTH (when the URL
+  // has a password), SELECT (when db != 0) and ROLE: a server that is not the primary is
+  // refused (Unavailable; with sentinels a failover is under way, the next open asks them
+  // again), so nothing is ever written to a replica. A server that refuses ROLE (an ACL
+  // without it) is taken as a primary without replicas. Unavailable when no sentinel or
+  // server can be reached or answers in time; PermissionDenied when AUTH is refused;
+  // InvalidArgument when SELECT is refused; FailedPrecondition when every sentinel that
+  // answered does not know the master name. Messages name `url.Describe()` and the
+  // addresses, never a password.
   static absl::StatusOr<std::unique_ptr<RedisConnection>> Open(const RedisUrl& url,
-                                                               const RedisTimeouts& timeouts);
+                                                               const RedisOptions& options);
+  static absl::StatusOr<std::unique_ptr<RedisConnection>> Open(const RedisUrl& url,
+                                                               const RedisTimeouts& timeouts) {
+    return Open(url, RedisOptions{timeouts});
+  }
+  // Connects to `address` with the URL's credentials and db, and nothing else (no sentinel,
+  // no ROLE): `description` names it in messages. What Open and the sentinel lookup use.
+  static absl::StatusOr<std::unique_ptr<RedisConnection>> Connect(const RedisUrl& url,
+                                                                  const RedisAddress& address,
+                                                                  const RedisTimeouts& timeouts,
+                                                                  std::string description);
   ~RedisConnection();
   RedisConnection(const RedisConnection&) = delete;
   RedisConnection& operator=(const RedisConnection&) = delete;
@@ -55,12 +96,23 @@ class RedisConnection {
   // back as a reply of type REDIS_REPLY_ERROR: what it means is the caller's business.
   // A transport failure (connection lost, timeout) returns Unavailable and marks the
   // connection broken(): its replies may be out of step, so it must not be used again.
+  // A READONLY error reply (the server was demoted to a replica by a failover) marks it
+  // demoted(): the pool then drops it and its idle siblings and opens anew.
   absl::StatusOr<RedisReply> Command(const std::vector<std::string>& args);
 
   // Sends all `commands` in one write and reads their replies in order (pipelining).
   // Same failure rules as Command().
   absl::StatusOr<std::vector<RedisReply>> Pipeline(
       const std::vector<std::vector<std::string>>& commands);
+
+  // After the write(s) an acknowledgement promises: WAIT until required_acks() replicas
+  // have every write this connection made, at most RedisOptions::replica_ack_timeout. OK at
+  // once when none are required. Unavailable, carrying kNotReplicatedPayloadUrl, when fewer
+  // confirmed in time (the message says how many of how many); Unavailable as Command's
+  // when the connection fails.
+  absl::Status WaitForReplicas();
+  // Replicas WaitForReplicas waits for (RedisOptions::min_replicas_acked, auto resolved).
+  int required_acks() const { return required_acks_; }
 
   // Socket timeout of the following commands (a blocking XREAD needs its block time
   // plus the usual command timeout).
@@ -70,8 +122,12 @@ class RedisConnection {
   // True when broken() because the server had closed the connection (EOF, reset,
   // broken pipe), which is what an idle pooled connection sees after a server restart.
   bool closed_by_server() const { return closed_by_server_; }
+  // A reply said READONLY: the server is no longer the primary.
+  bool demoted() const { return demoted_; }
   // Commands completed since Open() (the handshake not counted).
   int64_t completed() const { return completed_; }
+  // The server's address ("host:port"), for messages.
+  const std::string& description() const { return description_; }
 
  private:
   friend class RedisConnectionPool;
@@ -80,38 +136,56 @@ class RedisConnection {
       : context_(context), description_(std::move(description)) {}
   // Marks the connection broken and describes the transport error of `context_`.
   absl::Status TransportError(const char* what, int saved_errno);
+  void NoteErrorReply(const redisReply& reply);
 
   redisContext* const context_;
   const std::string description_;
   bool broken_ = false;
   bool closed_by_server_ = false;
+  bool demoted_ = false;
   int64_t completed_ = 0;
+  int required_acks_ = 0;
+  absl::Duration command_timeout_ = absl::Seconds(2);
+  absl::Duration replica_ack_timeout_ = absl::Seconds(1);
   uint64_t generation_ = 0;  // the pool generation it was opened in (set by the pool)
 };
 
-// Connections to one Redis server, reused across calls. Thread-safe.
+// Where the sentinels of `url` say its primary is: the first sentinel that answers, in the
+// order given. Unavailable when none answers; FailedPrecondition when those that answered do
+// not know url.master_name.
+absl::StatusOr<RedisAddress> AskSentinelsForPrimary(const RedisUrl& url,
+                                                    const RedisOptions& options);
+
+// Connections to one Redis primary, reused across calls. Thread-safe.
 //
 // Connections are created on demand, so there are as many as there are concurrent
 // callers; at most `max_idle` are kept between calls. A broken connection is never
 // given back: the next call simply opens a new one, so a lost connection costs one
-// failed call at most and never poisons the pool.
+// failed call at most and never poisons the pool. With sentinels every new connection
+// asks them where the primary is, so a failover is followed by the next open: a lost
+// connection or a READONLY answer drops every idle connection (they point at the old
+// primary) and the next call opens anew.
 class RedisConnectionPool {
  public:
+  RedisConnectionPool(RedisUrl url, RedisOptions options, size_t max_idle)
+      : url_(std::move(url)), options_(std::move(options)), max_idle_(max_idle) {}
   RedisConnectionPool(RedisUrl url, RedisTimeouts timeouts, size_t max_idle)
-      : url_(std::move(url)), timeouts_(timeouts), max_idle_(max_idle) {}
+      : RedisConnectionPool(std::move(url), RedisOptions{timeouts}, max_idle) {}
 
   // Runs `fn(RedisConnection&) -> absl::StatusOr<T>` on a pooled connection and takes the
   // connection back. When the connection turns out to have been closed by the server
-  // while it sat idle (a Redis restart, an idle timeout), every idle connection is
-  // dropped and `fn` runs once more on a fresh connection: so `fn` must be safe to
-  // repeat. Unavailable when no connection can be opened.
+  // while it sat idle (a Redis restart, an idle timeout, a dead primary), or the server
+  // answered READONLY (demoted by a failover), every idle connection is dropped and `fn`
+  // runs once more on a fresh connection: so `fn` must be safe to repeat. Unavailable
+  // when no connection can be opened.
   template <typename T, typename Fn>
   absl::StatusOr<T> Run(Fn fn) {
     absl::StatusOr<std::unique_ptr<RedisConnection>> connection = Acquire();
     if (!connection.ok()) return connection.status();
     const bool reused = (*connection)->completed() > 0;
     absl::StatusOr<T> result = fn(**connection);
-    if ((*connection)->broken() && (*connection)->closed_by_server() && reused) {
+    if (((*connection)->broken() && (*connection)->closed_by_server() && reused) ||
+        (*connection)->demoted()) {
       DropIdle();
       connection = Open();
       if (!connection.ok()) return connection.status();
@@ -130,7 +204,7 @@ class RedisConnectionPool {
   void Release(std::unique_ptr<RedisConnection> connection) ABSL_LOCKS_EXCLUDED(mu_);
 
   const RedisUrl url_;
-  const RedisTimeouts timeouts_;
+  const RedisOptions options_;
   const size_t max_idle_;
   absl::Mutex mu_;
   std::vector<std::unique_ptr<RedisConnection>> idle_ ABSL_GUARDED_BY(mu_);

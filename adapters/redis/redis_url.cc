@@ -10,6 +10,7 @@ namespace inspection::redis {
 namespace {
 
 constexpr char kScheme[] = "redis://";
+constexpr char kSentinelScheme[] = "redis+sentinel://";
 constexpr char kTlsScheme[] = "rediss://";
 
 absl::Status Invalid(const std::string& what) {
@@ -59,7 +60,7 @@ bool IsIpv6Char(char c) {
   return std::isxdigit(static_cast<unsigned char>(c)) || c == ':' || c == '.';
 }
 
-absl::Status ParseHostPort(const std::string& host_port, RedisUrl* url) {
+absl::Status ParseHostPort(const std::string& host_port, RedisAddress* url) {
   std::string port_text;
   bool has_port = false;
   if (!host_port.empty() && host_port[0] == '[') {
@@ -126,19 +127,87 @@ absl::Status ParseQuery(const std::string& query, RedisUrl* url) {
   return absl::OkStatus();
 }
 
+// A MASTER_NAME as Sentinel configurations allow it (sentinel monitor <name> ...): a
+// non-empty word without spaces; kept to visible ASCII letters, digits and ._- here.
+bool IsMasterName(const std::string& name) {
+  if (name.empty() || name.size() > 128) return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Status ParseSentinels(const std::string& list, RedisUrl* url) {
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    const std::string host_port = list.substr(start, comma - start);
+    if (host_port.empty()) return Invalid("a sentinel address in the list is empty");
+    if (url->sentinels.size() == kMaxSentinels) {
+      return Invalid(absl::StrCat("more than ", kMaxSentinels, " sentinels"));
+    }
+    RedisAddress sentinel;
+    sentinel.port = kDefaultSentinelPort;
+    if (absl::Status status = ParseHostPort(host_port, &sentinel); !status.ok()) return status;
+    url->sentinels.push_back(std::move(sentinel));
+    start = comma + 1;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseDb(const std::string& db_text, RedisUrl* url) {
+  if (db_text.empty()) return absl::OkStatus();
+  if (!AllDigits(db_text) || db_text.size() > 9) {
+    return Invalid("db (the path) must be a non-negative integer");
+  }
+  url->db = std::stoi(db_text);
+  return absl::OkStatus();
+}
+
+// The part between the host list and the query: "/db" for redis://, "/MASTER[/db]" for
+// redis+sentinel://.
+absl::Status ParsePath(const std::string& path, bool sentinel, RedisUrl* url) {
+  if (!sentinel) return ParseDb(path, url);
+  const size_t slash = path.find('/');
+  url->master_name = path.substr(0, slash);
+  if (!IsMasterName(url->master_name)) {
+    return Invalid(
+        "redis+sentinel:// needs the primary's name after the sentinels (/MASTER_NAME: "
+        "letters, digits, '.', '_' or '-')");
+  }
+  return slash == std::string::npos ? absl::OkStatus() : ParseDb(path.substr(slash + 1), url);
+}
+
 }  // namespace
 
-std::string RedisUrl::Describe() const {
+std::string RedisAddress::Describe() const {
   const std::string shown_host = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  return absl::StrCat("redis://", shown_host, ":", port, "/", db, "?stream=", stream);
+  return absl::StrCat(shown_host, ":", port);
+}
+
+std::string RedisUrl::Describe() const {
+  if (uses_sentinels()) {
+    std::string list;
+    for (const RedisAddress& sentinel : sentinels) {
+      absl::StrAppend(&list, list.empty() ? "" : ",", sentinel.Describe());
+    }
+    return absl::StrCat(kSentinelScheme, list, "/", master_name, "/", db, "?stream=", stream);
+  }
+  return absl::StrCat(kScheme, RedisAddress{host, port}.Describe(), "/", db, "?stream=", stream);
 }
 
 absl::StatusOr<RedisUrl> ParseRedisUrl(const std::string& url_text) {
   if (url_text.rfind(kTlsScheme, 0) == 0) {
-    return Invalid("rediss:// (TLS) is not supported; use redis://");
+    return Invalid("rediss:// (TLS) is not supported; use redis:// or redis+sentinel://");
   }
-  if (url_text.rfind(kScheme, 0) != 0) return Invalid("must start with redis://");
-  std::string rest = url_text.substr(sizeof(kScheme) - 1);
+  const bool sentinel = url_text.rfind(kSentinelScheme, 0) == 0;
+  if (!sentinel && url_text.rfind(kScheme, 0) != 0) {
+    return Invalid("must start with redis:// or redis+sentinel://");
+  }
+  std::string rest = url_text.substr(sentinel ? sizeof(kSentinelScheme) - 1 : sizeof(kScheme) - 1);
 
   RedisUrl url;
   // The credentials end at the LAST '@', so a password may contain raw '/', '?', '#' or
@@ -166,19 +235,18 @@ absl::StatusOr<RedisUrl> ParseRedisUrl(const std::string& url_text) {
   const size_t query_start = rest.find('?');
   const std::string before_query = rest.substr(0, query_start);
   const size_t slash = before_query.find('/');
-  const std::string host_port = before_query.substr(0, slash);
-  if (host_port.empty()) return Invalid("host is missing");
-  if (absl::Status status = ParseHostPort(host_port, &url); !status.ok()) return status;
-
-  if (slash != std::string::npos) {
-    const std::string db_text = before_query.substr(slash + 1);
-    if (!db_text.empty()) {
-      if (!AllDigits(db_text) || db_text.size() > 9) {
-        return Invalid("db (the path) must be a non-negative integer");
-      }
-      url.db = std::stoi(db_text);
-    }
+  const std::string hosts = before_query.substr(0, slash);
+  if (hosts.empty()) return Invalid(sentinel ? "the sentinels are missing" : "host is missing");
+  if (sentinel) {
+    if (absl::Status status = ParseSentinels(hosts, &url); !status.ok()) return status;
+  } else {
+    RedisAddress address;
+    if (absl::Status status = ParseHostPort(hosts, &address); !status.ok()) return status;
+    url.host = std::move(address.host);
+    url.port = address.port;
   }
+  const std::string path = slash == std::string::npos ? "" : before_query.substr(slash + 1);
+  if (absl::Status status = ParsePath(path, sentinel, &url); !status.ok()) return status;
   if (query_start != std::string::npos) {
     if (absl::Status status = ParseQuery(rest.substr(query_start + 1), &url); !status.ok()) {
       return status;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -53,6 +54,68 @@ std::unique_ptr<RedisServer> RedisServer::Start(std::string* error,
   return nullptr;
 }
 
+std::unique_ptr<RedisServer> RedisServer::StartReplica(std::string* error,
+                                                       const RedisServer& primary,
+                                                       std::vector<std::string> extra_args) {
+  extra_args.insert(extra_args.begin(),
+                    {"--replicaof", "127.0.0.1", std::to_string(primary.port())});
+  const std::string binary = FindOnPath("redis-server");
+  if (binary.empty()) {
+    *error = "redis-server is not on PATH (apt-get install redis-server)";
+    return nullptr;
+  }
+  std::unique_ptr<RedisServer> server(new RedisServer(binary, std::move(extra_args)));
+  // A full sync, or (a fresh diskless primary) a partial one.
+  server->ready_lines_ = {"MASTER <-> REPLICA sync: Finished with success",
+                          "MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization"};
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const int port = UnusedClosedPort();
+    if (port <= 0) {
+      *error = "no free loopback port";
+      return nullptr;
+    }
+    if (server->Launch(port, error)) return server;
+  }
+  return nullptr;
+}
+
+std::unique_ptr<RedisServer> RedisServer::StartSentinel(std::string* error, const std::string& dir,
+                                                        const std::string& master_name,
+                                                        const RedisServer& primary, int quorum,
+                                                        int down_after_ms,
+                                                        std::vector<std::string> conf_lines) {
+  const std::string binary = FindOnPath("redis-server");
+  if (binary.empty()) {
+    *error = "redis-server is not on PATH (apt-get install redis-server)";
+    return nullptr;
+  }
+  std::unique_ptr<RedisServer> server(new RedisServer(binary, {}));
+  static int counter = 0;
+  server->sentinel_config_ = dir + "/sentinel-" + std::to_string(++counter) + ".conf";
+  std::ofstream conf(server->sentinel_config_);
+  conf << "sentinel monitor " << master_name << " 127.0.0.1 " << primary.port() << " " << quorum
+       << "\n"
+       << "sentinel down-after-milliseconds " << master_name << " " << down_after_ms << "\n"
+       << "sentinel failover-timeout " << master_name << " " << 4 * down_after_ms << "\n"
+       << "sentinel resolve-hostnames no\n";
+  for (const std::string& line : conf_lines) conf << line << "\n";
+  conf.close();
+  if (!conf) {
+    *error = "cannot write " + server->sentinel_config_;
+    return nullptr;
+  }
+  server->ready_lines_ = {"+monitor master"};
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const int port = UnusedClosedPort();
+    if (port <= 0) {
+      *error = "no free loopback port";
+      return nullptr;
+    }
+    if (server->Launch(port, error)) return server;
+  }
+  return nullptr;
+}
+
 RedisServer::~RedisServer() {
   if (process_ != nullptr) Stop(SIGTERM);
 }
@@ -64,14 +127,24 @@ std::string RedisServer::Url(const std::string& suffix) const {
 }
 
 bool RedisServer::Launch(int port, std::string* error) {
-  std::vector<std::string> argv = {
-      binary_,        "--port", std::to_string(port), "--bind", "127.0.0.1",  "--save", "",
-      "--appendonly", "no",     "--daemonize",        "no",     "--loglevel", "notice"};
+  std::vector<std::string> argv;
+  if (sentinel_config_.empty()) {
+    argv = {binary_,        "--port", std::to_string(port), "--bind", "127.0.0.1",  "--save", "",
+            "--appendonly", "no",     "--daemonize",        "no",     "--loglevel", "notice"};
+  } else {
+    // A sentinel takes its config file first and no persistence options.
+    argv = {binary_,  sentinel_config_, "--sentinel",  "--port", std::to_string(port),
+            "--bind", "127.0.0.1",      "--daemonize", "no",     "--loglevel",
+            "notice"};
+  }
   argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
   auto process = std::make_unique<Subprocess>(argv);
   const std::string ready = process->WaitForLine(
-      [](const std::string& line) {
-        return line.find("Ready to accept connections") != std::string::npos;
+      [this](const std::string& line) {
+        for (const std::string& ready : ready_lines_) {
+          if (line.find(ready) != std::string::npos) return true;
+        }
+        return false;
       },
       kStartDeadline);
   if (ready.empty()) {

@@ -22,6 +22,19 @@ class RedisServer {
   // and sets `*error` when it cannot start.
   static std::unique_ptr<RedisServer> Start(std::string* error,
                                             std::vector<std::string> extra_args = {});
+  // A replica of `primary` (replicaof 127.0.0.1 primary.port()), ready once it has
+  // finished its first sync with the primary.
+  static std::unique_ptr<RedisServer> StartReplica(std::string* error, const RedisServer& primary,
+                                                   std::vector<std::string> extra_args = {});
+  // A Redis Sentinel (redis-server --sentinel) monitoring `primary` under `master_name`
+  // with quorum `quorum`, `down_after_ms` as down-after-milliseconds and a failover
+  // timeout of 4 x that. Its config file (sentinels rewrite theirs) lives in `dir`.
+  // `conf_lines` are added to the file (e.g. "requirepass s3cret").
+  static std::unique_ptr<RedisServer> StartSentinel(std::string* error, const std::string& dir,
+                                                    const std::string& master_name,
+                                                    const RedisServer& primary, int quorum,
+                                                    int down_after_ms,
+                                                    std::vector<std::string> conf_lines = {});
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
@@ -42,12 +55,16 @@ class RedisServer {
  private:
   RedisServer(std::string binary, std::vector<std::string> extra_args)
       : binary_(std::move(binary)), extra_args_(std::move(extra_args)) {}
-  // Starts on `port` and waits for "Ready to accept connections"; false when the
-  // process exits or does not get ready in time.
+  // Starts on `port` and waits for the ready line ("Ready to accept connections", for a
+  // replica its sync, for a sentinel "+monitor"); false when the process exits or does not
+  // get ready in time.
   bool Launch(int port, std::string* error);
 
   const std::string binary_;
   const std::vector<std::string> extra_args_;
+  std::string sentinel_config_;  // non-empty: a sentinel with this config file
+  // Any of these in a line of its output means it is ready.
+  std::vector<std::string> ready_lines_ = {"Ready to accept connections"};
   int port_ = -1;
   std::unique_ptr<Subprocess> process_;
 };

@@ -105,5 +105,63 @@ TEST(RedisUrlTest, DescribeNeverShowsCredentials) {
   EXPECT_EQ(url->Describe(), "redis://h:1/0?stream=s");
 }
 
+TEST(RedisUrlTest, SentinelUrlNamesTheSentinelsAndThePrimary) {
+  auto url = ParseRedisUrl(
+      "redis+sentinel://app:p%40ss@s1.internal:26380,s2.internal,[::1]:26381/mymaster/3"
+      "?stream=prod:events");
+  ASSERT_TRUE(url.ok()) << url.status();
+  ASSERT_TRUE(url->uses_sentinels());
+  ASSERT_EQ(url->sentinels.size(), 3u);
+  EXPECT_EQ(url->sentinels[0].host, "s1.internal");
+  EXPECT_EQ(url->sentinels[0].port, 26380);
+  EXPECT_EQ(url->sentinels[1].port, kDefaultSentinelPort);  // no port: 26379
+  EXPECT_EQ(url->sentinels[2].host, "::1");
+  EXPECT_EQ(url->master_name, "mymaster");
+  EXPECT_EQ(url->db, 3);
+  EXPECT_EQ(url->user, "app");
+  EXPECT_EQ(url->password, "p@ss");
+  EXPECT_EQ(url->stream, "prod:events");
+  EXPECT_EQ(url->Describe(),
+            "redis+sentinel://s1.internal:26380,s2.internal:26379,[::1]:26381/mymaster/3"
+            "?stream=prod:events");
+  EXPECT_EQ(std::string(RedisUrlPassword(
+                "redis+sentinel://app:p%40ss@s1.internal:26380,s2.internal/mymaster")),
+            "p%40ss");
+  EXPECT_TRUE(IsRedisUrl("redis+sentinel://s1/m"));
+  EXPECT_TRUE(IsRedisUrl("redis://h"));
+  EXPECT_FALSE(IsRedisUrl("rediss://h"));
+
+  auto plain = ParseRedisUrl("redis+sentinel://s1/primary-1");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->db, 0);
+  EXPECT_EQ(plain->master_name, "primary-1");
+}
+
+TEST(RedisUrlTest, BadSentinelUrlsAreRefusedWithoutEchoingThePassword) {
+  const std::string many = [] {
+    std::string list;
+    for (int i = 0; i < 17; ++i) list += (i ? ",h" : "h") + std::to_string(i);
+    return list;
+  }();
+  for (const std::string& bad : {
+           std::string("redis+sentinel://:hunter2@s1,s2"),     // no master name
+           std::string("redis+sentinel://:hunter2@s1/"),       // empty master name
+           std::string("redis+sentinel://:hunter2@s1,,s2/m"),  // empty entry
+           std::string("redis+sentinel://:hunter2@s1,/m"),     // trailing comma
+           std::string("redis+sentinel://:hunter2@/m"),        // no sentinels
+           std::string("redis+sentinel://:hunter2@s1:0/m"),    // bad port
+           std::string("redis+sentinel://:hunter2@s1/m a"),    // space in the name
+           std::string("redis+sentinel://:hunter2@s1/m/x"),    // db not a number
+           std::string("redis+sentinel://:hunter2@s1/m?x=1"),  // unknown parameter
+           "redis+sentinel://:hunter2@" + many + "/m",         // too many sentinels
+       }) {
+    SCOPED_TRACE(bad);
+    auto url = ParseRedisUrl(bad);
+    ASSERT_FALSE(url.ok());
+    EXPECT_EQ(url.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(std::string(url.status().message()).find("hunter2"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace inspection::redis
