@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "adapters/redis/redis_status.h"
 #include "adapters/redis/redis_url.h"
 
 namespace inspection::redis {
@@ -41,14 +42,6 @@ struct RedisOptions {
   int min_replicas_acked = -1;
   absl::Duration replica_ack_timeout = absl::Seconds(1);
 };
-
-// The payload (absl::Status::GetPayload) that marks WaitForReplicas' Unavailable: the
-// write is on the primary but fewer replicas than required confirmed it in time. The
-// write may survive or not; the caller must not acknowledge it (it is safe to repeat).
-inline constexpr char kNotReplicatedPayloadUrl[] = "type.inspection-gateway/redis.not_replicated";
-inline bool IsNotReplicated(const absl::Status& status) {
-  return status.GetPayload(kNotReplicatedPayloadUrl).has_value();
-}
 
 struct RedisReplyDeleter {
   void operator()(redisReply* reply) const { freeReplyObject(reply); }

@@ -13,6 +13,7 @@ server::GatewayServerOptions ServerOptions(const config::GatewayConfig& config) 
   // secrets, the named accounts, and what the process decides.
   server::GatewayServerOptions options = config.server;
   options.vendor.api_key = config.api_key.Reveal();
+  options.redis.sentinel_password = config.redis_sentinel_password.Reveal();
   options.reflection = config.reflection == config::Toggle::kOn ||
                        (config.reflection == config::Toggle::kAuto && config.sandbox);
   options.tracing.service_version = std::string(version::Version());

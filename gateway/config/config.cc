@@ -292,6 +292,12 @@ std::vector<KeySpec> ProcessKeys() {
           settings::NonEmpty, "PATH",
           "File holding the previous webhook key, still accepted during a rotation (else env "
           "INSPECTION_WEBHOOK_PREVIOUS_KEY)."),
+      settings::String<GatewayConfig>(
+          "redis.sentinel_password_file", field(&GatewayConfig::redis_sentinel_password_file),
+          settings::NonEmpty, "PATH",
+          "File holding the password of the Redis Sentinels of a redis+sentinel:// URL (else "
+          "env INSPECTION_REDIS_SENTINEL_PASSWORD; none when neither is set). The data "
+          "servers' password is the URL's."),
       settings::Enum<GatewayConfig, Toggle>(
           "grpc.reflection", field(&GatewayConfig::reflection),
           {{"auto", Toggle::kAuto}, {"on", Toggle::kOn}, {"off", Toggle::kOff}},
@@ -352,6 +358,9 @@ const std::vector<SecretSpec>& Secrets() {
       {"webhook_previous_key", "webhook_previous_key_file", "INSPECTION_WEBHOOK_PREVIOUS_KEY",
        /*required=*/false, &GatewayConfig::webhook_previous_key_file,
        &GatewayConfig::webhook_previous_key},
+      {"redis.sentinel_password", "redis.sentinel_password_file",
+       "INSPECTION_REDIS_SENTINEL_PASSWORD", /*required=*/false,
+       &GatewayConfig::redis_sentinel_password_file, &GatewayConfig::redis_sentinel_password},
   };
   return *secrets;
 }
@@ -656,9 +665,33 @@ struct ParsedArgs {
   bool print_config = false;
 };
 
-absl::Status UnknownFlag(const std::string& name) {
-  // Only the name is echoed: the text after '=' might be a secret passed by mistake.
-  std::string message = absl::StrCat("unknown flag --", name);
+// What of an unknown flag's text may be echoed: the letters, digits and '-' it starts
+// with. Whatever follows (after '=', a space, a ':') may be a secret passed by mistake
+// ("--api-key sk_live_..." as one argument): it is never shown.
+struct FlagEcho {
+  std::string name;        // the echoable prefix
+  bool truncated = false;  // something followed it
+  bool has_space = false;  // ... a space: a flag and its value in one argument?
+};
+FlagEcho EchoableFlag(absl::string_view text) {
+  FlagEcho echo;
+  size_t n = 0;
+  while (n < text.size() && n < 64 && (absl::ascii_isalnum(text[n]) || text[n] == '-')) ++n;
+  echo.name = std::string(text.substr(0, n));
+  echo.truncated = n < text.size();
+  echo.has_space = text.find(' ') != absl::string_view::npos;
+  return echo;
+}
+
+absl::Status UnknownFlag(const std::string& raw_name) {
+  const FlagEcho echo = EchoableFlag(raw_name);
+  const std::string& name = echo.name;
+  std::string message = absl::StrCat("unknown flag --", name, echo.truncated ? "..." : "");
+  if (echo.has_space) {
+    absl::StrAppend(&message,
+                    " (a flag and its value in one argument? write --name=value, or the "
+                    "value as the next argument; the rest is not shown)");
+  }
   for (const SecretSpec& secret : Secrets()) {
     if (name == FlagName(secret.name)) {
       absl::StrAppend(&message, ": secrets are not accepted on the command line; use --",
@@ -680,8 +713,11 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
     const std::string& arg = args[i];
     if (!absl::StartsWith(arg, "--") || arg.size() == 2) {
       if (absl::StartsWith(arg, "-")) {
+        // Only its name is echoed (as for UnknownFlag): "-api-key=SECRET" shows "-api-key...".
+        const FlagEcho echo = EchoableFlag(absl::string_view(arg).substr(1));
         return absl::InvalidArgumentError(
-            absl::StrCat("unknown flag ", arg, " (flags are --name=value or --name value)"));
+            absl::StrCat("unknown flag -", echo.name, echo.truncated ? "..." : "",
+                         " (flags are --name=value or --name value)"));
       }
       return absl::InvalidArgumentError(absl::StrCat(
           "unexpected argument #", i + 1, ": not a flag (flags are --name=value or --name value)"));
@@ -1080,7 +1116,12 @@ std::string DumpConfig(const GatewayConfig& config, DumpFormat format) {
     }
     for (const SecretSpec& secret : Secrets()) {
       if (secret.file_key == spec.key) {
-        root[secret.name] = (config.*secret.value).empty() ? "[unset]" : "[redacted]";
+        // Beside its file key: "redis.sentinel_password" in the "redis" section.
+        ordered_json* at = &root;
+        for (absl::string_view part : absl::StrSplit(secret.name, '.')) {
+          at = &(*at)[std::string(part)];
+        }
+        *at = (config.*secret.value).empty() ? "[unset]" : "[redacted]";
       }
     }
   }

@@ -110,6 +110,11 @@ struct GatewayConfig {
   Secret webhook_key;
   std::string webhook_previous_key_file;
   Secret webhook_previous_key;
+  // The AUTH password of the Redis Sentinels of a redis+sentinel:// URL (file
+  // redis.sentinel_password_file or env INSPECTION_REDIS_SENTINEL_PASSWORD); the data
+  // servers' password is the URL's.
+  std::string redis_sentinel_password_file;
+  Secret redis_sentinel_password;
 
   // Not settings: what the command line asked for.
   // The config file that was read (--config or INSPECTION_CONFIG); empty if none.

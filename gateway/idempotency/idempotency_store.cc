@@ -134,9 +134,9 @@ int64_t InMemoryIdempotencyStore::evictions() const {
   return evictions_;
 }
 
-absl::StatusOr<std::unique_ptr<IdempotencyStore>> OpenIdempotencyStore(const std::string& url,
-                                                                       absl::Duration ttl,
-                                                                       size_t memory_max_bytes) {
+absl::StatusOr<std::unique_ptr<IdempotencyStore>> OpenIdempotencyStore(
+    const std::string& url, absl::Duration ttl, size_t memory_max_bytes,
+    const redis::RedisOptions& redis) {
   if (ttl <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("idempotency store: the TTL must be positive");
   }
@@ -144,9 +144,10 @@ absl::StatusOr<std::unique_ptr<IdempotencyStore>> OpenIdempotencyStore(const std
     return std::make_unique<InMemoryIdempotencyStore>(
         ttl, [] { return absl::Now(); }, memory_max_bytes);
   }
-  if (url.rfind("redis://", 0) == 0 || url.rfind("rediss://", 0) == 0) {
+  if (redis::IsRedisUrl(url) || url.rfind("rediss://", 0) == 0) {
     RedisIdempotencyOptions options;
     options.ttl = ttl;
+    options.redis = redis;
     absl::StatusOr<std::unique_ptr<RedisIdempotencyStore>> store =
         RedisIdempotencyStore::Open(url, std::move(options));
     if (!store.ok()) return store.status();
@@ -154,8 +155,8 @@ absl::StatusOr<std::unique_ptr<IdempotencyStore>> OpenIdempotencyStore(const std
   }
   // Not echoed: a mistyped scheme may still carry a password.
   return absl::InvalidArgumentError(
-      "idempotency store: expected \"memory\" or a "
-      "redis://[[user]:password@]host[:port][/db][?prefix=name] URL");
+      "idempotency store: expected \"memory\", a "
+      "redis://[[user]:password@]host[:port][/db][?prefix=name] URL or a redis+sentinel:// one");
 }
 
 }  // namespace inspection::pipeline

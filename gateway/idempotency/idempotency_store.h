@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "adapters/redis/redis_connection.h"
 
 namespace inspection::pipeline {
 
@@ -109,14 +110,16 @@ class InMemoryIdempotencyStore final : public IdempotencyStore {
   int64_t evictions_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// The store named by `url`: "memory" -> InMemoryIdempotencyStore, "redis://..." ->
-// RedisIdempotencyStore (see ParseRedisIdempotencyUrl; other settings at their
+// The store named by `url`: "memory" -> InMemoryIdempotencyStore, "redis://..." or
+// "redis+sentinel://..." -> RedisIdempotencyStore (see ParseRedisIdempotencyUrl; `redis`
+// the sentinels' password and the acknowledgement settings, other settings at their
 // defaults), both keeping outcomes for `ttl`. InvalidArgument for anything else, a
 // malformed URL or a ttl <= 0; PermissionDenied when Redis refuses the password. An
 // unreachable Redis is not an error (Begin() answers kUnavailable until it is back).
 // Messages never contain the URL (it may hold a password).
 absl::StatusOr<std::unique_ptr<IdempotencyStore>> OpenIdempotencyStore(
-    const std::string& url, absl::Duration ttl, size_t memory_max_bytes = size_t{64} << 20);
+    const std::string& url, absl::Duration ttl, size_t memory_max_bytes = size_t{64} << 20,
+    const redis::RedisOptions& redis = redis::RedisOptions());
 
 // An idempotency key a client may use: 1 to 255 visible ASCII characters (0x21-0x7E).
 bool ValidIdempotencyKey(absl::string_view key);

@@ -114,10 +114,8 @@ namespace internal {
 // this store sends.
 class RedisIdempotencyConnections {
  public:
-  RedisIdempotencyConnections(const RedisIdempotencyUrl& url, absl::Duration connect_timeout,
-                              absl::Duration command_timeout)
-      : description_(url.Describe()),
-        pool_(ToRedisUrl(url), redis::RedisTimeouts{connect_timeout, command_timeout}, kMaxIdle) {}
+  RedisIdempotencyConnections(const RedisIdempotencyUrl& url, redis::RedisOptions options)
+      : description_(url.Describe()), pool_(url.server, std::move(options), kMaxIdle) {}
 
   // Sends `commands` in one write and reads their replies in order. Unavailable on a
   // transport failure. When a pooled connection turns out to have been closed by Redis
@@ -126,6 +124,21 @@ class RedisIdempotencyConnections {
   absl::StatusOr<std::vector<Reply>> Run(const std::vector<std::vector<std::string>>& commands) {
     return pool_.Run<std::vector<Reply>>(
         [&commands](redis::RedisConnection& connection) { return connection.Pipeline(commands); });
+  }
+
+  // Run, then WAIT for RedisOptions::min_replicas_acked replicas: for writes whose outcome
+  // callers rely on. Unavailable carrying redis::kNotReplicatedPayloadUrl when fewer confirm.
+  absl::StatusOr<std::vector<Reply>> RunDurable(
+      const std::vector<std::vector<std::string>>& commands) {
+    return pool_.Run<std::vector<Reply>>(
+        [&commands](redis::RedisConnection& connection) -> absl::StatusOr<std::vector<Reply>> {
+          absl::StatusOr<std::vector<Reply>> replies = connection.Pipeline(commands);
+          if (!replies.ok()) return replies;
+          if (absl::Status replicated = connection.WaitForReplicas(); !replicated.ok()) {
+            return replicated;
+          }
+          return replies;
+        });
   }
 
   // Opens one connection (and keeps it): surfaces a refused AUTH or SELECT early.
@@ -140,16 +153,6 @@ class RedisIdempotencyConnections {
  private:
   static constexpr size_t kMaxIdle = 8;
 
-  static redis::RedisUrl ToRedisUrl(const RedisIdempotencyUrl& url) {
-    redis::RedisUrl redis;
-    redis.host = url.host;
-    redis.port = url.port;
-    redis.db = url.db;
-    redis.user = url.user;
-    redis.password = url.password;
-    return redis;
-  }
-
   const std::string description_;
   redis::RedisConnectionPool pool_;
 };
@@ -157,8 +160,9 @@ class RedisIdempotencyConnections {
 }  // namespace internal
 
 std::string RedisIdempotencyUrl::Describe() const {
-  const std::string shown_host = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  return absl::StrCat("redis://", shown_host, ":", port, "/", db);
+  // The client's description without its "?stream=" (the store's keys have a prefix).
+  const std::string described = server.Describe();
+  return described.substr(0, described.find('?'));
 }
 
 absl::StatusOr<RedisIdempotencyUrl> ParseRedisIdempotencyUrl(const std::string& url_text) {
@@ -195,6 +199,7 @@ absl::StatusOr<RedisIdempotencyUrl> ParseRedisIdempotencyUrl(const std::string& 
   url.user = parsed->user;
   url.password = parsed->password;
   if (has_prefix) url.prefix = parsed->stream;
+  url.server = *std::move(parsed);
   return url;
 }
 
@@ -205,8 +210,9 @@ absl::StatusOr<std::unique_ptr<RedisIdempotencyStore>> RedisIdempotencyStore::Op
   if (options.ttl <= absl::ZeroDuration() || options.claim_ttl <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("redis idempotency store: TTLs must be positive");
   }
-  auto connections = std::make_unique<internal::RedisIdempotencyConnections>(
-      *url, options.connect_timeout, options.command_timeout);
+  redis::RedisOptions redis = options.redis;
+  redis.timeouts = {options.connect_timeout, options.command_timeout};
+  auto connections = std::make_unique<internal::RedisIdempotencyConnections>(*url, redis);
   if (absl::Status probe = connections->Probe();
       !probe.ok() && probe.code() != absl::StatusCode::kUnavailable) {
     return probe;
@@ -446,7 +452,7 @@ void RedisIdempotencyStore::RunWrites() {
   std::vector<std::vector<std::string>> commands;
   for (Write& write : writes) commands.push_back(std::move(write.command));
   mu_.Unlock();
-  absl::StatusOr<std::vector<Reply>> replies = connections_->Run(commands);
+  absl::StatusOr<std::vector<Reply>> replies = connections_->RunDurable(commands);
   if (!replies.ok()) {
     ReportError(absl::Status(replies.status().code(),
                              absl::StrCat(replies.status().message(), " (", writes.size(),

@@ -16,6 +16,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "adapters/redis/redis_connection.h"
+#include "adapters/redis/redis_url.h"
 #include "gateway/idempotency/idempotency_store.h"
 
 namespace inspection::pipeline {
@@ -28,14 +30,17 @@ inline constexpr char kDefaultIdempotencyPrefix[] = "inspection:";
 // '@'; an IPv6 host is written in brackets. Port defaults to 6379, db to 0; `prefix` is
 // empty when the URL has none (RedisIdempotencyOptions::prefix applies). Plain value type.
 struct RedisIdempotencyUrl {
-  std::string host;
+  std::string host;  // redis:// only
   int port = 6379;
   int db = 0;
   std::string user;      // empty: AUTH with the password alone (the "default" user)
   std::string password;  // empty: no AUTH
   std::string prefix;
+  // The whole URL as the Redis client reads it (redis:// or redis+sentinel://).
+  redis::RedisUrl server;
 
-  // "redis://host:port/db": never the user or the password.
+  // "redis://host:port/db" or "redis+sentinel://host:port,.../MASTER/db": never the user or
+  // the password.
   std::string Describe() const;
 };
 
@@ -53,6 +58,9 @@ struct RedisIdempotencyOptions {
   // Key prefix, unless the URL has ?prefix=. Keys are
   // "<prefix>idem:<account length>:<account><key>".
   std::string prefix = kDefaultIdempotencyPrefix;
+  // The sentinels' password and what a stored outcome waits for (WAIT; the timeouts are
+  // connect_timeout and command_timeout below).
+  redis::RedisOptions redis;
   absl::Duration connect_timeout = absl::Seconds(1);
   // Socket timeout of each command: Begin() returns kUnavailable after about this long
   // when Redis stops answering.

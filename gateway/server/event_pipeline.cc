@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "adapters/eventlog/redis/redis_event_log.h"
+#include "adapters/redis/redis_url.h"
 #include "gateway/logging/log.h"
 #include "gateway/tracing/trace_context.h"
 
@@ -36,7 +38,7 @@ absl::Status MakeReconciler(const GatewayServerOptions& options, EventPipeline& 
           "reconciliation is off: the event log is injected and no work ledger is configured");
       return absl::OkStatus();
     }
-    auto ledger = OpenWorkLedger(settings.ledger_url, options.event_log_url);
+    auto ledger = OpenWorkLedger(settings.ledger_url, options.event_log_url, options.redis);
     if (!ledger.ok()) return Prefixed(ledger.status(), "reconcile.ledger: ");
     events.ledger = std::shared_ptr<eventlog::WorkLedger>(std::move(*ledger));
   }
@@ -80,22 +82,30 @@ absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
 }
 
 absl::StatusOr<std::unique_ptr<eventlog::WorkLedger>> OpenWorkLedger(
-    const std::string& ledger_url, const std::string& event_log_url) {
+    const std::string& ledger_url, const std::string& event_log_url,
+    const redis::RedisOptions& redis) {
   const std::string& url = ledger_url.empty() ? event_log_url : ledger_url;
   if (url.rfind("sqlite:", 0) == 0) {
     // Beside the event log: a file of its own, so the two never wait for each other's lock.
     return eventlog::OpenSqliteWorkLedger(ledger_url.empty() ? absl::StrCat(url.substr(7), ".work")
                                                              : url.substr(7));
   }
-  if (url.rfind("redis://", 0) == 0) return eventlog::OpenRedisWorkLedger(url);
-  return absl::InvalidArgumentError("reconcile.ledger must be sqlite:<path> or redis://host:port");
+  if (redis::IsRedisUrl(url)) return eventlog::OpenRedisWorkLedgerWithOptions(url, redis);
+  return absl::InvalidArgumentError(
+      "reconcile.ledger must be sqlite:<path>, redis://host:port or redis+sentinel://...");
 }
 
 absl::StatusOr<std::unique_ptr<eventlog::EventLog>> OpenEventLog(
-    const std::string& url, const eventlog::RetentionPolicy& retention) {
+    const std::string& url, const eventlog::RetentionPolicy& retention,
+    const redis::RedisOptions& redis) {
   if (url.rfind("sqlite:", 0) == 0) return eventlog::OpenSqliteEventLog(url.substr(7), retention);
-  if (url.rfind("redis://", 0) == 0) return eventlog::OpenRedisEventLog(url, retention);
-  return absl::InvalidArgumentError("event_log must be sqlite:<path> or redis://host:port");
+  if (redis::IsRedisUrl(url)) {
+    eventlog::RedisEventLogOptions options;
+    options.redis = redis;
+    return eventlog::OpenRedisEventLogWithOptions(url, retention, std::move(options));
+  }
+  return absl::InvalidArgumentError(
+      "event_log must be sqlite:<path>, redis://host:port or redis+sentinel://...");
 }
 
 absl::StatusOr<EventPipeline> MakeEventPipeline(
@@ -106,7 +116,7 @@ absl::StatusOr<EventPipeline> MakeEventPipeline(
   EventPipeline events;
   events.log = options.event_log;
   if (events.log == nullptr) {
-    auto log = OpenEventLog(options.event_log_url, options.retention);
+    auto log = OpenEventLog(options.event_log_url, options.retention, options.redis);
     if (!log.ok()) return Prefixed(log.status(), "event_log: ");
     events.log = std::shared_ptr<eventlog::EventLog>(std::move(*log));
   }

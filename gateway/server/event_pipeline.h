@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "adapters/eventlog/event_log.h"
+#include "adapters/redis/redis_connection.h"
 #include "gateway/pipeline/caching_caller.h"
 #include "gateway/reconcile/reconciler.h"
 #include "gateway/routes/route_table.h"
@@ -49,14 +50,17 @@ absl::StatusOr<EventPipeline> MakeEventPipeline(
 // The composition root's start-up errors name their config key this way.
 absl::Status Prefixed(const absl::Status& status, absl::string_view prefix);
 
-// Opens "sqlite:<path>" or "redis://..." (config key event_log).
+// Opens "sqlite:<path>", "redis://..." or "redis+sentinel://..." (config key event_log),
+// a Redis with `redis` (redis.*).
 absl::StatusOr<std::unique_ptr<eventlog::EventLog>> OpenEventLog(
-    const std::string& url, const eventlog::RetentionPolicy& retention);
+    const std::string& url, const eventlog::RetentionPolicy& retention,
+    const redis::RedisOptions& redis = redis::RedisOptions());
 
 // Opens the work ledger at `ledger_url`, or beside the event log at `event_log_url` when it
 // is empty (ReconcileSettings::ledger_url).
 absl::StatusOr<std::unique_ptr<eventlog::WorkLedger>> OpenWorkLedger(
-    const std::string& ledger_url, const std::string& event_log_url);
+    const std::string& ledger_url, const std::string& event_log_url,
+    const redis::RedisOptions& redis = redis::RedisOptions());
 
 // The longest a reconciler poll's vendor call may take: its deadline, the timeout of the
 // GET damagesReport or token status route (retries happen within it; upstream.timeout_ms

@@ -140,8 +140,9 @@ absl::Status GatewayServer::WireServiceDeps() {
     deps.token_pollers[account->name] = account->poller.get();
     if (!account->name.empty()) deps.vendor_accounts.insert(account->name);
   }
-  auto idempotency = pipeline::OpenIdempotencyStore(
-      opts.idempotency_store_url, opts.idempotency_ttl, opts.idempotency_memory_max_bytes);
+  auto idempotency =
+      pipeline::OpenIdempotencyStore(opts.idempotency_store_url, opts.idempotency_ttl,
+                                     opts.idempotency_memory_max_bytes, opts.redis);
   if (!idempotency.ok()) return Prefixed(idempotency.status(), "idempotency_store: ");
   idempotency_ = std::move(*idempotency);
   deps.idempotency = idempotency_.get();

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "adapters/eventlog/event_log.h"
 #include "adapters/http/http_transport.h"
+#include "adapters/redis/redis_connection.h"
 #include "adapters/vendor/request_validation.h"
 #include "adapters/vendor/vendor_request.h"
 #include "gateway/pipeline/caching_caller.h"
@@ -177,6 +178,9 @@ struct GatewayServerOptions {
   size_t idempotency_memory_max_bytes = size_t{64} << 20;
   // "memory" or "redis://..." (config key idempotency_store).
   std::string idempotency_store_url = "memory";
+  // What every Redis-backed store (event log, ledger, idempotency store) does with the
+  // primary (redis.*): the sentinels' password, replicas an acknowledged write waits for.
+  redis::RedisOptions redis;
   // Admin HTTP endpoint: /metrics, /healthz, /readyz. Port 0: any free port; -1: off.
   std::string admin_host = "0.0.0.0";
   int admin_port = 9464;

@@ -7,6 +7,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "adapters/redis/redis_url.h"
+#include "gateway/idempotency/redis_idempotency_store.h"
 #include "gateway/pipeline/pipeline_settings.h"
 #include "gateway/reconcile/reconciler_settings.h"
 #include "gateway/resilience/resilience_settings.h"
@@ -26,10 +28,18 @@ using Options = GatewayServerOptions;
 using settings::kDayMs;
 using settings::kMaxInt;
 
+// A Redis URL is parsed here, where a bad one stops start-up with the key named, rather
+// than when the store is opened; a form the parser refuses (a password without its ':') is
+// refused before anything could print it. The parser's messages never hold the URL.
 absl::StatusOr<std::string> EventLogUrl(std::string value) {
   if (absl::StartsWith(value, "sqlite:") && value.size() > 7) return value;
-  if (absl::StartsWith(value, "redis://") && value.size() > 8) return value;
-  return absl::InvalidArgumentError("must be sqlite:<path> or redis://host:port[/db]");
+  if (redis::IsRedisUrl(value)) {
+    if (absl::Status parsed = redis::ParseRedisUrl(value).status(); !parsed.ok()) return parsed;
+    return value;
+  }
+  return absl::InvalidArgumentError(
+      "must be sqlite:<path>, redis://host:port[/db] or "
+      "redis+sentinel://host:port[,host:port...]/MASTER_NAME[/db]");
 }
 
 absl::StatusOr<std::string> WorkLedgerUrl(std::string value) {
@@ -39,8 +49,36 @@ absl::StatusOr<std::string> WorkLedgerUrl(std::string value) {
 
 absl::StatusOr<std::string> IdempotencyStoreUrl(std::string value) {
   if (value == "memory") return value;
-  if (absl::StartsWith(value, "redis://") && value.size() > 8) return value;
-  return absl::InvalidArgumentError("must be memory or redis://host:port[/db]");
+  if (redis::IsRedisUrl(value)) {
+    if (absl::Status parsed = pipeline::ParseRedisIdempotencyUrl(value).status(); !parsed.ok()) {
+      return parsed;
+    }
+    return value;
+  }
+  return absl::InvalidArgumentError(
+      "must be memory, redis://host:port[/db] or "
+      "redis+sentinel://host:port[,host:port...]/MASTER_NAME[/db]");
+}
+
+// What every Redis-backed store (event_log, reconcile.ledger, idempotency_store) does with
+// the primary: how it is found and what an acknowledged write waits for.
+std::vector<settings::Setting<Options>> RedisKeys() {
+  return {
+      settings::Integer<GatewayServerOptions>(
+          "redis.min_replicas_acked", [](auto& o) -> auto& { return o.redis.min_replicas_acked; },
+          -1, 16, "N",
+          "Replicas that must have a write before the gateway acknowledges it (a webhook's "
+          "200, a recorded submission, an idempotency key's outcome): WAIT n after the write. "
+          "-1 = auto: 1 when the primary has a connected replica (seen when a connection "
+          "opens), else 0. 0 = the primary's word alone (a primary that dies before its "
+          "replica copied the write loses it). A webhook not confirmed in time gets 503 and is "
+          "delivered again."),
+      settings::Duration<std::milli, GatewayServerOptions>(
+          "redis.replica_ack_timeout_ms",
+          [](auto& o) -> auto& { return o.redis.replica_ack_timeout; }, 1, 60000, "MS",
+          "How long a write waits for redis.min_replicas_acked replicas before it is refused "
+          "as not acknowledged."),
+  };
 }
 
 // The web application's address, and where the gRPC server and the admin endpoint listen.
@@ -207,8 +245,10 @@ std::vector<settings::Setting<Options>> EventLogKeys() {
           "a webhook key the gateway polls in either mode."),
       settings::UrlWithPassword(settings::String<GatewayServerOptions>(
           "event_log", [](auto& o) -> auto& { return o.event_log_url; }, EventLogUrl, "URL",
-          "Where events are stored: sqlite:<path> (one process) or "
-          "redis://[:password@]host:port[/db][?stream=name] (replicas share it).")),
+          "Where events are stored: sqlite:<path> (one process), "
+          "redis://[[user]:password@]host:port[/db][?stream=name] or, following the primary "
+          "through Redis Sentinel, redis+sentinel://[[user]:password@]host:port[,host:port...]/"
+          "MASTER_NAME[/db][?stream=name] (replicas share it; see redis.*).")),
       settings::Duration<std::ratio<3600>, GatewayServerOptions>(
           "event_log_retention.max_age_hours", [](auto& o) -> auto& { return o.retention.max_age; },
           1, 24 * 366, "HOURS", "Events older than this are removed."),
@@ -235,9 +275,9 @@ std::vector<settings::Setting<Options>> LedgerKeys() {
       settings::UrlWithPassword(settings::String<GatewayServerOptions>(
           "reconcile.ledger", [](auto& o) -> auto& { return o.reconcile.ledger_url; },
           WorkLedgerUrl, "URL",
-          "Where recorded work is kept: sqlite:<path> or redis://[:password@]host:port[/db] "
-          "(replicas share it and split the polls). Empty: beside event_log (<path>.work, or "
-          "the same Redis).")),
+          "Where recorded work is kept: sqlite:<path>, redis://... or redis+sentinel://... as "
+          "for event_log (replicas share it and split the polls). Empty: beside event_log "
+          "(<path>.work, or the same Redis).")),
   };
 }
 
@@ -257,8 +297,9 @@ std::vector<settings::Setting<Options>> IdempotencyKeys() {
       settings::UrlWithPassword(settings::String<GatewayServerOptions>(
           "idempotency_store", [](auto& o) -> auto& { return o.idempotency_store_url; },
           IdempotencyStoreUrl, "memory|URL",
-          "Where idempotency keys are kept: memory (this process) or "
-          "redis://[:password@]host:port[/db] (replicas share them).")),
+          "Where idempotency keys are kept: memory (this process), "
+          "redis://[[user]:password@]host:port[/db][?prefix=name] or "
+          "redis+sentinel://...[?prefix=name] (replicas share them; see redis.*).")),
   };
 }
 
@@ -330,6 +371,7 @@ settings::Schema<GatewayServerOptions> ServerSchema() {
       .Add(Own(LedgerKeys()))
       .Add(Lift(tracing::OtlpExporterSchema(), part(&Options::tracing)))
       .Add(Own(IdempotencyKeys()))
+      .Add(Own(RedisKeys()))
       .Add(Lift(pipeline::RetrySchema(), part(&Options::retry)))
       .Add(Lift(resilience::RetryBudgetSchema(), part(&Options::retry_budget)))
       .Add(Lift(resilience::CircuitBreakerSchema(), part(&Options::circuit_breaker)))

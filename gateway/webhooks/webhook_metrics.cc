@@ -6,9 +6,9 @@ namespace inspection::webhooks {
 namespace {
 
 constexpr std::array<std::string_view, kNumWebhookOutcomes> kOutcomeLabels = {
-    "accepted",  "duplicate",          "unauthorized",    "too_large",
-    "bad_json",  "no_event_name",      "store_failure",   "bad_request",
-    "not_found", "method_not_allowed", "json_too_complex"};
+    "accepted",  "duplicate",          "unauthorized",     "too_large",
+    "bad_json",  "no_event_name",      "store_failure",    "bad_request",
+    "not_found", "method_not_allowed", "json_too_complex", "not_replicated"};
 constexpr std::array<std::string_view, kNumWebhookRefusals> kRefusalLabels = {
     "max_connections",
     "max_connections_per_client",
@@ -65,7 +65,9 @@ WebhookMetrics::WebhookMetrics(const metrics::MetricsScope& scope) {
 void WebhookMetrics::Delivery(WebhookOutcome outcome) {
   metrics::BoundedAt(deliveries_, static_cast<size_t>(outcome))->Increment();
   if (outcome == WebhookOutcome::kAccepted) event_log_appends_->Increment();
-  if (outcome == WebhookOutcome::kStoreFailure) event_log_append_errors_->Increment();
+  if (outcome == WebhookOutcome::kStoreFailure || outcome == WebhookOutcome::kNotReplicated) {
+    event_log_append_errors_->Increment();
+  }
 }
 
 void WebhookMetrics::Refusal(WebhookRefusal reason) {

@@ -26,8 +26,11 @@ enum class WebhookOutcome {
   kNotFound,          // unknown path
   kMethodNotAllowed,  // not POST
   kJsonTooComplex,    // JSON deeper or with more values than the limits
+  // Stored on the Redis primary, but fewer replicas than redis.min_replicas_acked confirmed
+  // it within redis.replica_ack_timeout_ms: 503, the vendor delivers it again (stored once).
+  kNotReplicated,
 };
-inline constexpr size_t kNumWebhookOutcomes = 11;
+inline constexpr size_t kNumWebhookOutcomes = 12;
 std::string_view WebhookOutcomeLabel(WebhookOutcome outcome);
 
 // `reason` the webhook port's HTTP layer refused a connection or request, or ended a

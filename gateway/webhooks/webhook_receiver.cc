@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "adapters/hashing/sha256.h"
 #include "adapters/http/http_server.h"
+#include "adapters/redis/redis_status.h"
 #include "adapters/vendor/event_mapper.h"
 #include "gateway/logging/log.h"
 #include "nlohmann/json.hpp"
@@ -336,6 +337,7 @@ WebhookReceiver::Stats WebhookReceiver::stats() const {
   stats.no_event_name = no_event_name_.load();
   stats.unknown_event_names = unknown_event_names_.load();
   stats.store_failures = store_failures_.load();
+  stats.not_replicated = not_replicated_.load();
   stats.bad_requests = http.malformed;
   stats.not_found = not_found_.load();
   stats.method_not_allowed = method_not_allowed_.load();
@@ -463,6 +465,17 @@ void WebhookReceiver::Handle(http::ServerRequest& request, http::ServerResponse&
   event.payload = std::move(request.body);
   event.received_at_ms = absl::ToUnixMillis(options_.clock());
   const absl::StatusOr<eventlog::AppendResult> appended = log_->Append(event);
+  if (!appended.ok() && redis::IsNotReplicated(appended.status())) {
+    // On the primary, not confirmed by enough replicas: a 200 would promise what a failover
+    // could lose. The vendor delivers it again; the dedupe keeps it once.
+    Count(not_replicated_, WebhookOutcome::kNotReplicated);
+    LogRejected(request, 503, "not_replicated", &endpoint.account);
+    response.SetHeader("Retry-After", "1");
+    Reply(response, 503, "not_replicated",
+          "the event was not confirmed by enough store replicas in time; deliver it again "
+          "later");
+    return;
+  }
   if (!appended.ok()) {
     // Any error, not only Unavailable: nothing was stored, so the only safe answer is one
     // that makes the sender try again. The backend's message stays out of the answer (it

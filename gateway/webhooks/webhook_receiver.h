@@ -107,6 +107,7 @@ struct WebhookReceiverStats {
   int64_t no_event_name = 0;        // 400, no non-empty string at event_name_pointer
   int64_t unknown_event_names = 0;  // of `accepted`: names not in known_event_names
   int64_t store_failures = 0;       // 503, the event log did not take the event
+  int64_t not_replicated = 0;       // 503, stored but not confirmed by enough Redis replicas
   int64_t bad_requests = 0;         // 400/505, malformed request or ambiguous framing
   int64_t not_found = 0;            // 404, another path
   int64_t method_not_allowed = 0;   // 405, not POST
@@ -222,6 +223,7 @@ class WebhookReceiver {
   std::atomic<int64_t> no_event_name_{0};
   std::atomic<int64_t> unknown_event_names_{0};
   std::atomic<int64_t> store_failures_{0};
+  std::atomic<int64_t> not_replicated_{0};
   std::atomic<int64_t> not_found_{0};
   std::atomic<int64_t> method_not_allowed_{0};
   mutable logging::LineRateLimiter rejected_lines_;

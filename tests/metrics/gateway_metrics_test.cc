@@ -218,7 +218,7 @@ TEST(GatewayMetricsTest, RegistersEveryFamilyAndSeriesAtConstruction) {
       {"inspection_upstream_buffered_response_bytes", {MetricType::Gauge, 1}},
       {"inspection_upstream_buffered_response_limit_bytes", {MetricType::Gauge, 1}},
       {"inspection_idempotency_replays_total", {MetricType::Counter, 4}},
-      {"inspection_webhook_deliveries_total", {MetricType::Counter, 11}},
+      {"inspection_webhook_deliveries_total", {MetricType::Counter, 12}},
       {"inspection_webhook_http_refusals_total", {MetricType::Counter, 12}},
       {"inspection_webhook_connections", {MetricType::Gauge, 1}},
       {"inspection_webhook_listener_accepting", {MetricType::Gauge, 1}},

@@ -25,11 +25,13 @@
 
 #include <prometheus/registry.h>
 #include "absl/status/status.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "adapters/eventlog/event_log.h"
+#include "adapters/redis/redis_status.h"
 #include "gateway/metrics/metrics_scope.h"
 #include "gateway/webhooks/webhook_metrics.h"
 #include "nlohmann/json.hpp"
@@ -570,6 +572,31 @@ TEST_F(WebhookReceiverTest, LogFailureIs503WithRetryAfterAndTheRetryIsStored) {
   EXPECT_EQ(log_.Events().size(), 1u);
   const WebhookReceiver::Stats stats = receiver_->stats();
   EXPECT_EQ(stats.store_failures, 2);
+  EXPECT_EQ(stats.accepted, 1);
+}
+
+// A Redis primary that took the event but no replica confirmed it in time
+// (redis.min_replicas_acked): 503 not_replicated, counted apart from store failures, and the
+// vendor's retry is acknowledged once the store confirms it.
+TEST_F(WebhookReceiverTest, AnEventNoReplicaConfirmedIs503NotReplicated) {
+  StartReceiver();
+  absl::Status not_replicated = absl::UnavailableError("redis://h:1/0: 0 of the 1 replica(s)");
+  not_replicated.SetPayload(redis::kNotReplicatedPayloadUrl, absl::Cord("1"));
+  log_.FailAppendsWith(not_replicated);
+  const httplib::Result refused = Deliver(kCreateReport);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_EQ(refused->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(JsonOf(refused).value("error", ""), "not_replicated");
+  EXPECT_THAT(refused->body, Not(HasSubstr("redis://")));
+
+  log_.FailAppendsWith(absl::OkStatus());
+  const httplib::Result retry = Deliver(kCreateReport);
+  ASSERT_TRUE(retry);
+  EXPECT_EQ(retry->status, 200);
+  const WebhookReceiver::Stats stats = receiver_->stats();
+  EXPECT_EQ(stats.not_replicated, 1);
+  EXPECT_EQ(stats.store_failures, 0);
   EXPECT_EQ(stats.accepted, 1);
 }
 
@@ -1262,11 +1289,14 @@ TEST(WebhookMetricsTest, EveryHttpEventLandsInItsSeriesAndOddValuesStayBounded) 
   EXPECT_EQ(SeriesValue(registry, "inspection_webhook_connections"), 1);
   metrics.Delivery(WebhookOutcome::kStoreFailure);
   EXPECT_EQ(SeriesValue(registry, "inspection_event_log_append_errors_total"), 1);
+  metrics.Delivery(WebhookOutcome::kNotReplicated);
+  EXPECT_EQ(SeriesValue(registry, "inspection_event_log_append_errors_total"), 2);
+  EXPECT_EQ(
+      SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "not_replicated"), 1);
   // A value cast from an int lands in the last bucket, not out of bounds.
   metrics.Delivery(static_cast<WebhookOutcome>(50));
   EXPECT_EQ(
-      SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "json_too_complex"),
-      1);
+      SeriesValue(registry, "inspection_webhook_deliveries_total", "outcome", "not_replicated"), 2);
   EXPECT_EQ(WebhookOutcomeLabel(WebhookOutcome::kMethodNotAllowed), "method_not_allowed");
   EXPECT_EQ(WebhookRefusalLabel(WebhookRefusal::kAnsweringClosedForRoom),
             "answering_closed_for_room");

@@ -29,7 +29,6 @@ using redis::RedisConnection;
 using redis::RedisConnectionPool;
 using redis::RedisErrorReplyToStatus;
 using redis::RedisReply;
-using redis::RedisTimeouts;
 using redis::RedisUrl;
 namespace {
 
@@ -51,6 +50,9 @@ if existing then
       if fields[i] == 'received_at_ms' then received = tonumber(fields[i + 1]) end
     end
     if not received or tonumber(ARGV[8]) - received < tonumber(ARGV[1]) then
+      -- A write (replicated after the first copy's XADD), so that the caller's WAIT covers
+      -- the first copy too: a duplicate is acknowledged only once that copy is replicated.
+      redis.call('PEXPIRE', KEYS[2], ARGV[1])
       return {existing, 1}
     end
   end
@@ -224,8 +226,8 @@ class RedisEventLog final : public EventLog {
         probe_key_(url_.stream + ":writable-probe"),
         append_script_(kAppendScript),
         retention_script_(kRetentionScript),
-        commands_(url_, Timeouts(options), options.max_idle_connections),
-        blocking_(url_, Timeouts(options), options.max_idle_connections) {}
+        commands_(url_, Redis(options), options.max_idle_connections),
+        blocking_(url_, Redis(options), options.max_idle_connections) {}
 
   // Reachability, AUTH and SELECT, for Open to fail fast on a wrong URL.
   absl::Status Ping() {
@@ -255,8 +257,14 @@ class RedisEventLog final : public EventLog {
                                            event.account};
     // Safe to repeat (the pool retries once on a connection the server had closed): a
     // repeat finds the dedupe key of the first attempt and returns its cursor.
-    absl::StatusOr<RedisReply> reply = commands_.Run<RedisReply>(
-        [&](RedisConnection& c) { return RunScript(c, append_script_, keys, args); });
+    absl::StatusOr<RedisReply> reply =
+        commands_.Run<RedisReply>([&](RedisConnection& c) -> absl::StatusOr<RedisReply> {
+          absl::StatusOr<RedisReply> appended = RunScript(c, append_script_, keys, args);
+          if (!appended.ok() || (*appended)->type == REDIS_REPLY_ERROR) return appended;
+          // Acknowledged only once enough replicas have it (redis.min_replicas_acked).
+          if (absl::Status replicated = c.WaitForReplicas(); !replicated.ok()) return replicated;
+          return appended;
+        });
     if (!reply.ok()) return reply.status();
     const redisReply& r = **reply;
     if (r.type == REDIS_REPLY_ERROR) return ErrorStatus(r, "append");
@@ -437,11 +445,11 @@ class RedisEventLog final : public EventLog {
     return std::clamp<int64_t>(age.count(), 0, kMaxSeconds) * 1000;
   }
 
-  static RedisTimeouts Timeouts(const RedisEventLogOptions& options) {
-    RedisTimeouts timeouts;
-    timeouts.connect = options.connect_timeout;
-    timeouts.command = options.command_timeout;
-    return timeouts;
+  static redis::RedisOptions Redis(const RedisEventLogOptions& options) {
+    redis::RedisOptions redis = options.redis;
+    redis.timeouts.connect = options.connect_timeout;
+    redis.timeouts.command = options.command_timeout;
+    return redis;
   }
 
   absl::Status ErrorStatus(const redisReply& reply, const char* what) const {

@@ -14,18 +14,22 @@
 //                          caller's duplicate key, used as is: it covers the account)
 //   S:removed_up_to        highest ID that retention removed (for OUT_OF_RANGE)
 //   S:writable-probe       written by CheckWritable() (expires after 10 s)
-// A standalone Redis server (or the primary's address): there is no Cluster redirection
-// and no Sentinel discovery. The scripts touch the dedupe keys without declaring them,
-// so a future Cluster port needs a hash-tagged stream name ("{name}").
+// A standalone Redis server (redis://, the primary's address) or the primary that Redis
+// Sentinel names (redis+sentinel://, followed through failovers: adapters/redis). There is
+// no Cluster redirection. The scripts touch the dedupe keys without declaring them, so a
+// future Cluster port needs a hash-tagged stream name ("{name}").
 //
 // Append is one Lua script (dedupe GET, XADD, SET of the dedupe key), so replicas
-// appending the same content at once store it exactly once. Durability: an
-// acknowledged append is exactly as durable as the server's persistence settings make
-// it. For "acknowledged means stored", run Redis with `appendonly yes` and
-// `appendfsync always` (and, with replication, accept that a failover can lose the
-// last writes unless WAIT-style replication is added). With the defaults (RDB
-// snapshots, or no persistence at all as in the tests) a Redis restart loses events
-// and the log restarts empty; readers cannot detect this from their cursors.
+// appending the same content at once store it exactly once. Durability: Append returns
+// only after RedisOptions::min_replicas_acked replicas have the entry (WAIT; a duplicate
+// refreshes its dedupe key's TTL, a write, so that the WAIT also covers the first copy),
+// else Unavailable carrying redis::kNotReplicatedPayloadUrl (the entry is on the primary
+// and may survive; appending it again is safe). So a primary that dies loses no append
+// that was answered OK as long as a confirming replica is promoted (Sentinel promotes the
+// most up-to-date one). Against a whole-set restart run Redis with `appendonly yes` and
+// `appendfsync always` (or everysec: up to a second). With no persistence (the tests) a
+// restart of every node loses events and the log restarts empty; readers cannot detect
+// this from their cursors.
 //
 // Retention: by count (exact) and by age, where age is `now - received_at_ms` (the
 // gateway's clock, like `now`), not the entry ID (Redis's clock). Both remove a prefix
@@ -51,6 +55,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "adapters/eventlog/event_log.h"
+#include "adapters/eventlog/work_ledger.h"
+#include "adapters/redis/redis_connection.h"
 
 namespace inspection::eventlog {
 
@@ -62,6 +68,9 @@ struct RedisEventLogOptions {
   // Entries one retention script examines; bounds how long one script blocks Redis
   // (ApplyRetention runs it until nothing more is due).
   int retention_batch = 1000;
+  // The sentinels' password and what an acknowledged append waits for (the timeouts are
+  // the two above).
+  redis::RedisOptions redis;
 };
 
 // Opens the log at `url` (see event_log.h for the URL form) and checks that the server
@@ -71,6 +80,11 @@ struct RedisEventLogOptions {
 // every connection and must not run concurrently with a call.
 absl::StatusOr<std::unique_ptr<EventLog>> OpenRedisEventLogWithOptions(
     const std::string& url, RetentionPolicy retention, RedisEventLogOptions options);
+
+// OpenRedisWorkLedger (work_ledger.h) with the sentinels' password and the acknowledgement
+// settings: Record returns only once `redis.min_replicas_acked` replicas have the item.
+absl::StatusOr<std::unique_ptr<WorkLedger>> OpenRedisWorkLedgerWithOptions(
+    const std::string& url, const redis::RedisOptions& redis);
 
 }  // namespace inspection::eventlog
 

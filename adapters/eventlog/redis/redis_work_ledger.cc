@@ -20,6 +20,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "adapters/eventlog/redis/redis_event_log.h"
 #include "adapters/eventlog/work_ledger.h"
 #include "adapters/redis/redis_connection.h"
 #include "adapters/redis/redis_url.h"
@@ -42,7 +43,13 @@ std::string WithLevels(const char* script) { return absl::StrCat(kLevels, script
 
 // KEYS: items, due, started. ARGV: field, item JSON, next, started.
 constexpr char kRecordScript[] = R"lua(
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
+local existing = redis.call('HGET', KEYS[1], ARGV[1])
+if existing then
+  -- Rewritten as it is: a write, replicated after the first record, so that the caller's
+  -- WAIT covers the first record too (a retry after a record WAIT did not confirm).
+  redis.call('HSET', KEYS[1], ARGV[1], existing)
+  return 0
+end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
@@ -159,11 +166,11 @@ absl::StatusOr<WorkItem> ParseItem(const std::string& text) {
 
 class RedisWorkLedger final : public WorkLedger {
  public:
-  RedisWorkLedger(const redis::RedisUrl& url)
+  RedisWorkLedger(const redis::RedisUrl& url, const redis::RedisOptions& options)
       : items_(url.stream + ":work:items"),
         due_(url.stream + ":work:due"),
         started_(url.stream + ":work:started"),
-        pool_(url, redis::RedisTimeouts{}, kMaxIdle) {}
+        pool_(url, options, kMaxIdle) {}
 
   absl::Status Ping() { return Integer({"PING"}, "ping").status(); }
 
@@ -180,7 +187,7 @@ class RedisWorkLedger final : public WorkLedger {
     return Integer({"EVAL", kRecordScript, "3", items_, due_, started_,
                     Field(item.kind, item.account, item.id), j.dump(),
                     std::to_string(item.next_poll_at_ms), std::to_string(item.started_at_ms)},
-                   "record")
+                   "record", /*durable=*/true)
         .status();
   }
 
@@ -246,9 +253,19 @@ class RedisWorkLedger final : public WorkLedger {
   }
 
  private:
-  absl::StatusOr<redis::RedisReply> Run(std::vector<std::string> args, const char* what) {
+  // `durable`: the write is one a caller acknowledges; it returns only once
+  // RedisOptions::min_replicas_acked replicas have it (WAIT).
+  absl::StatusOr<redis::RedisReply> Run(std::vector<std::string> args, const char* what,
+                                        bool durable = false) {
     absl::StatusOr<redis::RedisReply> reply = pool_.Run<redis::RedisReply>(
-        [&args](redis::RedisConnection& connection) { return connection.Command(args); });
+        [&args, durable](redis::RedisConnection& connection) -> absl::StatusOr<redis::RedisReply> {
+          absl::StatusOr<redis::RedisReply> done = connection.Command(args);
+          if (!durable || !done.ok() || (*done)->type == REDIS_REPLY_ERROR) return done;
+          if (absl::Status replicated = connection.WaitForReplicas(); !replicated.ok()) {
+            return replicated;
+          }
+          return done;
+        });
     if (!reply.ok()) return reply.status();
     if ((*reply)->type == REDIS_REPLY_ERROR) {
       return redis::RedisErrorReplyToStatus(**reply, absl::StrCat("redis work ledger: ", what));
@@ -256,8 +273,9 @@ class RedisWorkLedger final : public WorkLedger {
     return reply;
   }
 
-  absl::StatusOr<int64_t> Integer(std::vector<std::string> args, const char* what) {
-    absl::StatusOr<redis::RedisReply> reply = Run(std::move(args), what);
+  absl::StatusOr<int64_t> Integer(std::vector<std::string> args, const char* what,
+                                  bool durable = false) {
+    absl::StatusOr<redis::RedisReply> reply = Run(std::move(args), what, durable);
     if (!reply.ok()) return reply.status();
     if ((*reply)->type == REDIS_REPLY_INTEGER) return (*reply)->integer;
     if ((*reply)->type == REDIS_REPLY_STATUS) return 0;  // PING's +PONG
@@ -275,12 +293,17 @@ class RedisWorkLedger final : public WorkLedger {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<WorkLedger>> OpenRedisWorkLedger(const std::string& url) {
+absl::StatusOr<std::unique_ptr<WorkLedger>> OpenRedisWorkLedgerWithOptions(
+    const std::string& url, const redis::RedisOptions& options) {
   absl::StatusOr<redis::RedisUrl> parsed = redis::ParseRedisUrl(url);
   if (!parsed.ok()) return parsed.status();
-  auto ledger = std::make_unique<RedisWorkLedger>(*parsed);
+  auto ledger = std::make_unique<RedisWorkLedger>(*parsed, options);
   if (absl::Status s = ledger->Ping(); !s.ok()) return s;
   return ledger;
+}
+
+absl::StatusOr<std::unique_ptr<WorkLedger>> OpenRedisWorkLedger(const std::string& url) {
+  return OpenRedisWorkLedgerWithOptions(url, redis::RedisOptions());
 }
 
 }  // namespace inspection::eventlog

@@ -252,6 +252,39 @@ TEST(RedisEventLogTest, AnEntryOfThePreviousVersionWithoutAnAccountReadsAsTheDef
   EXPECT_EQ((*all)[1].event.payload, old_event.payload);
 }
 
+// With a replica (redis.min_replicas_acked auto = 1), an append is answered only once the
+// replica has it. A frozen replica: not acknowledged (the caller answers 503); the retry of
+// the same event, once the replica is back, is a duplicate that is acknowledged only after
+// WAIT covered the first copy too.
+TEST(RedisEventLogTest, AnAppendNoReplicaConfirmedIsNotAcknowledgedAndItsRetryIs) {
+  std::string error;
+  auto primary = RedisServer::Start(&error);
+  ASSERT_NE(primary, nullptr) << error;
+  auto replica = RedisServer::StartReplica(&error, *primary);
+  ASSERT_NE(replica, nullptr) << error;
+  RedisEventLogOptions options;
+  options.redis.replica_ack_timeout = absl::Milliseconds(300);
+  auto log = OpenOrFail(primary->Url("/0?stream=acked"), {}, options);
+  ASSERT_NE(log, nullptr);
+  NewEvent first = MakeEvent("createReport", "payload-1");
+  ASSERT_TRUE(log->Append(first).ok());
+
+  ASSERT_EQ(::kill(replica->pid(), SIGSTOP), 0);
+  NewEvent second = MakeEvent("createReport", "payload-2");
+  absl::StatusOr<AppendResult> refused = log->Append(second);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(redis::IsNotReplicated(refused.status())) << refused.status();
+  ASSERT_EQ(::kill(replica->pid(), SIGCONT), 0);
+
+  absl::StatusOr<AppendResult> retried = log->Append(second);
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_TRUE(retried->duplicate);  // stored once
+  auto events = log->ReadAfter("", 10);
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(events->size(), 2u);
+}
+
 TEST(RedisEventLogTest, OpenFailsWithUnavailableWhenNothingListens) {
   const int port = ::inspection::testing::UnusedClosedPort();
   ASSERT_GT(port, 0);
