@@ -264,7 +264,7 @@ def percentiles(latencies):
 
 
 def interleaved_hop(direct_url, via_url, bare_url, tmp, *, n, rounds, around_via=None,
-                    relay_url=None):
+                    relay_url=None, around_relay=None):
     """The three legs of the hop figures, one call at a time: REST straight to the vendor
     (`direct_url`, HTTP/1.1 with the API key), a gRPC call through the relay under test
     (`via_url`) and the bare gRPC health check of the same server (`bare_url`), `n` calls
@@ -275,8 +275,9 @@ def interleaved_hop(direct_url, via_url, bare_url, tmp, *, n, rounds, around_via
     accounting). With `relay_url` (bench_hop_floor serving the same call against the same
     vendor) each round also runs that relay, right after the via leg, and `over_relay50` is
     the median of the rounds' via p50 - relay p50: what the relay under test adds over a
-    relay that does no work, with both legs' drift shared. Percentiles of each leg are over
-    all its rounds."""
+    relay that does no work, with both legs' drift shared (`around_relay` wraps each relay
+    run, as `around_via` does the via runs). Percentiles of each leg are over all its
+    rounds."""
     per_round = max(1, n // rounds)
     legs = {"direct": [], "via": [], "bare": []}
     if relay_url:
@@ -291,7 +292,9 @@ def interleaved_hop(direct_url, via_url, bare_url, tmp, *, n, rounds, around_via
                         headers=[f"x-api-key: {API_KEY}"])
         via = around_via(run_via) if around_via else run_via()
         if relay_url:
-            relay = h2load(relay_url, tmp, clients=1, streams=1, requests=per_round)
+            def run_relay():
+                return h2load(relay_url, tmp, clients=1, streams=1, requests=per_round)
+            relay = around_relay(run_relay) if around_relay else run_relay()
             legs["relay"] += relay["latencies"]
             over_relay.append(via["p"][50] - relay["p"][50])
         bare = h2load(bare_url, tmp, clients=1, streams=1, requests=per_round)
@@ -376,12 +379,18 @@ def measure_hop(build, tmp, args, client, with_relay=False):
         except BaseException:
             stack.stop()
             raise
-    cpu = [0.0]
+    cpu = {"gateway": 0.0, "relay": 0.0}
 
     def around_via(run):
         before = cpu_seconds(stack.pid)
         result = run()
-        cpu[0] += cpu_seconds(stack.pid) - before
+        cpu["gateway"] += cpu_seconds(stack.pid) - before
+        return result
+
+    def around_relay(run):
+        before = cpu_seconds(relay.proc.pid)
+        result = run()
+        cpu["relay"] += cpu_seconds(relay.proc.pid) - before
         return result
 
     try:
@@ -391,7 +400,7 @@ def measure_hop(build, tmp, args, client, with_relay=False):
             f"http://{stack.grpc}/inspection.v1.EventConfigService/GetWebhookConfig",
             f"http://{stack.grpc}/grpc.health.v1.Health/Check", tmp,
             n=args.seconds * 1000, rounds=args.hop_rounds, around_via=around_via,
-            relay_url=relay_url)
+            relay_url=relay_url, around_relay=around_relay if relay else None)
         ok = stack.grpc_ok("GetWebhookConfig") - ok_before
         # The gateway's own view: handling time minus the vendor attempt, per call.
         handling = stack.metric("grpc_server_handling_seconds_sum",
@@ -406,7 +415,7 @@ def measure_hop(build, tmp, args, client, with_relay=False):
     relay_counts = relay.wait_json_line('"stopped"', timeout=5) if relay else None
     direct, via, bare = legs["direct"], legs["via"], legs["bare"]
     hop = {"n": legs["n"], "ok": ok, "direct": direct, "via": via, "bare": bare,
-           "cpu_us": cpu[0] * 1e6 / max(ok, 1), "attempt_us": upstream / max(ok, 1) * 1e6,
+           "cpu_us": cpu["gateway"] * 1e6 / max(ok, 1), "attempt_us": upstream / max(ok, 1) * 1e6,
            "inside_us": (handling - upstream) / max(ok, 1) * 1e6,
            # What the gateway adds beyond the two legs it cannot avoid: a gRPC round trip
            # (the bare health check of the same server) and the vendor's REST round trip.
@@ -422,10 +431,12 @@ def measure_hop(build, tmp, args, client, with_relay=False):
         hop["over_relay50"] = legs["over_relay50"]
         hop["relay_complete"] = (relay_counts["ok"] == legs["n"]
                                  and relay_counts["failed"] == 0)
+        hop["relay_cpu_us"] = cpu["relay"] * 1e6 / max(relay_counts["ok"], 1)
         print(f"  bench_hop_floor --mode=transport in the same rounds: p50 "
               f"{legs['relay']['p'][50]} us, p99 {legs['relay']['p'][99]} us; "
-              f"{relay_counts['ok']}/{legs['n']} OK; the gateway over it, p50 per round "
-              f"{sorted(legs['over_relay'])} us", flush=True)
+              f"{relay_counts['ok']}/{legs['n']} OK, CPU {hop['relay_cpu_us']:.0f} us per "
+              f"call; the gateway over it, p50 per round {sorted(legs['over_relay'])} us",
+              flush=True)
     return hop
 
 
@@ -442,15 +453,23 @@ def hop_latency(build, tmp, args):
     record("hop_latency", "added latency p50", added50, "us", "reported", complete)
     record("hop_latency", "added latency p99", added99, "us", "<= 300 us",
            added99 <= 300 and complete)
+    # Issue 33 withdrew "through - bare gRPC - direct REST <= 25 us": a relay with no features
+    # measures 23-55 us by that formula here. It stays reported; the hop is judged against
+    # the floor relay (bench_hop_floor --mode=transport: gRPC's callback API and the same Beast
+    # vendor client, no pipeline) measured in the same rounds instead: the cost of the
+    # gateway's own layers on this machine, in latency and in CPU.
     record("hop_latency", "gateway overhead p50 (through - bare gRPC - direct REST)",
-           hop["overhead50"], "us", "<= 25 us", hop["overhead50"] <= 25 and complete)
-    # The same overhead read against a relay that does nothing (bench_hop_floor
-    # --mode=transport: gRPC's callback API and the same Beast vendor client, no pipeline),
-    # measured in the same rounds: the cost of the gateway's own layers on this machine.
+           hop["overhead50"], "us", "reported", complete)
+    relay_ok = complete and hop["relay_complete"]
     record("hop_latency", "gateway over a bare relay p50 (through - bench_hop_floor transport)",
-           hop["over_relay50"], "us", "reported", complete and hop["relay_complete"])
+           hop["over_relay50"], "us", "<= 40 us", hop["over_relay50"] <= 40 and relay_ok)
     record("hop_latency", "gateway CPU per uncached call", hop["cpu_us"], "us", "reported",
            complete)
+    record("hop_latency", "bench_hop_floor transport CPU per call", hop["relay_cpu_us"], "us",
+           "reported", relay_ok)
+    cpu_ratio = hop["cpu_us"] / max(hop["relay_cpu_us"], 1e-9)
+    record("hop_latency", "gateway CPU per uncached call / the relay's", cpu_ratio, "x",
+           "<= 1.2 x", cpu_ratio <= 1.2 and relay_ok)
     record("hop_latency", "vendor attempt (mean)", hop["attempt_us"], "us", "reported", complete)
     complete_curl = curl["ok"] == curl["n"]
     record("hop_latency", "gateway overhead p50 with curl", curl["overhead50"], "us",
