@@ -28,6 +28,17 @@ ReconcileMetrics ReconcileMetrics::Create(const metrics::MetricsScope& scope) {
       "inspection_reconcile_given_up_total",
       "Inspections and tokens the reconciler gave up on: polled reconcile.max_polls_per_item "
       "times without a result, never polled again.");
+  m.unrecorded = &scope.Gauge(
+      "inspection_reconcile_unrecorded_items",
+      "Submissions, created tokens and createReport resolutions queued for the work ledger "
+      "and not written yet: in this process's memory only, lost if it dies. Above 0 for long: "
+      "the ledger refuses writes (retried with backoff, "
+      "inspection_reconcile_ledger_errors_total).");
+  m.unrecorded_dropped = &scope.Counter(
+      "inspection_reconcile_unrecorded_dropped_total",
+      "Submissions, created tokens and createReport resolutions never queued for the work "
+      "ledger because reconcile.max_unrecorded were waiting (the ledger refuses writes): such "
+      "a submission's result depends on its webhook alone.");
   return m;
 }
 

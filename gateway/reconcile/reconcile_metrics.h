@@ -22,6 +22,10 @@ struct ReconcileMetrics {
   prometheus::Gauge* overdue = nullptr;
   prometheus::Counter* ledger_errors = nullptr;
   prometheus::Counter* given_up = nullptr;
+  // Queued work (submissions, tokens, createReport resolutions) not written to the work
+  // ledger yet, and Queue* calls refused because reconcile.max_unrecorded were waiting.
+  prometheus::Gauge* unrecorded = nullptr;
+  prometheus::Counter* unrecorded_dropped = nullptr;
 };
 
 }  // namespace inspection::reconcile

@@ -44,24 +44,36 @@ Reconciler::Reconciler(ReconcilerOptions options, eventlog::WorkLedger* ledger,
 Reconciler::~Reconciler() { Stop(); }
 
 absl::Status Reconciler::Record(eventlog::WorkKind kind, const std::string& account,
-                                const std::string& id, absl::Duration first_poll_in) {
-  const absl::Time now = clock_();
+                                const std::string& id, absl::Time started,
+                                absl::Duration first_poll_in) {
   eventlog::WorkItem item;
   item.kind = kind;
   item.account = account;
   item.id = id;
-  item.started_at_ms = Ms(now);
-  item.next_poll_at_ms = Ms(now + first_poll_in);
+  item.started_at_ms = Ms(started);
+  item.next_poll_at_ms = Ms(started + first_poll_in);
   return ledger_->Record(item);
 }
 
 absl::Status Reconciler::Submitted(const std::string& account, const std::string& inspection_id) {
-  return Record(eventlog::WorkKind::kInspection, account, inspection_id,
-                options_.webhook_less ? options_.interval : options_.after);
+  return Write(Queued{Queued::kSubmitted, account, inspection_id, clock_()});
 }
 
 absl::Status Reconciler::TokenCreated(const std::string& account, const std::string& uid) {
-  return Record(eventlog::WorkKind::kToken, account, uid, options_.interval);
+  return Write(Queued{Queued::kTokenCreated, account, uid, clock_()});
+}
+
+absl::Status Reconciler::Write(const Queued& q) {
+  switch (q.what) {
+    case Queued::kSubmitted:
+      return Record(eventlog::WorkKind::kInspection, q.account, q.id, q.at,
+                    options_.webhook_less ? options_.interval : options_.after);
+    case Queued::kTokenCreated:
+      return Record(eventlog::WorkKind::kToken, q.account, q.id, q.at, options_.interval);
+    case Queued::kObserved:
+      return ledger_->Resolve(eventlog::WorkKind::kInspection, q.account, q.id);
+  }
+  return absl::InternalError("unknown queued work");
 }
 
 void Reconciler::Observe(const eventlog::NewEvent& event) {
@@ -72,26 +84,30 @@ void Reconciler::Observe(const eventlog::NewEvent& event) {
 }
 
 void Reconciler::Enqueue(Queued queued) {
+  const ReconcileMetrics* m = options_.metrics;
   absl::MutexLock lock(&inbox_->mu);
-  if (inbox_->queued.size() >= options_.max_queued) {
-    ++inbox_->dropped;  // the ledger is stuck: see Inbox::dropped
+  if (inbox_->unrecorded >= static_cast<int64_t>(options_.max_unrecorded)) {
+    ++inbox_->dropped;  // the ledger is stuck: see Inbox::dropped; logged by the next pass
+    if (m != nullptr) m->unrecorded_dropped->Increment();
     return;
   }
   inbox_->queued.push_back(std::move(queued));
-  inbox_->wake = true;
+  ++inbox_->unrecorded;
+  if (m != nullptr) m->unrecorded->Set(static_cast<double>(inbox_->unrecorded));
+  if (!inbox_->backing_off) inbox_->wake = true;
 }
 
 void Reconciler::QueueSubmitted(const std::string& account, const std::string& inspection_id) {
-  Enqueue(Queued{Queued::kSubmitted, account, inspection_id});
+  Enqueue(Queued{Queued::kSubmitted, account, inspection_id, clock_()});
 }
 
 void Reconciler::QueueTokenCreated(const std::string& account, const std::string& uid) {
-  Enqueue(Queued{Queued::kTokenCreated, account, uid});
+  Enqueue(Queued{Queued::kTokenCreated, account, uid, clock_()});
 }
 
 void Reconciler::QueueObserved(const eventlog::NewEvent& event) {
   if (ResolvesAnInspection(event)) {
-    Enqueue(Queued{Queued::kObserved, event.account, event.inspection_id});
+    Enqueue(Queued{Queued::kObserved, event.account, event.inspection_id, clock_()});
   }
 }
 
@@ -117,8 +133,7 @@ void Reconciler::SetOverdue(int64_t items) {
 
 void Reconciler::CountLedgerFailure(const absl::Status& status, const std::string& id) {
   if (status.ok()) return;
-  // A record that failed: this submission's report depends on its webhook alone. A resolve
-  // that failed: the item is polled once more, which finds the report.
+  // A resolve that failed: the item is polled once more, which finds the report.
   logging::Warn("work ledger: write failed",
                 {{"error", std::string(status.message())}, {"id", id}});
   absl::MutexLock lock(&mu_);
@@ -126,34 +141,95 @@ void Reconciler::CountLedgerFailure(const absl::Status& status, const std::strin
 }
 
 void Reconciler::ApplyQueued() {
+  absl::MutexLock apply(&apply_mu_);
+  TakeQueued();
+  LogDropped(/*even_if_recent=*/false);
+  if (clock_() < retry_at_) return;  // a refused write waits for its retry
+  WriteQueued(absl::InfiniteFuture());
+}
+
+void Reconciler::TakeQueued() {
   std::vector<Queued> queued;
-  int64_t dropped = 0;
   {
     absl::MutexLock lock(&inbox_->mu);
     queued.swap(inbox_->queued);
-    std::swap(dropped, inbox_->dropped);
   }
-  if (dropped > 0) {
-    logging::Warn("reconcile: work dropped while the queue was full (the ledger is stuck)",
-                  {{"dropped", std::to_string(dropped)}});
-    absl::MutexLock lock(&mu_);
-    Count(&Stats::ledger_errors, dropped);
-  }
-  for (const Queued& q : queued) {
-    absl::Status s;
-    switch (q.what) {
-      case Queued::kSubmitted:
-        s = Submitted(q.account, q.id);
-        break;
-      case Queued::kTokenCreated:
-        s = TokenCreated(q.account, q.id);
-        break;
-      case Queued::kObserved:
-        s = ledger_->Resolve(eventlog::WorkKind::kInspection, q.account, q.id);
-        break;
+  for (Queued& q : queued) unwritten_.push_back(std::move(q));
+}
+
+void Reconciler::WriteQueued(absl::Time deadline) {
+  while (!unwritten_.empty() && clock_() < deadline) {
+    if (absl::Status s = Write(unwritten_.front()); !s.ok()) {
+      OnWriteFailed(s, unwritten_.front());
+      return;
     }
-    CountLedgerFailure(s, q.id);
+    unwritten_.pop_front();
+    int64_t left = 0;
+    {
+      absl::MutexLock lock(&inbox_->mu);
+      left = --inbox_->unrecorded;
+      inbox_->backing_off = false;
+      if (options_.metrics != nullptr) options_.metrics->unrecorded->Set(static_cast<double>(left));
+    }
+    if (write_failures_ > 0) {
+      logging::Info("work ledger: writes succeed again; the queued work is being written",
+                    {{"failed_attempts", std::to_string(write_failures_)},
+                     {"unrecorded", std::to_string(left)}});
+      write_failures_ = 0;
+      retry_at_ = absl::InfinitePast();
+    }
   }
+}
+
+void Reconciler::OnWriteFailed(const absl::Status& status, const Queued& queued) {
+  // Kept at the front, with everything queued after it: written in the order queued (a
+  // createReport's resolve must follow its submission's record), retried after a wait
+  // that doubles with each failure in a row.
+  absl::Duration wait = options_.ledger_retry_initial;
+  for (int i = 0; i < write_failures_ && wait < options_.ledger_retry_max; ++i) wait *= 2;
+  wait = std::min(wait, options_.ledger_retry_max);
+  ++write_failures_;
+  retry_at_ = clock_() + wait;
+  int64_t unrecorded = 0;
+  {
+    absl::MutexLock lock(&inbox_->mu);
+    inbox_->backing_off = true;
+    unrecorded = inbox_->unrecorded;
+  }
+  // One line per attempt: at most one per ledger_retry_max once the wait is at its cap.
+  logging::Warn("work ledger: write failed; the queued work stays in memory and is retried",
+                {{"error", std::string(status.message())},
+                 {"id", queued.id},
+                 {"failed_attempts", std::to_string(write_failures_)},
+                 {"retry_in_ms", std::to_string(absl::ToInt64Milliseconds(wait))},
+                 {"unrecorded", std::to_string(unrecorded)}});
+  absl::MutexLock lock(&mu_);
+  Count(&Stats::ledger_errors);
+}
+
+void Reconciler::LogDropped(bool even_if_recent) {
+  int64_t dropped = 0;
+  int64_t unrecorded = 0;
+  {
+    absl::MutexLock lock(&inbox_->mu);
+    dropped = inbox_->dropped;
+    unrecorded = inbox_->unrecorded;
+  }
+  const absl::Time now = clock_();
+  if (dropped == dropped_logged_) return;
+  if (!even_if_recent && now - dropped_logged_at_ < kDroppedLogInterval) return;
+  logging::Warn("reconcile: work refused: reconcile.max_unrecorded items wait for the work ledger",
+                {{"refused", std::to_string(dropped - dropped_logged_)},
+                 {"refused_total", std::to_string(dropped)},
+                 {"unrecorded", std::to_string(unrecorded)}});
+  dropped_logged_ = dropped;
+  dropped_logged_at_ = now;
+}
+
+absl::Duration Reconciler::NextWait() {
+  absl::MutexLock apply(&apply_mu_);
+  if (write_failures_ == 0) return options_.scan_interval;
+  return std::clamp(retry_at_ - clock_(), absl::ZeroDuration(), options_.scan_interval);
 }
 
 absl::StatusOr<int> Reconciler::RunOnce() {
@@ -303,7 +379,7 @@ void Reconciler::OnToken(const eventlog::WorkItem& item, absl::StatusOr<TokenSta
     // Its inspection is reconciled like a submission; in webhook-less mode at once (the
     // report exists), otherwise once its createReport had `after` to arrive.
     absl::Status recorded =
-        Record(eventlog::WorkKind::kInspection, item.account, state->inspection_id,
+        Record(eventlog::WorkKind::kInspection, item.account, state->inspection_id, clock_(),
                options_.webhook_less ? absl::ZeroDuration() : options_.after);
     if (recorded.ok()) recorded = ledger_->Resolve(item.kind, item.account, item.id);
     if (recorded.ok()) {
@@ -393,17 +469,31 @@ void Reconciler::Stop() {
     inbox_->stopping = true;
   }
   if (thread_.joinable()) thread_.join();
+  // A graceful stop: what was queued is written, within stop_flush_timeout. Not when the
+  // ledger's last write failed (another attempt could take its whole timeout).
+  absl::MutexLock apply(&apply_mu_);
+  TakeQueued();
+  LogDropped(/*even_if_recent=*/true);
+  if (write_failures_ == 0) WriteQueued(clock_() + options_.stop_flush_timeout);
+  if (!unwritten_.empty()) {
+    logging::Warn(
+        "reconcile: stopped with queued work not recorded in the work ledger; it is lost "
+        "with the process",
+        {{"unrecorded", std::to_string(unwritten_.size())},
+         {"ledger_failing", write_failures_ > 0 ? "true" : "false"}});
+  }
 }
 
 void Reconciler::Loop() {
   Inbox& inbox = *inbox_;
   while (true) {
+    const absl::Duration wait = NextWait();
     {
       absl::MutexLock lock(&inbox.mu);
       auto woken = [&inbox]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(inbox.mu) {
         return inbox.wake || inbox.stopping;
       };
-      inbox.mu.AwaitWithTimeout(absl::Condition(&woken), options_.scan_interval);
+      inbox.mu.AwaitWithTimeout(absl::Condition(&woken), wait);
       if (inbox.stopping) return;
       inbox.wake = false;
     }
@@ -414,8 +504,15 @@ void Reconciler::Loop() {
 }
 
 Reconciler::Stats Reconciler::stats() const {
-  absl::MutexLock lock(&mu_);
-  return stats_;
+  Stats out;
+  {
+    absl::MutexLock lock(&mu_);
+    out = stats_;
+  }
+  absl::MutexLock lock(&inbox_->mu);
+  out.unrecorded = inbox_->unrecorded;
+  out.unrecorded_dropped = inbox_->dropped;
+  return out;
 }
 
 }  // namespace inspection::reconcile

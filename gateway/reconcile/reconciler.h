@@ -18,10 +18,16 @@
 // New work first (issue 31): the ledger hands out the items polled fewest times first, so
 // items that never finish (polled every max_interval) cannot hold the budget against a
 // new submission; and an item is polled max_polls_per_item times at most.
+//
+// What the RPCs and the hub hand over (Queue*) reaches the ledger through a queue in memory:
+// written in order by the reconciler's thread, kept and retried with backoff while the
+// ledger refuses writes, bounded by max_unrecorded, lost if the process dies before it is
+// written (issue 33; README "What a restart forgets").
 #ifndef GATEWAY_RECONCILE_RECONCILER_H_
 #define GATEWAY_RECONCILE_RECONCILER_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -43,6 +49,10 @@ namespace inspection::reconcile {
 
 // The event name of a report recovered by polling (never a vendor webhook's name).
 inline constexpr const char* kDamagesReportEvent = eventlog::kDamagesReportEventName;
+
+// Queue* calls refused at ReconcilerOptions::max_unrecorded are logged at most this often
+// (one line with how many since the last one); the counter counts every one.
+inline constexpr absl::Duration kDroppedLogInterval = absl::Seconds(10);
 
 struct ReconcilerOptions {
   // First poll this long after a submission without a createReport (webhook mode).
@@ -78,9 +88,19 @@ struct ReconcilerOptions {
   absl::Duration scan_interval = absl::Seconds(5);
   // This replica's name in the ledger's claims.
   std::string owner = "gateway";
-  // Queued work (Queue*) not applied yet, at most: a stuck ledger must not grow the queue
-  // without bound. Beyond it work is dropped and counted (Stats::ledger_errors).
-  size_t max_queued = 100000;
+  // Queued work (Queue*) not written to the ledger yet, at most: what waits for its first
+  // write and what the ledger refused and waits for a retry. A stuck ledger must not grow
+  // the queue without bound: at the bound a Queue* call is refused, counted
+  // (Stats::unrecorded_dropped, inspection_reconcile_unrecorded_dropped_total) and logged
+  // (at most once per kDroppedLogInterval). About 150 bytes an item.
+  size_t max_unrecorded = 100000;
+  // A queued write the ledger refused is retried, with what was queued after it, this long
+  // later; the wait doubles after each further failure, up to ledger_retry_max.
+  absl::Duration ledger_retry_initial = absl::Milliseconds(100);
+  absl::Duration ledger_retry_max = absl::Seconds(5);
+  // Stop writes what is still queued (a graceful shutdown), for at most this long, unless
+  // the ledger's last write failed; what is left is logged and lost with the process.
+  absl::Duration stop_flush_timeout = absl::Seconds(1);
   // Where the Prometheus series are updated (reconcile_metrics.h); null: none. Must
   // outlive the reconciler.
   const ReconcileMetrics* metrics = nullptr;
@@ -105,6 +125,7 @@ using FetchToken =
                        absl::AnyInvocable<void(absl::StatusOr<TokenState>) &&> done)>;
 
 // Thread-safe. `ledger` and `log` must outlive it; a fetch may complete after it is gone.
+// `clock` is called on the Queue* callers' threads too.
 class Reconciler {
  public:
   Reconciler(
@@ -122,8 +143,12 @@ class Reconciler {
   void Observe(const eventlog::NewEvent& event);
 
   // The same, queued for the next pass (no I/O, never blocks): for callers on an event
-  // loop (a vendor call's completion, the hub's thread). Applied in the order queued. At
-  // most options.max_queued wait; beyond that (a stuck ledger) they are dropped and counted.
+  // loop (a vendor call's completion, the hub's thread). Written in the order queued. A
+  // write the ledger refuses stays queued, with everything after it, and is retried with
+  // a doubling wait (ledger_retry_initial up to ledger_retry_max); until then it is in
+  // memory only (Stats::unrecorded, inspection_reconcile_unrecorded_items) and lost if the
+  // process dies. At most options.max_unrecorded wait; beyond that a call is refused,
+  // counted (Stats::unrecorded_dropped) and logged.
   void QueueSubmitted(const std::string& account, const std::string& inspection_id);
   void QueueTokenCreated(const std::string& account, const std::string& uid);
   void QueueObserved(const eventlog::NewEvent& event);
@@ -136,24 +161,28 @@ class Reconciler {
   // an event loop or the shared timer thread.
   absl::StatusOr<int> RunOnce();
 
-  // Runs RunOnce on a thread of its own: at least every scan_interval, and at once when
-  // work is queued or an answer arrives. Stop (also the destructor) joins it.
+  // Runs RunOnce on a thread of its own: at least every scan_interval, at once when work
+  // is queued or an answer arrives, and when a refused write is due for its retry. Stop
+  // (also the destructor) joins it, then writes what is queued (stop_flush_timeout at
+  // most, nothing when the ledger's last write failed) and logs what is left unrecorded
+  // (lost with the process). Work queued after Stop is written by the next Stop.
   void Start();
   void Stop();
 
   struct Stats {
-    int64_t polls = 0;             // vendor calls made for reports
-    int64_t token_polls = 0;       // vendor calls made for token status
-    int64_t recovered = 0;         // reports appended to the log
-    int64_t not_ready = 0;         // polls that found no report yet (NOT_FOUND, not ready)
-    int64_t errors = 0;            // polls that failed otherwise (rescheduled the same way)
-    int64_t tokens_completed = 0;  // tokens found completed (their inspection is recorded)
-    int64_t tokens_expired = 0;    // tokens found expired (forgotten)
-    int64_t budget_limited = 0;    // RunOnce passes cut short by the budget
-    int64_t ledger_errors = 0;     // ledger or log operations that failed, and queued work
-                                   // dropped because the queue was full
-    int64_t overdue = 0;           // unresolved items due now (after the last pass)
-    int64_t given_up = 0;          // items forgotten after max_polls_per_item polls
+    int64_t polls = 0;               // vendor calls made for reports
+    int64_t token_polls = 0;         // vendor calls made for token status
+    int64_t recovered = 0;           // reports appended to the log
+    int64_t not_ready = 0;           // polls that found no report yet (NOT_FOUND, not ready)
+    int64_t errors = 0;              // polls that failed otherwise (rescheduled the same way)
+    int64_t tokens_completed = 0;    // tokens found completed (their inspection is recorded)
+    int64_t tokens_expired = 0;      // tokens found expired (forgotten)
+    int64_t budget_limited = 0;      // RunOnce passes cut short by the budget
+    int64_t ledger_errors = 0;       // ledger or log operations that failed (each retry too)
+    int64_t overdue = 0;             // unresolved items due now (after the last pass)
+    int64_t given_up = 0;            // items forgotten after max_polls_per_item polls
+    int64_t unrecorded = 0;          // queued work not written to the ledger yet (now)
+    int64_t unrecorded_dropped = 0;  // Queue* calls refused: max_unrecorded were waiting
   };
   Stats stats() const;
 
@@ -167,13 +196,29 @@ class Reconciler {
     enum { kSubmitted, kTokenCreated, kObserved } what;
     std::string account;
     std::string id;
+    absl::Time at;  // when it was queued: the item's start, however late it is written
   };
-  // Queues `queued` unless options.max_queued wait already (then counts it dropped).
+  // Queues `queued` unless options.max_unrecorded wait already (then counts it dropped).
   void Enqueue(Queued queued);
   // Adds `n` to stats_.*field and to its Prometheus series, if it has one.
   void Count(int64_t Stats::*field, int64_t n = 1) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetOverdue(int64_t items) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ApplyQueued() ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes what was queued and writes it in order, unless a refused write waits for its
+  // retry; stops at the first write the ledger refuses (kept, retried after a backoff).
+  void ApplyQueued() ABSL_LOCKS_EXCLUDED(mu_, apply_mu_);
+  // Moves the inbox's new work behind the unwritten one.
+  void TakeQueued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // Writes the unwritten work in order until it is done, a write fails, or `deadline`.
+  void WriteQueued(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  absl::Status Write(const Queued& queued);
+  void OnWriteFailed(const absl::Status& status, const Queued& queued)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // Logs the Queue* calls refused since the last such line: at most once per
+  // kDroppedLogInterval, unless `even_if_recent` (Stop).
+  void LogDropped(bool even_if_recent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+  // The longest the thread may wait before the next pass: scan_interval, or less when a
+  // refused write is due for its retry sooner.
+  absl::Duration NextWait() ABSL_LOCKS_EXCLUDED(apply_mu_);
   // Logs and counts (stats_.ledger_errors) a ledger write for `id` that failed; OK: nothing.
   void CountLedgerFailure(const absl::Status& status, const std::string& id)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -184,8 +229,9 @@ class Reconciler {
   // max_polls_per_item reached: never claimed again (resolved in the ledger), counted and
   // logged once.
   void GiveUp(const eventlog::WorkItem& item, int polls);
+  // Records an item started at `started`, first due `first_poll_in` after that.
   absl::Status Record(eventlog::WorkKind kind, const std::string& account, const std::string& id,
-                      absl::Duration first_poll_in);
+                      absl::Time started, absl::Duration first_poll_in);
   // Whether a parsed 2xx report is finished (ready_pointers).
   bool Ready(const nlohmann::json& report) const;
   absl::Duration NextInterval(int attempts) const;
@@ -203,14 +249,29 @@ class Reconciler {
   struct Inbox {
     absl::Mutex mu;
     std::vector<Answer> answers ABSL_GUARDED_BY(mu);  // from `done`, for HandleAnswers
-    std::vector<Queued> queued ABSL_GUARDED_BY(mu);
+    std::vector<Queued> queued ABSL_GUARDED_BY(mu);   // new work, not taken by a pass yet
+    // Queued work not written yet: `queued` and Reconciler::unwritten_ together (the bound
+    // of max_unrecorded; the gauge).
+    int64_t unrecorded ABSL_GUARDED_BY(mu) = 0;
     bool wake ABSL_GUARDED_BY(mu) = false;
     bool stopping ABSL_GUARDED_BY(mu) = false;
-    // Queue* calls refused because `queued` was full (counted as ledger errors): a dropped
-    // submission then depends on its webhook; a dropped createReport costs one more poll.
+    // A refused write waits for its retry: new work does not wake the thread (the retry
+    // writes it), so a ledger outage does not turn each Queue* call into a pass.
+    bool backing_off ABSL_GUARDED_BY(mu) = false;
+    // Queue* calls refused because max_unrecorded were waiting: a refused submission then
+    // depends on its webhook alone; a refused createReport costs one more poll.
     int64_t dropped ABSL_GUARDED_BY(mu) = 0;
   };
   const std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
+
+  // The queued work a pass took and has not written yet, in the order queued: its front
+  // is the write the ledger refused last, if any. One writer at a time (a pass or Stop).
+  absl::Mutex apply_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::deque<Queued> unwritten_ ABSL_GUARDED_BY(apply_mu_);
+  int write_failures_ ABSL_GUARDED_BY(apply_mu_) = 0;  // in a row
+  absl::Time retry_at_ ABSL_GUARDED_BY(apply_mu_) = absl::InfinitePast();
+  int64_t dropped_logged_ ABSL_GUARDED_BY(apply_mu_) = 0;  // Inbox::dropped at the last line
+  absl::Time dropped_logged_at_ ABSL_GUARDED_BY(apply_mu_) = absl::InfinitePast();
 
   mutable absl::Mutex mu_;
   double tokens_ ABSL_GUARDED_BY(mu_);

@@ -47,6 +47,14 @@ settings::Schema<ReconcilerOptions> ReconcilerSchema() {
           "false or empty) for the report to count as finished (the spec does not show a "
           "finished report). Default none: any 2xx answer is finished; 404 is not.",
           /*may_be_empty=*/true),
+      settings::Integer<ReconcilerOptions>(
+          "reconcile.max_unrecorded", [](auto& o) -> auto& { return o.max_unrecorded; }, 1,
+          10000000, "N",
+          "Submissions, created tokens and createReport resolutions waiting in memory to be "
+          "written to the work ledger (queued, or refused by the ledger and retried with "
+          "backoff), at most: about 150 bytes each. Beyond it more are refused, counted "
+          "(inspection_reconcile_unrecorded_dropped_total) and logged; "
+          "inspection_reconcile_unrecorded_items shows how many wait."),
       settings::Duration<std::milli, ReconcilerOptions>(
           "reconcile.scan_interval_ms", [](auto& o) -> auto& { return o.scan_interval; }, 10,
           kDayMs, "MS",

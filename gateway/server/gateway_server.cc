@@ -246,7 +246,8 @@ void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
   // stream ends with UNAVAILABLE and its resumable cursor.
   if (admin_ != nullptr) admin_->Stop();
   if (events_.receiver != nullptr) events_.receiver->Stop();
-  // No new polls; what is recorded stays in the ledger for the next start or a replica.
+  // No new polls; what is recorded stays in the ledger for the next start or a replica,
+  // and what is queued for it is written now (Reconciler::Stop).
   if (events_.reconciler != nullptr) events_.reconciler->Stop();
   if (events_.hub != nullptr) events_.hub->Stop();
   for (auto& account : vendor_.accounts) {
@@ -278,6 +279,9 @@ void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
     transport_->Shutdown();
   }
   done.wait();
+  // The submissions and tokens of the RPCs answered while gRPC drained were queued for the
+  // ledger after the reconciler stopped: a second Stop writes them.
+  if (events_.reconciler != nullptr) events_.reconciler->Stop();
   // The last spans go out (one batch, waiting at most OtlpExporter::kLastBatchTimeout)
   // while the transport still runs.
   if (exporter_ != nullptr) exporter_->Stop();

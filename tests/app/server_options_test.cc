@@ -137,6 +137,8 @@ TEST(ServerOptionsTest, DefaultsAreTheComponentsOwn) {
             defaults.reconcile.reconciler.max_polls_per_minute);
   EXPECT_EQ(options.reconcile.reconciler.max_polls_per_item,
             defaults.reconcile.reconciler.max_polls_per_item);
+  EXPECT_EQ(options.reconcile.reconciler.max_unrecorded,
+            defaults.reconcile.reconciler.max_unrecorded);
   EXPECT_EQ(options.reconcile.reconciler.lease, defaults.reconcile.reconciler.lease);
   EXPECT_EQ(options.reconcile.reconciler.max_age, defaults.reconcile.reconciler.max_age);
   EXPECT_EQ(options.reconcile.reconciler.ready_pointers,
@@ -211,7 +213,7 @@ TEST(ServerOptionsTest, EverySettingReachesItsComponent) {
     "token_watch": {"interval_ms": 3300, "max_backoff_ms": 3400},
     "reconcile": {"enabled": false, "after_ms": 3401, "interval_ms": 3402,
                   "max_interval_ms": 3403, "max_polls_per_minute": 3404, "lease_ms": 3405,
-                  "max_polls_per_item": 3408,
+                  "max_polls_per_item": 3408, "max_unrecorded": 3409,
                   "max_age_hours": 3406, "ready_pointers": ["/a", "/b"],
                   "scan_interval_ms": 3407, "ledger": "sqlite:/tmp/work.db"},
     "idempotency": {"ttl_hours": 35, "max_bytes": 3600000},
@@ -303,6 +305,7 @@ TEST(ServerOptionsTest, EverySettingReachesItsComponent) {
   EXPECT_EQ(o.reconcile.reconciler.max_interval, absl::Milliseconds(3403));
   EXPECT_EQ(o.reconcile.reconciler.max_polls_per_minute, 3404);
   EXPECT_EQ(o.reconcile.reconciler.max_polls_per_item, 3408);
+  EXPECT_EQ(o.reconcile.reconciler.max_unrecorded, 3409u);
   EXPECT_EQ(o.reconcile.reconciler.lease, absl::Milliseconds(3405));
   EXPECT_EQ(o.reconcile.reconciler.max_age, absl::Hours(3406));
   EXPECT_THAT(o.reconcile.reconciler.ready_pointers, ::testing::ElementsAre("/a", "/b"));

@@ -873,6 +873,24 @@ TEST_F(ConfigTest, ReconcileMaxPollsPerItemHasADefaultARangeAndHelp) {
   EXPECT_THAT(usage, HasSubstr("inspection_reconcile_given_up_total"));
 }
 
+// The bound of the work waiting in memory for the ledger (issue 33).
+TEST_F(ConfigTest, ReconcileMaxUnrecordedHasADefaultARangeAndHelp) {
+  absl::StatusOr<GatewayConfig> defaults = Load({});
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->server.reconcile.reconciler.max_unrecorded, 100000u);
+  absl::StatusOr<GatewayConfig> set = Load({"--reconcile-max-unrecorded=7"});
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->server.reconcile.reconciler.max_unrecorded, 7u);
+  EXPECT_THAT(ErrorOf(Load({"--reconcile-max-unrecorded=0"})),
+              HasSubstr("reconcile.max_unrecorded"));
+  EXPECT_THAT(ErrorOf(Load({"--reconcile-max-unrecorded=10000001"})),
+              HasSubstr("reconcile.max_unrecorded"));
+  const std::string usage = UsageText();
+  EXPECT_THAT(usage, HasSubstr("--reconcile-max-unrecorded"));
+  EXPECT_THAT(usage, HasSubstr("inspection_reconcile_unrecorded_dropped_total"));
+  EXPECT_THAT(usage, HasSubstr("inspection_reconcile_unrecorded_items"));
+}
+
 }  // namespace
 }  // namespace inspection::config
 

@@ -364,8 +364,8 @@ TEST_F(AdminServerTest, MetricsUseTheTextFormatContentTypeAndDescribeEveryFamily
     if (kind == "HELP") helps.insert(name);
     if (kind == "TYPE") types[name] = type;
   }
-  // 45 of the gateway (each a component's, and the build info) + 7 process_*
-  EXPECT_EQ(types.size(), 52u);
+  // 47 of the gateway (each a component's, and the build info) + 7 process_*
+  EXPECT_EQ(types.size(), 54u);
   for (const auto& [name, type] : types) {
     EXPECT_TRUE(helps.count(name)) << name;
     if (type == "counter") {

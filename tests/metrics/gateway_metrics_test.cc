@@ -232,6 +232,8 @@ TEST(GatewayMetricsTest, RegistersEveryFamilyAndSeriesAtConstruction) {
       {"inspection_reconcile_overdue_items", {MetricType::Gauge, 1}},
       {"inspection_reconcile_ledger_errors_total", {MetricType::Counter, 1}},
       {"inspection_reconcile_given_up_total", {MetricType::Counter, 1}},
+      {"inspection_reconcile_unrecorded_items", {MetricType::Gauge, 1}},
+      {"inspection_reconcile_unrecorded_dropped_total", {MetricType::Counter, 1}},
       {"inspection_trace_spans_exported_total", {MetricType::Counter, 1}},
       {"inspection_trace_spans_dropped_total", {MetricType::Counter, 2}},
       {"inspection_trace_export_failures_total", {MetricType::Counter, 1}},

@@ -301,17 +301,22 @@ TEST_F(ReconcilerTest, QueuedWorkIsAppliedInOrderByTheNextPass) {
   EXPECT_EQ(reconciler.stats().overdue, 0) << "the one due item is being polled";
 }
 
-// A stuck ledger cannot grow the queue without bound: beyond max_queued, queued work is
-// dropped and counted, and what was queued before is still applied.
+// The queue cannot grow without bound: beyond max_unrecorded, Queue* calls are refused and
+// counted (not as ledger errors: no write failed), and what was queued before is written.
+// (unrecorded_work_test.cc: the same with a ledger that refuses writes.)
 TEST_F(ReconcilerTest, TheQueueIsBoundedAndDropsAreCounted) {
-  options_.max_queued = 3;
+  options_.max_unrecorded = 3;
   Reconciler& reconciler = Make();
   for (int i = 0; i < 5; ++i) reconciler.QueueSubmitted("", absl::StrCat("insp-", i));
+  EXPECT_EQ(reconciler.stats().unrecorded, 3);
+  EXPECT_EQ(reconciler.stats().unrecorded_dropped, 2);
   EXPECT_EQ(At(0), 0);
   absl::StatusOr<int64_t> pending = ledger_->CountPending(INT64_MAX);
   ASSERT_TRUE(pending.ok());
   EXPECT_EQ(*pending, 3);
-  EXPECT_EQ(reconciler.stats().ledger_errors, 2);
+  EXPECT_EQ(reconciler.stats().unrecorded, 0);
+  EXPECT_EQ(reconciler.stats().unrecorded_dropped, 2);
+  EXPECT_EQ(reconciler.stats().ledger_errors, 0);
   reconciler.QueueSubmitted("", "insp-later");  // room again after the pass
   EXPECT_EQ(At(1), 0);
   pending = ledger_->CountPending(INT64_MAX);
@@ -399,6 +404,8 @@ TEST_F(ReconcilerTest, UpdatesItsPrometheusSeriesWhereThingsHappen) {
   EXPECT_EQ(metrics.given_up->Value(), 2);
   EXPECT_EQ(metrics.ledger_errors->Value(), 0);
   EXPECT_EQ(metrics.overdue->Value(), 0);
+  EXPECT_EQ(metrics.unrecorded->Value(), 0);
+  EXPECT_EQ(metrics.unrecorded_dropped->Value(), 0);
   // A report recovered in webhook-less mode counts under its own cause.
   options_.webhook_less = true;
   Reconciler& webhook_less = Make();
