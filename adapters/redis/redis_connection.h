@@ -188,6 +188,23 @@ class RedisConnectionPool {
     return result;
   }
 
+  // Run, for a write the caller is about to acknowledge: when `fn` succeeds, WAIT on the
+  // same connection for RedisOptions::min_replicas_acked replicas
+  // (RedisConnection::WaitForReplicas), and return its refusal instead of `fn`'s result when
+  // fewer confirm. `fn` turns an error reply it cannot acknowledge into a failed status, so
+  // that nothing is waited for after it.
+  template <typename T, typename Fn>
+  absl::StatusOr<T> RunAcknowledged(Fn fn) {
+    return Run<T>([&fn](RedisConnection& connection) -> absl::StatusOr<T> {
+      absl::StatusOr<T> result = fn(connection);
+      if (!result.ok()) return result;
+      if (absl::Status replicated = connection.WaitForReplicas(); !replicated.ok()) {
+        return replicated;
+      }
+      return result;
+    });
+  }
+
   // Closes every idle connection.
   void DropIdle() ABSL_LOCKS_EXCLUDED(mu_);
 

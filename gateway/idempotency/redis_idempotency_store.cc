@@ -130,15 +130,8 @@ class RedisIdempotencyConnections {
   // callers rely on. Unavailable carrying redis::kNotReplicatedPayloadUrl when fewer confirm.
   absl::StatusOr<std::vector<Reply>> RunDurable(
       const std::vector<std::vector<std::string>>& commands) {
-    return pool_.Run<std::vector<Reply>>(
-        [&commands](redis::RedisConnection& connection) -> absl::StatusOr<std::vector<Reply>> {
-          absl::StatusOr<std::vector<Reply>> replies = connection.Pipeline(commands);
-          if (!replies.ok()) return replies;
-          if (absl::Status replicated = connection.WaitForReplicas(); !replicated.ok()) {
-            return replicated;
-          }
-          return replies;
-        });
+    return pool_.RunAcknowledged<std::vector<Reply>>(
+        [&commands](redis::RedisConnection& connection) { return connection.Pipeline(commands); });
   }
 
   // Opens one connection (and keeps it): surfaces a refused AUTH or SELECT early.
@@ -193,11 +186,6 @@ absl::StatusOr<RedisIdempotencyUrl> ParseRedisIdempotencyUrl(const std::string& 
         parsed.status().message(), {{"redis event log URL: ", ""}, {"stream name", "prefix"}}));
   }
   RedisIdempotencyUrl url;
-  url.host = parsed->host;
-  url.port = parsed->port;
-  url.db = parsed->db;
-  url.user = parsed->user;
-  url.password = parsed->password;
   if (has_prefix) url.prefix = parsed->stream;
   url.server = *std::move(parsed);
   return url;

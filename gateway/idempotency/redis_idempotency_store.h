@@ -30,14 +30,10 @@ inline constexpr char kDefaultIdempotencyPrefix[] = "inspection:";
 // '@'; an IPv6 host is written in brackets. Port defaults to 6379, db to 0; `prefix` is
 // empty when the URL has none (RedisIdempotencyOptions::prefix applies). Plain value type.
 struct RedisIdempotencyUrl {
-  std::string host;  // redis:// only
-  int port = 6379;
-  int db = 0;
-  std::string user;      // empty: AUTH with the password alone (the "default" user)
-  std::string password;  // empty: no AUTH
-  std::string prefix;
-  // The whole URL as the Redis client reads it (redis:// or redis+sentinel://).
+  // The server (redis://) or the sentinels (redis+sentinel://), credentials and db, as the
+  // Redis client reads them.
   redis::RedisUrl server;
+  std::string prefix;  // ?prefix=; "" when not given
 
   // "redis://host:port/db" or "redis+sentinel://host:port,.../MASTER/db": never the user or
   // the password.

@@ -67,8 +67,9 @@ std::vector<settings::Setting<Options>> RedisKeys() {
       settings::Integer<GatewayServerOptions>(
           "redis.min_replicas_acked", [](auto& o) -> auto& { return o.redis.min_replicas_acked; },
           -1, 16, "N",
-          "Replicas that must have a write before the gateway acknowledges it (a webhook's "
-          "200, a recorded submission, an idempotency key's outcome): WAIT n after the write. "
+          "Replicas of the Redis primary that must confirm a write before it counts as stored "
+          "(WAIT n after it): a webhook is answered 200 only then, a work-ledger record is "
+          "retried until then, an idempotency outcome not confirmed is logged as not stored. "
           "-1 = auto: 1 when the primary has a connected replica (seen when a connection "
           "opens), else 0. 0 = the primary's word alone (a primary that dies before its "
           "replica copied the write loses it). A webhook not confirmed in time gets 503 and is "

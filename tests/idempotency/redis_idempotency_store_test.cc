@@ -531,27 +531,35 @@ TEST(RedisIdempotencyStoreTest, WrongPasswordIsPermissionDeniedWithoutThePasswor
 TEST(ParseRedisIdempotencyUrlTest, DefaultsAndEveryPart) {
   auto plain = ParseRedisIdempotencyUrl("redis://localhost");
   ASSERT_TRUE(plain.ok()) << plain.status();
-  EXPECT_EQ(plain->host, "localhost");
-  EXPECT_EQ(plain->port, 6379);
-  EXPECT_EQ(plain->db, 0);
-  EXPECT_EQ(plain->password, "");
+  EXPECT_EQ(plain->server.host, "localhost");
+  EXPECT_EQ(plain->server.port, 6379);
+  EXPECT_EQ(plain->server.db, 0);
+  EXPECT_EQ(plain->server.password, "");
   EXPECT_EQ(plain->prefix, "");
 
   auto full =
       ParseRedisIdempotencyUrl("redis://app:p%40ss/w@rd@redis.internal:6380/2?prefix=gw%3A");
   ASSERT_TRUE(full.ok()) << full.status();
-  EXPECT_EQ(full->user, "app");
-  EXPECT_EQ(full->password, "p@ss/w@rd");
-  EXPECT_EQ(full->host, "redis.internal");
-  EXPECT_EQ(full->port, 6380);
-  EXPECT_EQ(full->db, 2);
+  EXPECT_EQ(full->server.user, "app");
+  EXPECT_EQ(full->server.password, "p@ss/w@rd");
+  EXPECT_EQ(full->server.host, "redis.internal");
+  EXPECT_EQ(full->server.port, 6380);
+  EXPECT_EQ(full->server.db, 2);
   EXPECT_EQ(full->prefix, "gw:");
   EXPECT_EQ(full->Describe(), "redis://redis.internal:6380/2");
 
   auto ipv6 = ParseRedisIdempotencyUrl("redis://[::1]:7000");
   ASSERT_TRUE(ipv6.ok()) << ipv6.status();
-  EXPECT_EQ(ipv6->host, "::1");
+  EXPECT_EQ(ipv6->server.host, "::1");
   EXPECT_EQ(ipv6->Describe(), "redis://[::1]:7000/0");
+
+  auto sentinel = ParseRedisIdempotencyUrl("redis+sentinel://:pw@s1,s2:26380/gw/3?prefix=k:");
+  ASSERT_TRUE(sentinel.ok()) << sentinel.status();
+  ASSERT_EQ(sentinel->server.sentinels.size(), 2u);
+  EXPECT_EQ(sentinel->server.master_name, "gw");
+  EXPECT_EQ(sentinel->server.db, 3);
+  EXPECT_EQ(sentinel->prefix, "k:");
+  EXPECT_EQ(sentinel->Describe(), "redis+sentinel://s1:26379,s2:26380/gw/3");
 }
 
 TEST(ParseRedisIdempotencyUrlTest, MalformedUrlsAreInvalidWithoutThePassword) {

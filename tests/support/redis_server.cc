@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -33,14 +34,19 @@ std::string FindOnPath(const std::string& name) {
 
 }  // namespace
 
-std::unique_ptr<RedisServer> RedisServer::Start(std::string* error,
-                                                std::vector<std::string> extra_args) {
+std::unique_ptr<RedisServer> RedisServer::Create(std::string* error,
+                                                 std::vector<std::string> extra_args) {
   const std::string binary = FindOnPath("redis-server");
   if (binary.empty()) {
     *error = "redis-server is not on PATH (apt-get install redis-server)";
     return nullptr;
   }
-  std::unique_ptr<RedisServer> server(new RedisServer(binary, std::move(extra_args)));
+  return std::unique_ptr<RedisServer>(new RedisServer(binary, std::move(extra_args)));
+}
+
+std::unique_ptr<RedisServer> RedisServer::LaunchOnFreePort(std::unique_ptr<RedisServer> server,
+                                                           std::string* error) {
+  if (server == nullptr) return nullptr;
   // The port is free when the OS hands it out but another process may bind it before
   // redis-server does: one retry with a new port makes that race harmless.
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -54,29 +60,22 @@ std::unique_ptr<RedisServer> RedisServer::Start(std::string* error,
   return nullptr;
 }
 
+std::unique_ptr<RedisServer> RedisServer::Start(std::string* error,
+                                                std::vector<std::string> extra_args) {
+  return LaunchOnFreePort(Create(error, std::move(extra_args)), error);
+}
+
 std::unique_ptr<RedisServer> RedisServer::StartReplica(std::string* error,
                                                        const RedisServer& primary,
                                                        std::vector<std::string> extra_args) {
   extra_args.insert(extra_args.begin(),
                     {"--replicaof", "127.0.0.1", std::to_string(primary.port())});
-  const std::string binary = FindOnPath("redis-server");
-  if (binary.empty()) {
-    *error = "redis-server is not on PATH (apt-get install redis-server)";
-    return nullptr;
-  }
-  std::unique_ptr<RedisServer> server(new RedisServer(binary, std::move(extra_args)));
+  std::unique_ptr<RedisServer> server = Create(error, std::move(extra_args));
+  if (server == nullptr) return nullptr;
   // A full sync, or (a fresh diskless primary) a partial one.
   server->ready_lines_ = {"MASTER <-> REPLICA sync: Finished with success",
                           "MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization"};
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    const int port = UnusedClosedPort();
-    if (port <= 0) {
-      *error = "no free loopback port";
-      return nullptr;
-    }
-    if (server->Launch(port, error)) return server;
-  }
-  return nullptr;
+  return LaunchOnFreePort(std::move(server), error);
 }
 
 std::unique_ptr<RedisServer> RedisServer::StartSentinel(std::string* error, const std::string& dir,
@@ -84,13 +83,9 @@ std::unique_ptr<RedisServer> RedisServer::StartSentinel(std::string* error, cons
                                                         const RedisServer& primary, int quorum,
                                                         int down_after_ms,
                                                         std::vector<std::string> conf_lines) {
-  const std::string binary = FindOnPath("redis-server");
-  if (binary.empty()) {
-    *error = "redis-server is not on PATH (apt-get install redis-server)";
-    return nullptr;
-  }
-  std::unique_ptr<RedisServer> server(new RedisServer(binary, {}));
-  static int counter = 0;
+  std::unique_ptr<RedisServer> server = Create(error, {});
+  if (server == nullptr) return nullptr;
+  static std::atomic<int> counter{0};
   server->sentinel_config_ = dir + "/sentinel-" + std::to_string(++counter) + ".conf";
   std::ofstream conf(server->sentinel_config_);
   conf << "sentinel monitor " << master_name << " 127.0.0.1 " << primary.port() << " " << quorum
@@ -105,15 +100,7 @@ std::unique_ptr<RedisServer> RedisServer::StartSentinel(std::string* error, cons
     return nullptr;
   }
   server->ready_lines_ = {"+monitor master"};
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    const int port = UnusedClosedPort();
-    if (port <= 0) {
-      *error = "no free loopback port";
-      return nullptr;
-    }
-    if (server->Launch(port, error)) return server;
-  }
-  return nullptr;
+  return LaunchOnFreePort(std::move(server), error);
 }
 
 RedisServer::~RedisServer() {

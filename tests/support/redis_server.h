@@ -55,6 +55,12 @@ class RedisServer {
  private:
   RedisServer(std::string binary, std::vector<std::string> extra_args)
       : binary_(std::move(binary)), extra_args_(std::move(extra_args)) {}
+  // A server not started yet (redis-server looked up on PATH); null with `*error` set.
+  static std::unique_ptr<RedisServer> Create(std::string* error,
+                                             std::vector<std::string> extra_args);
+  // Launches `server` on a port the OS picks (a second port if the first was taken).
+  static std::unique_ptr<RedisServer> LaunchOnFreePort(std::unique_ptr<RedisServer> server,
+                                                       std::string* error);
   // Starts on `port` and waits for the ready line ("Ready to accept connections", for a
   // replica its sync, for a sentinel "+monitor"); false when the process exits or does not
   // get ready in time.

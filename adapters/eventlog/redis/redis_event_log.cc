@@ -257,17 +257,17 @@ class RedisEventLog final : public EventLog {
                                            event.account};
     // Safe to repeat (the pool retries once on a connection the server had closed): a
     // repeat finds the dedupe key of the first attempt and returns its cursor.
-    absl::StatusOr<RedisReply> reply =
-        commands_.Run<RedisReply>([&](RedisConnection& c) -> absl::StatusOr<RedisReply> {
+    // Acknowledged only once enough replicas have it (redis.min_replicas_acked).
+    absl::StatusOr<RedisReply> reply = commands_.RunAcknowledged<RedisReply>(
+        [&](RedisConnection& c) -> absl::StatusOr<RedisReply> {
           absl::StatusOr<RedisReply> appended = RunScript(c, append_script_, keys, args);
-          if (!appended.ok() || (*appended)->type == REDIS_REPLY_ERROR) return appended;
-          // Acknowledged only once enough replicas have it (redis.min_replicas_acked).
-          if (absl::Status replicated = c.WaitForReplicas(); !replicated.ok()) return replicated;
+          if (appended.ok() && (*appended)->type == REDIS_REPLY_ERROR) {
+            return ErrorStatus(**appended, "append");
+          }
           return appended;
         });
     if (!reply.ok()) return reply.status();
     const redisReply& r = **reply;
-    if (r.type == REDIS_REPLY_ERROR) return ErrorStatus(r, "append");
     if (r.type != REDIS_REPLY_ARRAY || r.elements != 2 || !IsString(*r.element[0]) ||
         r.element[1]->type != REDIS_REPLY_INTEGER) {
       return UnexpectedReply(absl::StrCat(description_, ": append"));

@@ -257,20 +257,16 @@ class RedisWorkLedger final : public WorkLedger {
   // RedisOptions::min_replicas_acked replicas have it (WAIT).
   absl::StatusOr<redis::RedisReply> Run(std::vector<std::string> args, const char* what,
                                         bool durable = false) {
-    absl::StatusOr<redis::RedisReply> reply = pool_.Run<redis::RedisReply>(
-        [&args, durable](redis::RedisConnection& connection) -> absl::StatusOr<redis::RedisReply> {
-          absl::StatusOr<redis::RedisReply> done = connection.Command(args);
-          if (!durable || !done.ok() || (*done)->type == REDIS_REPLY_ERROR) return done;
-          if (absl::Status replicated = connection.WaitForReplicas(); !replicated.ok()) {
-            return replicated;
-          }
-          return done;
-        });
-    if (!reply.ok()) return reply.status();
-    if ((*reply)->type == REDIS_REPLY_ERROR) {
-      return redis::RedisErrorReplyToStatus(**reply, absl::StrCat("redis work ledger: ", what));
-    }
-    return reply;
+    auto command = [&args,
+                    what](redis::RedisConnection& connection) -> absl::StatusOr<redis::RedisReply> {
+      absl::StatusOr<redis::RedisReply> reply = connection.Command(args);
+      if (reply.ok() && (*reply)->type == REDIS_REPLY_ERROR) {
+        return redis::RedisErrorReplyToStatus(**reply, absl::StrCat("redis work ledger: ", what));
+      }
+      return reply;
+    };
+    return durable ? pool_.RunAcknowledged<redis::RedisReply>(command)
+                   : pool_.Run<redis::RedisReply>(command);
   }
 
   absl::StatusOr<int64_t> Integer(std::vector<std::string> args, const char* what,

@@ -16,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "adapters/redis/redis_connection.h"
 #include "adapters/redis/redis_url.h"
+#include "tests/support/loopback_listener.h"
+#include "tests/support/raw_tcp_server.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/wait.h"
@@ -258,6 +260,40 @@ TEST_F(RedisSentinelTest, ADeadPrimaryIsReplacedAndWritesResumeOnTheNewOne) {
       "unavailability window after kill -9 of the primary: %lld ms (%d writes refused)\n",
       static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(window).count()),
       refused);
+}
+
+// Hostile or broken sentinels ahead of a good one (one that accepts and never answers, one
+// that resets the connection): each costs at most its command timeout, and the next
+// sentinel names the primary.
+TEST_F(RedisSentinelTest, ASilentOrResettingSentinelIsPassedOver) {
+  ASSERT_NO_FATAL_FAILURE(StartSentinels());
+  ::inspection::testing::LoopbackListener silent;  // the kernel accepts; nobody reads
+  ASSERT_TRUE(silent.ok());
+  ::inspection::testing::RawTcpServer resetting(::inspection::testing::RawTcpServer::Mode::kReset);
+  ASSERT_TRUE(resetting.Start());
+  auto url = ParseRedisUrl(absl::StrCat("redis+sentinel://127.0.0.1:", silent.port(),
+                                        ",127.0.0.1:", resetting.port(),
+                                        ",127.0.0.1:", sentinels_[0]->port(), "/", kMaster));
+  ASSERT_TRUE(url.ok()) << url.status();
+  RedisOptions options = FastOptions();
+  options.timeouts.command = absl::Milliseconds(300);
+  const auto start = std::chrono::steady_clock::now();
+  auto connection = RedisConnection::Open(*url, options);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(connection.ok()) << connection.status();
+  EXPECT_NE((*connection)->description().find(absl::StrCat(":", primary_->port(), ")")),
+            std::string::npos);
+  // At most the two bad ones' command timeouts, plus a margin.
+  EXPECT_LT(took, std::chrono::milliseconds(2 * 300 + 1200));
+
+  // Only silent sentinels: Unavailable after their timeouts, naming what happened.
+  auto alone =
+      ParseRedisUrl(absl::StrCat("redis+sentinel://127.0.0.1:", silent.port(), "/", kMaster));
+  auto refused = RedisConnection::Open(*alone, options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(refused.status().message().find("timed out"), absl::string_view::npos)
+      << refused.status();
 }
 
 TEST_F(RedisSentinelTest, SentinelErrorsSayWhatIsWrongWithoutThePassword) {
