@@ -10,10 +10,15 @@
 #     plus chart invariants (config file is JSON, non-root, read-only root fs, grace period);
 #   - the rendered config files accepted by the real gateway (--print-config), when a built
 #     binary is found (INSPECTION_GATEWAY_BIN or build/inspection-gateway);
+#     with the gateway container's INSPECTION_* env (the event_log URL composed from a Secret,
+#     stand-ins for Secrets you manage), and Redis Sentinel and its password as the values ask;
 #   - negative checks that must fail: several replicas on SQLite, unknown values keys,
 #     chart-managed config keys, a missing API key, a too short grace period, vendor
-#     accounts that are misnamed, without a Secret or with webhooks but no default key;
-#   - no secret value in any rendered manifest except base64 in a Secret.
+#     accounts that are misnamed, without a Secret or with webhooks but no default key,
+#     Redis Sentinel on SQLite, without sentinels or primary name, beside a redis:// host,
+#     with a bad address, or a sentinel password given twice or without sentinels;
+#   - no secret value (the Redis and the sentinels' passwords included) in any rendered
+#     manifest except base64 in a Secret.
 # Tools: helm, kubernetes-validate, yamllint from scripts/install-deploy-tools.sh (.tools/bin);
 # promtool (apt `prometheus`) for the rendered PrometheusRule.
 set -euo pipefail
@@ -195,7 +200,10 @@ s = values.get("secrets", {}) or {}
 for key in ("apiKey", "webhookKey", "webhookPreviousKey"):
     if s.get(key):
         secrets.append((f"secrets.{key}", s[key]))
-redis_password = ((values.get("eventLog") or {}).get("redis") or {}).get("password")
+event_log_values = values.get("eventLog") or {}
+redis_values = event_log_values.get("redis") or {}
+sentinel_values = redis_values.get("sentinel") or {}
+redis_password = redis_values.get("password")
 if redis_password:
     secrets.append(("eventLog.redis.password", redis_password))
     urls = [base64.b64decode(d["data"]["url"]).decode() for d in docs
@@ -203,9 +211,16 @@ if redis_password:
     if not urls:
         errors.append("no event-log Secret with the Redis URL")
     for url in urls:
-        credentials = url[len("redis://"):].rsplit("@", 1)[0]
+        credentials = url.split("://", 1)[1].rsplit("@", 1)[0]
         if urllib.parse.unquote(credentials.split(":", 1)[1]) != redis_password:
             errors.append("the event-log Secret's URL does not decode to the Redis password")
+sentinel_password = sentinel_values.get("password")
+if sentinel_password:
+    secrets.append(("eventLog.redis.sentinel.password", sentinel_password))
+    stored = [base64.b64decode(d["data"]["sentinel-password"]).decode() for d in docs
+              if d.get("kind") == "Secret" and "sentinel-password" in d.get("data", {})]
+    if stored != [sentinel_password]:
+        errors.append("no (single) Secret whose sentinel-password is eventLog.redis.sentinel.password")
 text = open(rendered).read()
 for name, secret in secrets:
     if secret in text:
@@ -215,8 +230,83 @@ for name, secret in secrets:
         if doc.get("kind") != "Secret" and encoded in yaml.safe_dump(doc):
             errors.append(f"{name} appears base64-encoded in {doc['kind']}/{doc['metadata']['name']}")
 
+# The gateway container's INSPECTION_* env as the kubelet sets it: the chart's own Secrets
+# decoded, a URL-safe stand-in for a Secret you manage, $(VAR) expanded. A variable taken
+# whole from a Secret you manage (eventLog.redis.existingSecret.urlKey) is left out.
+gateway_env = {}
+env_unknown = []
+secret_data = {d["metadata"]["name"]: d.get("data", {}) for d in docs if d.get("kind") == "Secret"}
+for doc in docs:
+    if doc.get("kind") != "Deployment":
+        continue
+    for c in doc["spec"]["template"]["spec"]["containers"]:
+        if c["name"] != "gateway":
+            continue
+        for item in c.get("env", []) or []:
+            ref = (item.get("valueFrom") or {}).get("secretKeyRef")
+            if "value" in item:
+                value = str(item["value"])
+                for name, known in gateway_env.items():
+                    value = value.replace(f"$({name})", known)
+            elif ref and ref["name"] in secret_data:
+                value = base64.b64decode(secret_data[ref["name"]][ref["key"]]).decode()
+            elif ref and not item["name"].startswith("INSPECTION_"):
+                value = "stand-in-secret-value"
+            else:
+                env_unknown.append(item["name"])
+                continue
+            gateway_env[item["name"]] = value
+
+# Redis Sentinel: the URL names the sentinels and the primary, and the sentinels' password
+# is a file of a mounted Secret, named by redis.sentinel_password_file.
+if sentinel_values.get("enabled") and not (redis_values.get("existingSecret") or {}).get("urlKey"):
+    url = gateway_env.get("INSPECTION_EVENT_LOG", (config or {}).get("event_log", ""))
+    if not url.startswith("redis+sentinel://"):
+        errors.append(f"eventLog.redis.sentinel.enabled but the event log is not redis+sentinel:// ({url.split('@')[-1][:80]})")
+    location = url.split("://", 1)[-1].rsplit("@", 1)[-1]
+    hosts = [h if h.rsplit(":", 1)[-1].isdigit() and not h.endswith("]") else h + ":26379"
+             for h in sentinel_values.get("hosts") or []]
+    expected = ",".join(hosts) + "/" + sentinel_values.get("masterName", "mymaster") + "/"
+    if not location.startswith(expected):
+        errors.append(f"the event log URL does not start with the sentinels and primary {expected}: {location[:120]}")
+sentinel_secret = None
+existing = sentinel_values.get("existingSecret") or {}
+if sentinel_values.get("enabled") and existing.get("name"):
+    sentinel_secret = (existing["name"], existing.get("passwordKey"))
+elif sentinel_values.get("enabled") and sentinel_password:
+    sentinel_secret = (next((name for name, data in secret_data.items() if "sentinel-password" in data),
+                            "(none)"), "sentinel-password")
+password_file = ((config or {}).get("redis") or {}).get("sentinel_password_file")
+gateway_deployment = next((d for d in docs if d.get("kind") == "Deployment" and any(
+    c["name"] == "gateway" for c in d["spec"]["template"]["spec"]["containers"])), None)
+if sentinel_secret and gateway_deployment is not None:
+    pod = gateway_deployment["spec"]["template"]["spec"]
+    container = next(c for c in pod["containers"] if c["name"] == "gateway")
+    mounted = {}
+    for m in container.get("volumeMounts", []):
+        volume = next((v for v in pod.get("volumes", []) if v["name"] == m["name"]), {})
+        if "secret" in volume:
+            for i in volume["secret"].get("items", []):
+                mounted[f"{m['mountPath']}/{i['path']}"] = (volume["secret"]["secretName"], i["key"])
+    if not password_file:
+        errors.append("a sentinel password is configured but config redis.sentinel_password_file is not set")
+    elif mounted.get(password_file) != sentinel_secret:
+        errors.append(f"redis.sentinel_password_file {password_file} is not key {sentinel_secret[1]} "
+                      f"of Secret {sentinel_secret[0]} mounted in the gateway container")
+elif password_file:
+    errors.append("redis.sentinel_password_file is set without a sentinel password in the values")
+
 with open(out, "w") as f:
     yaml.safe_dump_all(rest, f)
+with open(out + ".env", "w") as f:
+    for name, value in gateway_env.items():
+        if name.startswith("INSPECTION_"):
+            f.write(f"{name}={value}\n")
+with open(out + ".expect.json", "w") as f:
+    json.dump({"sentinel": bool(sentinel_values.get("enabled")) and
+                           not (redis_values.get("existingSecret") or {}).get("urlKey"),
+               "sentinel_password": sentinel_secret is not None,
+               "url_from_env": "INSPECTION_EVENT_LOG" in gateway_env}, f)
 with open(out + ".crds", "w") as f:
     f.write(" ".join(crds))
 with open(out + ".config.json", "w") as f:
@@ -325,9 +415,11 @@ render() {
   ok "helm template $name: $count manifests valid for Kubernetes $KUBE_MIN and $KUBE_MAX (--strict)${crds:+; $crds: no offline schema, required fields checked}; invariants hold; $(cat "$out.k8s.secrets") secret value(s) only base64 in Secrets"
   if [ -n "$gateway_bin" ]; then
     # The gateway reads secrets from the mounted files: point them at stand-ins.
-    mkdir -p "$tmp/secrets"
+    mkdir -p "$tmp/secrets" "$tmp/redis-sentinel"
     for f in api-key webhook-key webhook-previous-key; do echo "stand-in-$f-value" >"$tmp/secrets/$f"; done
+    echo "stand-in-sentinel-password" >"$tmp/redis-sentinel/sentinel-password"
     sed -e "s#/etc/inspection-gateway/secrets#$tmp/secrets#g" \
+      -e "s#/etc/inspection-gateway/redis-sentinel#$tmp/redis-sentinel#g" \
       -e "s#/etc/inspection-gateway/accounts#$tmp/accounts#g" "$out.k8s.config.json" >"$tmp/config.json"
     # Vendor accounts' key files: a distinct stand-in each (the gateway refuses shared keys).
     "$python" - "$tmp/config.json" <<'PY'
@@ -339,11 +431,33 @@ for name, account in json.load(open(sys.argv[1])).get("accounts", {}).items():
             with open(path, "w") as f:
                 f.write(f"stand-in-{name}-{key}\n")
 PY
-    "$gateway_bin" --config="$tmp/config.json" --print-config >/dev/null 2>"$tmp/gw.err" || {
+    # With the container's INSPECTION_* env (the event_log URL the chart composes from a
+    # Secret; stand-ins for the Secrets you manage).
+    local env_args=()
+    while IFS= read -r line; do env_args+=("$line"); done <"$out.k8s.env"
+    env "${env_args[@]}" "$gateway_bin" --config="$tmp/config.json" --print-config \
+      >"$tmp/printed.json" 2>"$tmp/gw.err" || {
       cat "$tmp/gw.err"
       fail "$name: the gateway rejects the rendered config file"
     }
-    ok "$name: the gateway accepts the rendered config file (--print-config)"
+    # What the gateway made of it: Redis Sentinel and its password as the values ask.
+    "$python" - "$tmp/printed.json" "$out.k8s.expect.json" <<'PY' || fail "$name: the gateway's effective config (above)"
+import json, sys
+printed, expect = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+errors = []
+if expect["sentinel"] and not printed["event_log"].startswith("redis+sentinel://"):
+    errors.append(f"event_log is {printed['event_log']}, not redis+sentinel://")
+if expect["url_from_env"] and not printed["event_log"].startswith("redis"):
+    errors.append(f"INSPECTION_EVENT_LOG did not reach the gateway: event_log {printed['event_log']}")
+shown = printed.get("redis", {}).get("sentinel_password")
+if shown != ("[redacted]" if expect["sentinel_password"] else "[unset]"):
+    errors.append(f"redis.sentinel_password is {shown} (a sentinel password configured: {expect['sentinel_password']})")
+if errors:
+    print("\n".join(errors))
+    sys.exit(1)
+PY
+    ok "$name: the gateway accepts the rendered config file and env (--print-config; event_log $(
+      "$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["event_log"].split(":")[0])' "$tmp/printed.json"))"
   fi
 }
 
@@ -372,6 +486,30 @@ sandbox:
   enabled: false
 EOF
 render secret-leak "$tmp/secret-values.yaml"
+
+# The same through Redis Sentinel, the sentinels with a password of their own (the chart's
+# Secret holds both: the URL, and the sentinels' password mounted as a file).
+cat >"$tmp/secret-sentinel-values.yaml" <<'EOF'
+config:
+  upstream_url: https://vendor.example.com
+  webapp_url: https://webapp.example.com
+secrets:
+  apiKey: "leak-test-API-KEY-sentinel-0c1d"
+eventLog:
+  backend: redis
+  redis:
+    username: gateway
+    password: "leak-test-data-p@ss/w%rd:77a?#"
+    sentinel:
+      enabled: true
+      hosts: ["10.0.0.7", "[fd00::7]:26380", "sentinel-2.example.internal:26379"]
+      masterName: ig.primary_1
+      password: "leak-test-SENTINEL-p@ss w%rd-4e1f"
+replicaCount: 2
+sandbox:
+  enabled: false
+EOF
+render secret-leak-sentinel "$tmp/secret-sentinel-values.yaml"
 
 # A config key the chart does not know (the gateway's newer keys) is passed through.
 helm template ig "$chart" -f "$chart/values-sandbox.yaml" --set config.some_future_section.knob=7 \
@@ -455,6 +593,44 @@ must_fail "an unknown podMonitor key" "additional properties 'intervall' not all
   --set podMonitor.intervall=10s
 must_fail "terminationGracePeriodSeconds shorter than the drain" "must be larger than" \
   --set terminationGracePeriodSeconds=12 --set config.shutdown.grace_ms=10000
+# Redis Sentinel.
+sentinel=(--set eventLog.backend=redis --set eventLog.redis.sentinel.enabled=true
+  --set 'eventLog.redis.sentinel.hosts={redis-node-0.redis-headless.redis.svc.cluster.local}')
+must_fail "Redis Sentinel on the SQLite event log" "eventLog.redis.sentinel.enabled needs eventLog.backend=redis" \
+  --set eventLog.redis.sentinel.enabled=true --set 'eventLog.redis.sentinel.hosts={s-0.example.internal}'
+must_fail "Redis Sentinel without sentinels" "needs eventLog.redis.sentinel.hosts" \
+  --set eventLog.backend=redis --set eventLog.redis.sentinel.enabled=true
+must_fail "Redis Sentinel without the primary's name" "needs eventLog.redis.sentinel.masterName" \
+  "${sentinel[@]}" --set eventLog.redis.sentinel.masterName=
+must_fail "Redis Sentinel and a redis:// host" "leave host empty" \
+  "${sentinel[@]}" --set eventLog.redis.host=redis-master.redis.svc.cluster.local
+must_fail "a sentinel port out of range" "the port must be 1..65535" \
+  "${sentinel[@]}" --set 'eventLog.redis.sentinel.hosts={s-0.example.internal:70000}'
+must_fail "a sentinel address that is not host[:port]" "/eventLog/redis/sentinel/hosts/0" \
+  "${sentinel[@]}" --set 'eventLog.redis.sentinel.hosts={redis://s-0:26379}'
+must_fail "more than 16 sentinels" "/eventLog/redis/sentinel/hosts" \
+  "${sentinel[@]}" --set 'eventLog.redis.sentinel.hosts={s0,s1,s2,s3,s4,s5,s6,s7,s8,s9,s10,s11,s12,s13,s14,s15,s16}'
+must_fail "a primary's name Sentinel would not take" "/eventLog/redis/sentinel/masterName" \
+  "${sentinel[@]}" --set 'eventLog.redis.sentinel.masterName=my master'
+must_fail "a sentinel password without sentinels" "they need eventLog.redis.sentinel.enabled" \
+  --set eventLog.backend=redis --set eventLog.redis.host=redis --set eventLog.redis.sentinel.password=p
+must_fail "a sentinel password twice" "set password or existingSecret, not both" \
+  "${sentinel[@]}" --set eventLog.redis.sentinel.password=p \
+  --set eventLog.redis.sentinel.existingSecret.name=redis --set eventLog.redis.sentinel.existingSecret.passwordKey=redis-password
+must_fail "a sentinel Secret without its key" "existingSecret.name needs passwordKey" \
+  "${sentinel[@]}" --set eventLog.redis.sentinel.existingSecret.name=redis
+must_fail "a sentinel Secret key without the Secret" "passwordKey needs eventLog.redis.sentinel.existingSecret.name" \
+  "${sentinel[@]}" --set eventLog.redis.sentinel.existingSecret.passwordKey=redis-password
+must_fail "an unknown sentinel key" "additional properties 'masterSet' not allowed" \
+  "${sentinel[@]}" --set eventLog.redis.sentinel.masterSet=mymaster
+must_fail "the sentinel password file set in config" "config.redis.sentinel_password_file is set by the chart" \
+  "${sentinel[@]}" --set config.redis.sentinel_password_file=/x
+must_fail "the sentinel password in config" "secrets never go in the config file" \
+  "${sentinel[@]}" --set config.redis.sentinel_password=p
+must_fail "config.redis.min_replicas_acked above 16" "/config/redis/min_replicas_acked" \
+  "${sentinel[@]}" --set config.redis.min_replicas_acked=17
+must_fail "config.redis.replica_ack_timeout_ms of 0" "/config/redis/replica_ack_timeout_ms" \
+  "${sentinel[@]}" --set config.redis.replica_ack_timeout_ms=0
 must_fail "an Ingress without a webhook key" "needs a webhook key" \
   --set sandbox.enabled=false --set secrets.apiKey=k --set config.upstream_url=https://v.example.com \
   --set config.webapp_url=https://w.example.com --set ingress.enabled=true --set ingress.host=h.example.com --set ingress.tls.enabled=true

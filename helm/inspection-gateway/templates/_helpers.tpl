@@ -164,11 +164,54 @@ secretItems. Called with the account's values.
 
 {{/* Event log ----------------------------------------------------------------------- */}}
 
-{{- /* "host:port/db?stream=..." of the Redis event log (no scheme, no credentials). */}}
+{{- /* The scheme of the Redis event log URL: redis+sentinel with eventLog.redis.sentinel. */}}
+{{- define "inspection-gateway.redisScheme" -}}
+{{- ternary "redis+sentinel" "redis" (and (eq .Values.eventLog.backend "redis") .Values.eventLog.redis.sentinel.enabled) }}
+{{- end }}
+
+{{- /* The sentinels as the URL lists them: "host:port,host:port" (port default 26379). */}}
+{{- define "inspection-gateway.redisSentinels" -}}
+{{- $out := list }}
+{{- range .Values.eventLog.redis.sentinel.hosts }}
+{{- if regexMatch ":[0-9]+$" . }}
+{{- $out = append $out . }}
+{{- else }}
+{{- $out = append $out (printf "%s:26379" .) }}
+{{- end }}
+{{- end }}
+{{- join "," $out }}
+{{- end }}
+
+{{- /* What follows the credentials in the Redis event log URL (no scheme, no credentials):
+"host:port/db?stream=..." or, with sentinels, "host:port,host:port/MASTER/db?stream=...". */}}
 {{- define "inspection-gateway.redisLocation" -}}
 {{- $r := .Values.eventLog.redis }}
+{{- if eq (include "inspection-gateway.redisScheme" .) "redis+sentinel" }}
+{{- printf "%s/%s/%d?stream=%s" (include "inspection-gateway.redisSentinels" .) $r.sentinel.masterName (int $r.db) (urlquery $r.stream) }}
+{{- else }}
 {{- printf "%s:%d/%d?stream=%s" $r.host (int $r.port) (int $r.db) (urlquery $r.stream) }}
 {{- end }}
+{{- end }}
+
+{{- /*
+Where the sentinels' own password comes from, as JSON {"name": Secret, "key": key in it}; {}
+when there is none (no sentinels, or sentinels without a password). Mounted at
+sentinelSecretDir/sentinel-password, named by config redis.sentinel_password_file.
+*/}}
+{{- define "inspection-gateway.sentinelPasswordSecret" -}}
+{{- $r := .Values.eventLog.redis }}
+{{- $out := dict }}
+{{- if and (eq .Values.eventLog.backend "redis") $r.sentinel.enabled }}
+{{- if $r.sentinel.existingSecret.name }}
+{{- $out = dict "name" $r.sentinel.existingSecret.name "key" $r.sentinel.existingSecret.passwordKey }}
+{{- else if $r.sentinel.password }}
+{{- $out = dict "name" (include "inspection-gateway.eventLogSecretName" .) "key" "sentinel-password" }}
+{{- end }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
+
+{{- define "inspection-gateway.sentinelSecretDir" -}}/etc/inspection-gateway/redis-sentinel{{- end }}
 
 {{- /*
 How the event_log URL reaches the gateway: "config" (in the ConfigMap: SQLite, or Redis
@@ -193,7 +236,7 @@ pod from your Secret's password).
 {{- /* The event_log value when it goes in the ConfigMap (no secret in it). */}}
 {{- define "inspection-gateway.eventLogConfigUrl" -}}
 {{- if eq .Values.eventLog.backend "redis" }}
-{{- printf "redis://%s" (include "inspection-gateway.redisLocation" .) }}
+{{- printf "%s://%s" (include "inspection-gateway.redisScheme" .) (include "inspection-gateway.redisLocation" .) }}
 {{- else }}sqlite:/var/lib/inspection-gateway/events.db
 {{- end }}
 {{- end }}
@@ -201,7 +244,7 @@ pod from your Secret's password).
 {{- /* The URL with the password, for the chart's event-log Secret. */}}
 {{- define "inspection-gateway.eventLogSecretUrl" -}}
 {{- $r := .Values.eventLog.redis }}
-{{- printf "redis://%s:%s@%s" (urlquery $r.username) (urlquery $r.password) (include "inspection-gateway.redisLocation" .) }}
+{{- printf "%s://%s:%s@%s" (include "inspection-gateway.redisScheme" .) (urlquery $r.username) (urlquery $r.password) (include "inspection-gateway.redisLocation" .) }}
 {{- end }}
 
 {{/* Config file --------------------------------------------------------------------- */}}
@@ -237,6 +280,11 @@ pod from your Secret's password).
 {{- end }}
 {{- if eq (include "inspection-gateway.eventLogMode" .) "config" }}
 {{- $_ := set $cfg "event_log" (include "inspection-gateway.eventLogConfigUrl" .) }}
+{{- end }}
+{{- if (include "inspection-gateway.sentinelPasswordSecret" . | fromJson) }}
+{{- $redisCfg := deepCopy (default dict (get $cfg "redis")) }}
+{{- $_ := set $redisCfg "sentinel_password_file" (printf "%s/sentinel-password" (include "inspection-gateway.sentinelSecretDir" .)) }}
+{{- $_ := set $cfg "redis" $redisCfg }}
 {{- end }}
 {{- if .Values.vendorAccounts }}
 {{- $_ := set $cfg "accounts" (include "inspection-gateway.accountsConfig" . | fromJson) }}
@@ -367,9 +415,28 @@ pod from your Secret's password).
 {{- end }}
 {{- /* Redis. */}}
 {{- $r := $v.eventLog.redis }}
+{{- $sentinel := $r.sentinel }}
 {{- if eq $v.eventLog.backend "redis" }}
-{{- if and (not $r.host) (not (and $r.existingSecret.name $r.existingSecret.urlKey)) }}
-{{- fail "eventLog.backend=redis needs eventLog.redis.host (or eventLog.redis.existingSecret.name + urlKey)" }}
+{{- if $sentinel.enabled }}
+{{- if $r.host }}
+{{- fail "eventLog.redis.host is the server of a redis:// URL; with eventLog.redis.sentinel.enabled the sentinels name the primary: leave host empty and list the sentinels in eventLog.redis.sentinel.hosts" }}
+{{- end }}
+{{- if not $r.existingSecret.urlKey }}
+{{- if not $sentinel.hosts }}
+{{- fail "eventLog.redis.sentinel.enabled needs eventLog.redis.sentinel.hosts: the sentinels as host[:port] (port default 26379), e.g. redis-node-0.redis-headless.redis.svc.cluster.local for Bitnami's chart" }}
+{{- end }}
+{{- if not $sentinel.masterName }}
+{{- fail "eventLog.redis.sentinel.enabled needs eventLog.redis.sentinel.masterName: the name the sentinels monitor the primary under (Bitnami: sentinel.masterSet, default mymaster)" }}
+{{- end }}
+{{- end }}
+{{- range $sentinel.hosts }}
+{{- $port := regexFind "[0-9]+$" (regexFind ":[0-9]+$" .) }}
+{{- if and $port (or (lt (atoi $port) 1) (gt (atoi $port) 65535)) }}
+{{- fail (printf "eventLog.redis.sentinel.hosts: %s: the port must be 1..65535" .) }}
+{{- end }}
+{{- end }}
+{{- else if and (not $r.host) (not (and $r.existingSecret.name $r.existingSecret.urlKey)) }}
+{{- fail "eventLog.backend=redis needs eventLog.redis.host, or eventLog.redis.sentinel.enabled with sentinel.hosts (or eventLog.redis.existingSecret.name + urlKey)" }}
 {{- end }}
 {{- if and (or $r.existingSecret.passwordKey $r.existingSecret.urlKey) (not $r.existingSecret.name) }}
 {{- fail "eventLog.redis.existingSecret.passwordKey/urlKey need eventLog.redis.existingSecret.name" }}
@@ -386,6 +453,28 @@ pod from your Secret's password).
 {{- if and $r.username (not (or $r.password $r.existingSecret.passwordKey)) }}
 {{- fail "eventLog.redis.username needs a password (eventLog.redis.password or existingSecret.passwordKey)" }}
 {{- end }}
+{{- end }}
+{{- if and $sentinel.enabled (ne $v.eventLog.backend "redis") }}
+{{- fail (printf "eventLog.redis.sentinel.enabled needs eventLog.backend=redis (it is %s: the SQLite event log is a file in the pod, there is no Redis primary to find)" $v.eventLog.backend) }}
+{{- end }}
+{{- if and (or $sentinel.password $sentinel.existingSecret.name $sentinel.existingSecret.passwordKey) (not $sentinel.enabled) }}
+{{- fail "eventLog.redis.sentinel.password/existingSecret are the sentinels' password: they need eventLog.redis.sentinel.enabled (a redis:// server's password is eventLog.redis.password/existingSecret)" }}
+{{- end }}
+{{- if and $sentinel.password $sentinel.existingSecret.name }}
+{{- fail "eventLog.redis.sentinel: set password or existingSecret, not both" }}
+{{- end }}
+{{- if and $sentinel.existingSecret.name (not $sentinel.existingSecret.passwordKey) }}
+{{- fail "eventLog.redis.sentinel.existingSecret.name needs passwordKey (the key holding the sentinels' password; Bitnami: redis-password)" }}
+{{- end }}
+{{- if and $sentinel.existingSecret.passwordKey (not $sentinel.existingSecret.name) }}
+{{- fail "eventLog.redis.sentinel.existingSecret.passwordKey needs eventLog.redis.sentinel.existingSecret.name" }}
+{{- end }}
+{{- $redisCfg := default dict (get $cfg "redis") }}
+{{- if hasKey $redisCfg "sentinel_password_file" }}
+{{- fail "config.redis.sentinel_password_file is set by the chart: use eventLog.redis.sentinel.password or eventLog.redis.sentinel.existingSecret" }}
+{{- end }}
+{{- if hasKey $redisCfg "sentinel_password" }}
+{{- fail "config.redis.sentinel_password: secrets never go in the config file (it is a ConfigMap); use eventLog.redis.sentinel.password or eventLog.redis.sentinel.existingSecret" }}
 {{- end }}
 {{- if and (eq $v.eventLog.backend "redis") $v.eventLog.sqlite.persistence.enabled }}
 {{- fail "eventLog.sqlite.persistence.enabled is for eventLog.backend=sqlite" }}
