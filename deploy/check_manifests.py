@@ -8,9 +8,12 @@ For the gateway Deployment of `kustomize build <overlay>` (read from a file or s
 - the listen ports of the effective config match the container ports grpc/webhook/admin and
   the probes use the admin port;
 - terminationGracePeriodSeconds outlasts preStop + shutdown.grace_ms;
-- the secret files the config names live in a mounted Secret that has those keys;
+- the secret files the config names (redis.sentinel_password_file included) live in a
+  mounted Secret that has those keys;
+- an env value refers ($(VAR)) only to variables defined before it (the kubelet leaves a
+  later one unexpanded);
 - a SQLite event log lives on a writable volume and has one replica (several replicas need
-  Redis);
+  Redis); a Redis URL (redis:// or redis+sentinel://) carries no inline password;
 - every container runs non-root, read-only root filesystem, no privilege escalation, all
   capabilities dropped;
 - upstream_url pointing into the cluster names a Service of the same output, on its port.
@@ -59,10 +62,16 @@ def expand(value, env):
 
 def container_env(container, problems):
     env = {}
-    for item in container.get("env", []) or []:
+    items = container.get("env", []) or []
+    for index, item in enumerate(items):
         name = item["name"]
         if "value" in item:
             env[name] = expand(str(item["value"]), env)
+            later = {i["name"] for i in items[index + 1:]} - set(env)
+            for ref in re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)", env[name]):
+                if ref in later:
+                    problems.add(f"env {name} refers to $({ref}), defined after it: the kubelet "
+                                 "leaves it unexpanded")
         elif "valueFrom" in item:
             source = item["valueFrom"]
             if "secretKeyRef" in source:
@@ -151,8 +160,16 @@ def main():
         return problems.report()
 
     # Secret files named by the config must be items of a mounted Secret.
-    for file_key in ("api_key_file", "webhook_key_file", "webhook_previous_key_file"):
-        path = config_file.get(file_key)
+    def file_key_value(key):
+        node = config_file
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        return node
+
+    secret_file_keys = ("api_key_file", "webhook_key_file", "webhook_previous_key_file",
+                        "redis.sentinel_password_file")
+    for file_key in secret_file_keys:
+        path = file_key_value(file_key)
         if not path:
             continue
         mount = mounts.get(os.path.dirname(path))
@@ -184,9 +201,9 @@ def main():
             f.write(PLACEHOLDER + "\n")
         run_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         run_env.update({k: v for k, v in env.items() if k.startswith("INSPECTION_")})
-        for file_key in ("api_key_file", "webhook_key_file", "webhook_previous_key_file"):
-            if config_file.get(file_key):
-                run_env["INSPECTION_" + file_key.upper()] = key_file
+        for file_key in secret_file_keys:
+            if file_key_value(file_key):
+                run_env["INSPECTION_" + file_key.upper().replace(".", "_")] = key_file
         result = subprocess.run([args.gateway, f"--config={config_copy}", "--print-config"],
                                 capture_output=True, text=True, env=run_env, timeout=30,
                                 check=False)
@@ -254,9 +271,16 @@ def main():
         if replicas != 1:
             problems.add(f"{replicas} replicas on a SQLite event log: each would keep its "
                          "own log; use redis://")
-    elif event_log.startswith("redis://"):
+    elif event_log.startswith(("redis://", "redis+sentinel://")):
         if PLACEHOLDER not in given_event_log and "@" in given_event_log:
             problems.add("the Redis URL carries an inline password: take it from a Secret")
+    # The sentinels' own password, when the config names its file, was read from it.
+    if file_key_value("redis.sentinel_password_file"):
+        if not event_log.startswith("redis+sentinel://"):
+            problems.add("redis.sentinel_password_file is set but the event log is not "
+                         "redis+sentinel://")
+        if effective.get("redis", {}).get("sentinel_password") != "[redacted]":
+            problems.add("redis.sentinel_password_file is set but the gateway read no password")
 
     # An in-cluster upstream must be a Service of this output.
     upstream = urllib.parse.urlsplit(effective.get("upstream_url", ""))

@@ -5,10 +5,11 @@
 #   3. the Dockerfile's packages: build stage installs scripts/apt-packages.txt, runtime stage
 #      provides every library `ldd` shows for the real binaries
 #      (deploy/check_dockerfile_packages.py)
-#   4. kustomize build of both overlays, each validated with kubernetes-validate --strict
-#      against the oldest and newest Kubernetes versions we target, then checked against the
-#      real gateway binary (deploy/check_manifests.py: config accepted, ports, probes,
-#      shutdown budget, secrets, event log); no Secret with values outside the sandbox overlay
+#   4. kustomize build of each overlay (sandbox, production, redis-sentinel), each validated
+#      with kubernetes-validate --strict against the oldest and newest Kubernetes versions we
+#      target, then checked against the real gateway binary (deploy/check_manifests.py:
+#      config accepted, ports, probes, shutdown budget, secrets, env order, event log); no
+#      Secret with values outside the sandbox overlay
 #   5. the rules (deploy/prometheus/prometheusrule.yaml, one source for kustomize and the
 #      chart): `kustomize build deploy/prometheus`, the plain rule file extracted with
 #      scripts/prometheus-rules.py (also with --selector) through promtool check rules and
@@ -75,7 +76,7 @@ step "Dockerfile packages vs scripts/apt-packages.txt, BUILD.md and ldd of the b
 done_step
 
 # 4 ---------------------------------------------------------------------------------------------
-for overlay in sandbox production; do
+for overlay in sandbox production redis-sentinel; do
   step "kustomize build overlays/$overlay | kubernetes-validate --strict (${k8s_versions[*]}) | check_manifests"
   rendered="$work/$overlay.yaml"
   kustomize build "deploy/kustomize/overlays/$overlay" >"$rendered"
