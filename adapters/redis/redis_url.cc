@@ -194,9 +194,11 @@ std::string RedisUrl::Describe() const {
     for (const RedisAddress& sentinel : sentinels) {
       absl::StrAppend(&list, list.empty() ? "" : ",", sentinel.Describe());
     }
-    return absl::StrCat(kSentinelScheme, list, "/", master_name, "/", db, "?stream=", stream);
+    return absl::StrCat(kSentinelScheme, list, "/", master_name, "/", db,
+                        stream.empty() ? "" : "?stream=", stream);
   }
-  return absl::StrCat(kScheme, RedisAddress{host, port}.Describe(), "/", db, "?stream=", stream);
+  return absl::StrCat(kScheme, RedisAddress{host, port}.Describe(), "/", db,
+                      stream.empty() ? "" : "?stream=", stream);
 }
 
 absl::StatusOr<RedisUrl> ParseRedisUrl(const std::string& url_text) {

@@ -47,7 +47,7 @@ struct RedisUrl {
   bool uses_sentinels() const { return !sentinels.empty(); }
   // "redis://host:port/db?stream=name" or
   // "redis+sentinel://host:port,host:port/MASTER/db?stream=name": never the user or the
-  // password.
+  // password; without "?stream=" when `stream` is empty.
   std::string Describe() const;
 };
 

@@ -19,6 +19,14 @@ bool ValidIdempotencyKey(absl::string_view key) {
   return true;
 }
 
+void IdempotencyStore::BeginAsync(const std::string& account, const std::string& key,
+                                  const std::string& fingerprint, absl::Time /*deadline*/,
+                                  OnDecided decided, Waiter on_ready) {
+  IdempotentOutcome replay;
+  const Decision decision = Begin(account, key, fingerprint, &replay, std::move(on_ready));
+  std::move(decided)(decision, std::move(replay));
+}
+
 InMemoryIdempotencyStore::InMemoryIdempotencyStore(absl::Duration ttl,
                                                    std::function<absl::Time()> clock,
                                                    size_t max_bytes)
@@ -46,9 +54,11 @@ void InMemoryIdempotencyStore::ExpireLocked(absl::Time now) {
   }
 }
 
-IdempotencyStore::Decision InMemoryIdempotencyStore::Begin(
-    const std::string& account, const std::string& key, const std::string& fingerprint,
-    IdempotentOutcome* replay, absl::AnyInvocable<void(const IdempotentOutcome&)> on_ready) {
+IdempotencyStore::Decision InMemoryIdempotencyStore::Begin(const std::string& account,
+                                                           const std::string& key,
+                                                           const std::string& fingerprint,
+                                                           IdempotentOutcome* replay,
+                                                           Waiter on_ready) {
   absl::MutexLock lock(&mu_);
   ExpireLocked(clock_());
   Key id(account, key);
@@ -88,12 +98,15 @@ IdempotencyStore::Decision InMemoryIdempotencyStore::Begin(
 }
 
 void InMemoryIdempotencyStore::Complete(const std::string& account, const std::string& key,
-                                        IdempotentOutcome outcome) {
-  std::vector<absl::AnyInvocable<void(const IdempotentOutcome&)>> waiters;
+                                        IdempotentOutcome outcome, OnSaved saved) {
+  std::vector<Waiter> waiters;
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(Key(account, key));
-    if (it == entries_.end()) return;
+    if (it == entries_.end()) {
+      if (saved) std::move(saved)();
+      return;
+    }
     Entry& entry = it->second;
     const size_t before = EntryBytes(it->first, entry);
     entry.done = true;
@@ -104,6 +117,7 @@ void InMemoryIdempotencyStore::Complete(const std::string& account, const std::s
     waiters.swap(entry.waiters);
   }
   for (auto& waiter : waiters) waiter(outcome);
+  if (saved) std::move(saved)();
 }
 
 void InMemoryIdempotencyStore::Abandon(const std::string& account, const std::string& key,
@@ -135,21 +149,24 @@ int64_t InMemoryIdempotencyStore::evictions() const {
 }
 
 absl::StatusOr<std::unique_ptr<IdempotencyStore>> OpenIdempotencyStore(
-    const std::string& url, absl::Duration ttl, size_t memory_max_bytes,
-    const redis::RedisOptions& redis) {
-  if (ttl <= absl::ZeroDuration()) {
+    const std::string& url, IdempotencyStoreOptions options) {
+  if (options.ttl <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("idempotency store: the TTL must be positive");
   }
   if (url == "memory") {
     return std::make_unique<InMemoryIdempotencyStore>(
-        ttl, [] { return absl::Now(); }, memory_max_bytes);
+        options.ttl, [] { return absl::Now(); }, options.max_bytes);
   }
   if (redis::IsRedisUrl(url) || url.rfind("rediss://", 0) == 0) {
-    RedisIdempotencyOptions options;
-    options.ttl = ttl;
-    options.redis = redis;
+    RedisIdempotencyOptions redis;
+    redis.ttl = options.ttl;
+    redis.redis = std::move(options.redis);
+    redis.max_unsaved_bytes = options.max_bytes;
+    redis.begin_threads = options.redis_threads;
+    redis.max_queued_begins = options.max_queued_begins;
+    redis.on_error = std::move(options.on_error);
     absl::StatusOr<std::unique_ptr<RedisIdempotencyStore>> store =
-        RedisIdempotencyStore::Open(url, std::move(options));
+        RedisIdempotencyStore::Open(url, std::move(redis));
     if (!store.ok()) return store.status();
     return std::unique_ptr<IdempotencyStore>(*std::move(store));
   }
@@ -157,6 +174,15 @@ absl::StatusOr<std::unique_ptr<IdempotencyStore>> OpenIdempotencyStore(
   return absl::InvalidArgumentError(
       "idempotency store: expected \"memory\", a "
       "redis://[[user]:password@]host[:port][/db][?prefix=name] URL or a redis+sentinel:// one");
+}
+
+absl::StatusOr<std::unique_ptr<IdempotencyStore>> OpenIdempotencyStore(const std::string& url,
+                                                                       absl::Duration ttl,
+                                                                       size_t memory_max_bytes) {
+  IdempotencyStoreOptions options;
+  options.ttl = ttl;
+  options.max_bytes = memory_max_bytes;
+  return OpenIdempotencyStore(url, std::move(options));
 }
 
 }  // namespace inspection::pipeline

@@ -40,24 +40,53 @@ class IdempotencyStore {
     kReplay,    // `replay` holds the stored outcome
     kMismatch,  // the key was used with other parameters
     kWait,      // in flight: `on_ready` is called with the first outcome
-    // The store cannot be reached (Redis down): `replay` holds an UNAVAILABLE status to
-    // answer with; nothing was claimed. The in-memory store never returns it.
+    // The store cannot be reached (Redis down), is busy, or could not decide before the
+    // caller's deadline: `replay` holds an UNAVAILABLE (or DEADLINE_EXCEEDED) status to
+    // answer with; nothing was claimed.
     kUnavailable,
   };
+  using Waiter = absl::AnyInvocable<void(const IdempotentOutcome&)>;
+  // BeginAsync's answer: the decision and, for kReplay and kUnavailable, the outcome.
+  using OnDecided = absl::AnyInvocable<void(Decision, IdempotentOutcome) &&>;
+  // Called once a leader's outcome is saved, or its first save failed (see Complete()).
+  using OnSaved = absl::AnyInvocable<void() &&>;
 
   virtual ~IdempotencyStore() = default;
 
+  // Decides on the calling thread; the Redis store does a round trip here (it blocks for
+  // up to its timeouts): serving code calls BeginAsync.
   virtual Decision Begin(const std::string& account, const std::string& key,
                          const std::string& fingerprint, IdempotentOutcome* replay,
-                         absl::AnyInvocable<void(const IdempotentOutcome&)> on_ready) = 0;
+                         Waiter on_ready) = 0;
 
-  // Stores the leader's outcome and completes the waiters with it.
+  // Begin without blocking the calling thread (a gRPC handler): `decided` is called
+  // exactly once, on this thread before BeginAsync returns or later on one of the
+  // store's own threads; for kWait, `on_ready` is called after it with the first
+  // outcome. A store that cannot decide before `deadline` (the call's) answers
+  // kUnavailable with DEADLINE_EXCEEDED. This default runs Begin inline (the in-memory
+  // store never blocks).
+  virtual void BeginAsync(const std::string& account, const std::string& key,
+                          const std::string& fingerprint, absl::Time deadline, OnDecided decided,
+                          Waiter on_ready);
+
+  // Stores the leader's outcome, then completes the waiters with it and calls `saved`
+  // (may be null): the leader answers only then, so an outcome a caller was given is one
+  // a repeat replays. When the store cannot save it (Redis down), the waiters and
+  // `saved` are called after the first attempt all the same, and the key stays claimed
+  // while the store keeps trying: a repeat meanwhile gets the outcome from this
+  // process, or waits and then ABORTED on another replica, never a second operation.
   virtual void Complete(const std::string& account, const std::string& key,
-                        IdempotentOutcome outcome) = 0;
+                        IdempotentOutcome outcome, OnSaved saved) = 0;
+  void Complete(const std::string& account, const std::string& key, IdempotentOutcome outcome) {
+    Complete(account, key, std::move(outcome), nullptr);
+  }
   // The leader's outcome is not to be remembered (nothing reached the vendor, so the
   // client may safely try again with the same key): waiters get it, the key is freed.
   virtual void Abandon(const std::string& account, const std::string& key,
                        const IdempotentOutcome& outcome) = 0;
+
+  // Outcomes whose save failed and is being retried (only a remote store has any).
+  virtual size_t UnsavedOutcomes() const { return 0; }
 };
 
 // The process-local store: a map with an expiry index, bounded in bytes (keys,
@@ -72,11 +101,11 @@ class InMemoryIdempotencyStore final : public IdempotencyStore {
       std::function<absl::Time()> clock = [] { return absl::Now(); },
       size_t max_bytes = size_t{64} << 20);
 
+  using IdempotencyStore::Complete;
   Decision Begin(const std::string& account, const std::string& key, const std::string& fingerprint,
-                 IdempotentOutcome* replay,
-                 absl::AnyInvocable<void(const IdempotentOutcome&)> on_ready) override;
-  void Complete(const std::string& account, const std::string& key,
-                IdempotentOutcome outcome) override;
+                 IdempotentOutcome* replay, Waiter on_ready) override;
+  void Complete(const std::string& account, const std::string& key, IdempotentOutcome outcome,
+                OnSaved saved) override;
   void Abandon(const std::string& account, const std::string& key,
                const IdempotentOutcome& outcome) override;
 
@@ -110,16 +139,35 @@ class InMemoryIdempotencyStore final : public IdempotencyStore {
   int64_t evictions_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// How OpenIdempotencyStore builds its store.
+struct IdempotencyStoreOptions {
+  // How long a first outcome is kept.
+  absl::Duration ttl = absl::Hours(24);
+  // The in-memory store: everything it holds. The Redis store: the outcomes not saved yet
+  // (Redis unreachable); past it, new keys get UNAVAILABLE until saves land again.
+  size_t max_bytes = size_t{64} << 20;
+  // The Redis store: threads that do BeginAsync's round trips (never gRPC's), and how many
+  // begins may wait for one; past that a keyed call gets UNAVAILABLE at once.
+  size_t redis_threads = 4;
+  size_t max_queued_begins = 1024;
+  // The sentinels' password and what a stored outcome waits for.
+  redis::RedisOptions redis;
+  // Told about every Redis failure (a begin answered UNAVAILABLE, an outcome not saved, a
+  // failed poll): messages name host:port/db, never the password. May be null;
+  // thread-safe, must not call back into the store.
+  std::function<void(const absl::Status&)> on_error;
+};
+
 // The store named by `url`: "memory" -> InMemoryIdempotencyStore, "redis://..." or
-// "redis+sentinel://..." -> RedisIdempotencyStore (see ParseRedisIdempotencyUrl; `redis`
-// the sentinels' password and the acknowledgement settings, other settings at their
-// defaults), both keeping outcomes for `ttl`. InvalidArgument for anything else, a
-// malformed URL or a ttl <= 0; PermissionDenied when Redis refuses the password. An
-// unreachable Redis is not an error (Begin() answers kUnavailable until it is back).
-// Messages never contain the URL (it may hold a password).
+// "redis+sentinel://..." -> RedisIdempotencyStore (see ParseRedisIdempotencyUrl).
+// InvalidArgument for anything else, a malformed URL or a ttl <= 0; PermissionDenied when
+// Redis refuses the password. An unreachable Redis is not an error (Begin() answers
+// kUnavailable until it is back). Messages never contain the URL (it may hold a password).
 absl::StatusOr<std::unique_ptr<IdempotencyStore>> OpenIdempotencyStore(
-    const std::string& url, absl::Duration ttl, size_t memory_max_bytes = size_t{64} << 20,
-    const redis::RedisOptions& redis = redis::RedisOptions());
+    const std::string& url, IdempotencyStoreOptions options);
+// The same with `ttl` and `memory_max_bytes`, other options at their defaults.
+absl::StatusOr<std::unique_ptr<IdempotencyStore>> OpenIdempotencyStore(
+    const std::string& url, absl::Duration ttl, size_t memory_max_bytes = size_t{64} << 20);
 
 // An idempotency key a client may use: 1 to 255 visible ASCII characters (0x21-0x7E).
 bool ValidIdempotencyKey(absl::string_view key);

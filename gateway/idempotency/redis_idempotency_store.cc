@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "adapters/redis/redis_connection.h"
+#include "adapters/redis/redis_status.h"
 #include "adapters/redis/redis_url.h"
 
 namespace inspection::pipeline {
@@ -115,7 +117,8 @@ namespace internal {
 class RedisIdempotencyConnections {
  public:
   RedisIdempotencyConnections(const RedisIdempotencyUrl& url, redis::RedisOptions options)
-      : description_(url.Describe()), pool_(url.server, std::move(options), kMaxIdle) {}
+      : description_(url.Describe()),
+        pool_(WithoutStream(url.server), std::move(options), kMaxIdle) {}
 
   // Sends `commands` in one write and reads their replies in order. Unavailable on a
   // transport failure. When a pooled connection turns out to have been closed by Redis
@@ -134,6 +137,24 @@ class RedisIdempotencyConnections {
         [&commands](redis::RedisConnection& connection) { return connection.Pipeline(commands); });
   }
 
+  // Begin's script, and when it claimed the key (`claimed` of its reply), WAIT for the
+  // replicas on the same connection: `replicated` is that WAIT's answer.
+  struct Claimed {
+    std::vector<Reply> replies;
+    absl::Status replicated;
+  };
+  absl::StatusOr<Claimed> RunBegin(const std::vector<std::string>& command,
+                                   const std::function<bool(const redisReply*)>& claimed) {
+    return pool_.Run<Claimed>(
+        [&command, &claimed](redis::RedisConnection& connection) -> absl::StatusOr<Claimed> {
+          absl::StatusOr<std::vector<Reply>> replies = connection.Pipeline({command});
+          if (!replies.ok()) return replies.status();
+          Claimed out{*std::move(replies), absl::OkStatus()};
+          if (claimed(out.replies[0].get())) out.replicated = connection.WaitForReplicas();
+          return out;
+        });
+  }
+
   // Opens one connection (and keeps it): surfaces a refused AUTH or SELECT early.
   absl::Status Probe() {
     return pool_
@@ -146,6 +167,12 @@ class RedisIdempotencyConnections {
  private:
   static constexpr size_t kMaxIdle = 8;
 
+  // The pool's messages describe the URL: the store has a key prefix, not a stream.
+  static redis::RedisUrl WithoutStream(redis::RedisUrl url) {
+    url.stream.clear();
+    return url;
+  }
+
   const std::string description_;
   redis::RedisConnectionPool pool_;
 };
@@ -154,8 +181,9 @@ class RedisIdempotencyConnections {
 
 std::string RedisIdempotencyUrl::Describe() const {
   // The client's description without its "?stream=" (the store's keys have a prefix).
-  const std::string described = server.Describe();
-  return described.substr(0, described.find('?'));
+  redis::RedisUrl described = server;
+  described.stream.clear();
+  return described.Describe();
 }
 
 absl::StatusOr<RedisIdempotencyUrl> ParseRedisIdempotencyUrl(const std::string& url_text) {
@@ -198,6 +226,10 @@ absl::StatusOr<std::unique_ptr<RedisIdempotencyStore>> RedisIdempotencyStore::Op
   if (options.ttl <= absl::ZeroDuration() || options.claim_ttl <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("redis idempotency store: TTLs must be positive");
   }
+  if (options.begin_threads == 0 || options.max_queued_begins == 0) {
+    return absl::InvalidArgumentError(
+        "redis idempotency store: begin_threads and max_queued_begins must be positive");
+  }
   redis::RedisOptions redis = options.redis;
   redis.timeouts = {options.connect_timeout, options.command_timeout};
   auto connections = std::make_unique<internal::RedisIdempotencyConnections>(*url, redis);
@@ -220,6 +252,9 @@ RedisIdempotencyStore::RedisIdempotencyStore(
   std::seed_seq seed{device(), device(), device(), device(), device(), device()};
   random_.seed(seed);
   background_ = std::thread([this] { BackgroundLoop(); });
+  for (size_t i = 0; i < options_.begin_threads; ++i) {
+    begin_threads_.emplace_back([this] { BeginLoop(); });
+  }
 }
 
 RedisIdempotencyStore::~RedisIdempotencyStore() {
@@ -227,8 +262,11 @@ RedisIdempotencyStore::~RedisIdempotencyStore() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     work_cv_.SignalAll();
+    begin_cv_.SignalAll();
   }
-  // The background thread runs the queued writes before it ends.
+  // The begin threads answer what is still queued (shutting down), then end; the
+  // background thread runs the queued writes and a last attempt of the unsaved ones.
+  for (std::thread& thread : begin_threads_) thread.join();
   background_.join();
   std::vector<Callback> waiters;
   {
@@ -238,6 +276,9 @@ RedisIdempotencyStore::~RedisIdempotencyStore() {
     }
     for (auto& [key, lead] : leads_) {
       for (Callback& waiter : lead.waiters) waiters.push_back(std::move(waiter));
+    }
+    for (auto& [key, completing] : completing_) {
+      for (Callback& waiter : completing.waiters) waiters.push_back(std::move(waiter));
     }
     remote_.clear();
     leads_.clear();
@@ -278,6 +319,16 @@ void RedisIdempotencyStore::ReportError(const absl::Status& status) const {
   if (options_.on_error) options_.on_error(status);
 }
 
+grpc::Status RedisIdempotencyStore::RefusedBeforeTrying(absl::Time now) const {
+  if (now < unreachable_until_) return Unreachable().status;
+  if (unsaved_bytes_ > options_.max_unsaved_bytes) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "too many idempotency outcomes wait to be saved (the idempotency store "
+                        "is unreachable); retry later");
+  }
+  return grpc::Status::OK;
+}
+
 IdempotencyStore::Decision RedisIdempotencyStore::Begin(const std::string& account,
                                                         const std::string& key,
                                                         const std::string& fingerprint,
@@ -294,11 +345,20 @@ IdempotencyStore::Decision RedisIdempotencyStore::Begin(const std::string& accou
       it->second.waiters.push_back(std::move(on_ready));
       return Decision::kWait;
     }
-    // Finished here, not yet written: Redis would still say "pending".
+    // Finished here, not saved yet: Redis would still say "pending". Until the first
+    // attempt to save it ends, a duplicate waits for it like the leader's own answer.
     if (auto it = completing_.find(redis_key); it != completing_.end()) {
       if (it->second.fingerprint != fingerprint) return Decision::kMismatch;
+      if (!it->second.attempted) {
+        it->second.waiters.push_back(std::move(on_ready));
+        return Decision::kWait;
+      }
       *replay = it->second.outcome;
       return Decision::kReplay;
+    }
+    if (grpc::Status refused = RefusedBeforeTrying(absl::Now()); !refused.ok()) {
+      *replay = {refused, ""};
+      return Decision::kUnavailable;
     }
     // Abandoned here, DEL not yet written: the script frees it first.
     if (auto it = abandoning_.find(redis_key); it != abandoning_.end()) {
@@ -307,16 +367,28 @@ IdempotencyStore::Decision RedisIdempotencyStore::Begin(const std::string& accou
   }
 
   const std::string claim = NewClaim();
-  absl::StatusOr<std::vector<Reply>> replies =
-      connections_->Run({{"EVAL", kBeginScript, "1", redis_key, fingerprint, claim,
-                          Milliseconds(options_.claim_ttl), abandoned_claim}});
+  // "wait" on our own claim: the script ran twice (a reply lost on a dead pooled
+  // connection, then resent), so we did claim the key.
+  auto claimed = [&claim](const redisReply* reply) {
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2) return false;
+    const std::string verdict = ReplyText(reply->element[0]);
+    return verdict == "lead" || (verdict == "wait" && ReplyText(reply->element[1]) == claim);
+  };
+  absl::StatusOr<internal::RedisIdempotencyConnections::Claimed> ran =
+      connections_->RunBegin({"EVAL", kBeginScript, "1", redis_key, fingerprint, claim,
+                              Milliseconds(options_.claim_ttl), abandoned_claim},
+                             claimed);
   auto unavailable = [&](const absl::Status& status) {
     ReportError(status);
     *replay = Unreachable();
+    if (status.code() == absl::StatusCode::kUnavailable && !redis::IsNotReplicated(status)) {
+      absl::MutexLock lock(&mu_);
+      unreachable_until_ = absl::Now() + options_.unreachable_backoff;
+    }
     return Decision::kUnavailable;
   };
-  if (!replies.ok()) return unavailable(replies.status());
-  const redisReply* reply = (*replies)[0].get();
+  if (!ran.ok()) return unavailable(ran.status());
+  const redisReply* reply = ran->replies[0].get();
   if (reply->type == REDIS_REPLY_ERROR) {
     return unavailable(absl::UnavailableError(
         absl::StrCat(connections_->description(), ": Begin refused: ", ReplyText(reply))));
@@ -325,9 +397,25 @@ IdempotencyStore::Decision RedisIdempotencyStore::Begin(const std::string& accou
   const std::string verdict = shaped ? ReplyText(reply->element[0]) : "";
   const std::string claim_seen = shaped && reply->elements >= 2 ? ReplyText(reply->element[1]) : "";
 
-  // "wait" on our own claim: the script ran twice (a reply lost on a dead pooled
-  // connection, then resent), so we did claim the key.
-  if (verdict == "lead" || (verdict == "wait" && claim_seen == claim)) {
+  if (claimed(reply) && !ran->replicated.ok()) {
+    // Not on enough replicas: a failover could lose it while the call is in flight and
+    // let a repeat lead a second time. Let it go (queued, like an Abandon()).
+    {
+      absl::MutexLock lock(&mu_);
+      writes_.push_back({redis_key,
+                         {"EVAL", kAbandonScript, "1", redis_key, claim},
+                         /*completing=*/false,
+                         claim});
+      abandoning_[redis_key] = claim;
+      work_cv_.Signal();
+    }
+    ReportError(ran->replicated);
+    *replay = {grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "the idempotency key could not be stored durably; retry later"),
+               ""};
+    return Decision::kUnavailable;
+  }
+  if (claimed(reply)) {
     absl::MutexLock lock(&mu_);
     Lead& lead = leads_[redis_key];
     lead.claim = claim;
@@ -369,28 +457,99 @@ IdempotencyStore::Decision RedisIdempotencyStore::Begin(const std::string& accou
       connections_->description(), ": malformed idempotency record under ", redis_key)));
 }
 
+void RedisIdempotencyStore::BeginAsync(const std::string& account, const std::string& key,
+                                       const std::string& fingerprint, absl::Time deadline,
+                                       OnDecided decided, Callback on_ready) {
+  grpc::Status refused;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      refused = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the gateway is shutting down; retry");
+    } else if (begins_.size() >= options_.max_queued_begins) {
+      refused = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                             "too many idempotency keys wait for the idempotency store on this "
+                             "replica; retry later");
+    } else if (const std::string redis_key = RedisKey(account, key);
+               leads_.count(redis_key) == 0 && completing_.count(redis_key) == 0) {
+      // A key this process holds is answered from memory, whatever Redis does.
+      refused = RefusedBeforeTrying(absl::Now());
+    }
+    if (refused.ok()) {
+      begins_.push_back(
+          {account, key, fingerprint, deadline, std::move(decided), std::move(on_ready)});
+      begin_cv_.Signal();
+      return;
+    }
+  }
+  std::move(decided)(Decision::kUnavailable, IdempotentOutcome{refused, ""});
+}
+
+void RedisIdempotencyStore::BeginLoop() {
+  for (;;) {
+    QueuedBegin begin;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !begins_.empty(); };
+      mu_.Await(absl::Condition(&ready));
+      if (begins_.empty()) return;  // stopping, nothing left
+      begin = std::move(begins_.front());
+      begins_.pop_front();
+      if (stopping_) {
+        mu_.Unlock();
+        std::move(begin.decided)(
+            Decision::kUnavailable,
+            {grpc::Status(grpc::StatusCode::UNAVAILABLE, "the gateway is shutting down; retry"),
+             ""});
+        mu_.Lock();
+        continue;
+      }
+    }
+    if (absl::Now() >= begin.deadline) {
+      std::move(begin.decided)(
+          Decision::kUnavailable,
+          {grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                        "the call's deadline passed while its idempotency key waited for the "
+                        "idempotency store"),
+           ""});
+      continue;
+    }
+    IdempotentOutcome replay;
+    const Decision decision =
+        Begin(begin.account, begin.key, begin.fingerprint, &replay, std::move(begin.on_ready));
+    std::move(begin.decided)(decision, std::move(replay));
+  }
+}
+
 void RedisIdempotencyStore::Complete(const std::string& account, const std::string& key,
-                                     IdempotentOutcome outcome) {
+                                     IdempotentOutcome outcome, OnSaved saved) {
   const std::string redis_key = RedisKey(account, key);
-  std::vector<Callback> waiters;
   {
     absl::MutexLock lock(&mu_);
     auto it = leads_.find(redis_key);
-    if (it == leads_.end()) return;
-    Lead& lead = it->second;
-    writes_.push_back(
-        {redis_key,
-         {"EVAL", kCompleteScript, "1", redis_key, lead.claim, lead.fingerprint,
-          Milliseconds(options_.ttl), std::to_string(static_cast<int>(outcome.status.error_code())),
-          outcome.status.error_message(), outcome.status.error_details(), outcome.response},
-         /*completing=*/true,
-         lead.claim});
-    completing_[redis_key] = {lead.fingerprint, outcome};
-    waiters.swap(lead.waiters);
-    leads_.erase(it);
-    work_cv_.Signal();
+    if (it != leads_.end()) {
+      Lead& lead = it->second;
+      writes_.push_back(
+          {redis_key,
+           {"EVAL", kCompleteScript, "1", redis_key, lead.claim, lead.fingerprint,
+            Milliseconds(options_.ttl),
+            std::to_string(static_cast<int>(outcome.status.error_code())),
+            outcome.status.error_message(), outcome.status.error_details(), outcome.response},
+           /*completing=*/true,
+           lead.claim});
+      Completing& completing = completing_[redis_key];
+      completing.claim = lead.claim;
+      completing.fingerprint = lead.fingerprint;
+      completing.outcome = std::move(outcome);
+      completing.waiters = std::move(lead.waiters);
+      completing.saved = std::move(saved);
+      leads_.erase(it);
+      work_cv_.Signal();
+      return;
+    }
   }
-  for (Callback& waiter : waiters) waiter(outcome);
+  // Not a key this process leads (already completed or abandoned): nothing to save.
+  if (saved) std::move(saved)();
 }
 
 void RedisIdempotencyStore::Abandon(const std::string& account, const std::string& key,
@@ -416,13 +575,19 @@ void RedisIdempotencyStore::Abandon(const std::string& account, const std::strin
 void RedisIdempotencyStore::BackgroundLoop() {
   mu_.Lock();
   for (;;) {
+    QueueRetries(absl::Now(), /*all=*/stopping_);
     if (!writes_.empty()) {
       RunWrites();
+      // Stopping: each unsaved outcome gets the one last attempt just made.
+      if (stopping_) break;
       continue;
     }
     if (stopping_) break;
     absl::Time earliest = absl::InfiniteFuture();
     for (const auto& [key, wait] : remote_) earliest = std::min(earliest, wait.next_poll);
+    for (const auto& [key, completing] : completing_) {
+      if (completing.attempted) earliest = std::min(earliest, completing.next_attempt);
+    }
     if (earliest > absl::Now()) {
       // Woken early by a write, a new wait or the destructor; the loop looks again.
       work_cv_.WaitWithDeadline(&mu_, earliest);
@@ -433,6 +598,24 @@ void RedisIdempotencyStore::BackgroundLoop() {
   mu_.Unlock();
 }
 
+void RedisIdempotencyStore::QueueRetries(absl::Time now, bool all) {
+  for (auto& [redis_key, completing] : completing_) {
+    // Not attempted yet: its write is queued or running.
+    if (!completing.attempted || (!all && completing.next_attempt > now)) continue;
+    completing.next_attempt = absl::InfiniteFuture();  // queued now
+    // The claim recorded with the outcome: the key's lead claim is gone, but the script
+    // only needs one that no other call holds (see kCompleteScript).
+    const IdempotentOutcome& outcome = completing.outcome;
+    writes_.push_back(
+        {redis_key,
+         {"EVAL", kCompleteScript, "1", redis_key, completing.claim, completing.fingerprint,
+          Milliseconds(options_.ttl), std::to_string(static_cast<int>(outcome.status.error_code())),
+          outcome.status.error_message(), outcome.status.error_details(), outcome.response},
+         /*completing=*/true,
+         completing.claim});
+  }
+}
+
 void RedisIdempotencyStore::RunWrites() {
   std::vector<Write> writes;
   writes.swap(writes_);
@@ -441,37 +624,105 @@ void RedisIdempotencyStore::RunWrites() {
   for (Write& write : writes) commands.push_back(std::move(write.command));
   mu_.Unlock();
   absl::StatusOr<std::vector<Reply>> replies = connections_->RunDurable(commands);
-  if (!replies.ok()) {
-    ReportError(absl::Status(replies.status().code(),
-                             absl::StrCat(replies.status().message(), " (", writes.size(),
-                                          " idempotency outcome(s) not stored)")));
-  } else {
+  // Per write: saved (or settled for good), or to be tried again.
+  std::vector<bool> settled(writes.size(), false);
+  if (replies.ok()) {
     for (size_t i = 0; i < writes.size(); ++i) {
       const redisReply* reply = (*replies)[i].get();
       if (reply->type == REDIS_REPLY_ERROR) {
         ReportError(absl::UnavailableError(absl::StrCat(connections_->description(), ": write to ",
                                                         writes[i].redis_key,
                                                         " refused: ", ReplyText(reply))));
-      } else if (writes[i].completing && reply->type == REDIS_REPLY_INTEGER &&
-                 reply->integer == 0) {
+        continue;
+      }
+      settled[i] = true;
+      if (writes[i].completing && reply->type == REDIS_REPLY_INTEGER && reply->integer == 0) {
         ReportError(absl::FailedPreconditionError(absl::StrCat(
             "idempotency claim on ", writes[i].redis_key,
             " expired before the call finished and another call holds it: outcome not stored")));
       }
     }
   }
+  if (!replies.ok()) {
+    ReportError(absl::Status(replies.status().code(),
+                             absl::StrCat(replies.status().message(), " (", writes.size(),
+                                          " idempotency outcome(s) or releases not stored; "
+                                          "outcomes are retried)")));
+  }
+  std::vector<absl::AnyInvocable<void() &&>> callbacks;
   mu_.Lock();
-  // Written or failed: Redis answers for these keys again. (No new claim on the same
-  // key can start in this process meanwhile: Begin() replays from completing_.)
-  for (const Write& write : writes) {
+  const absl::Time now = absl::Now();
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const Write& write = writes[i];
     if (write.completing) {
-      completing_.erase(write.redis_key);
+      SettleSave(write.redis_key, settled[i], now, &callbacks);
     } else if (auto it = abandoning_.find(write.redis_key);
                it != abandoning_.end() && it->second == write.claim) {
-      abandoning_.erase(it);  // unless a newer Abandon() of the key replaced it
+      // Released or not, Redis answers for the key again: a release that failed leaves
+      // the claim to expire (its waiters elsewhere then get ABORTED). Unless a newer
+      // Abandon() of the key replaced it.
+      abandoning_.erase(it);
     }
   }
   writes_running_ = 0;
+  if (callbacks.empty()) return;
+  mu_.Unlock();
+  for (auto& callback : callbacks) std::move(callback)();
+  mu_.Lock();
+}
+
+void RedisIdempotencyStore::SettleSave(const std::string& redis_key, bool saved, absl::Time now,
+                                       std::vector<absl::AnyInvocable<void() &&>>* callbacks) {
+  auto it = completing_.find(redis_key);
+  if (it == completing_.end()) return;
+  Completing& completing = it->second;
+  if (!completing.attempted) {
+    // The first attempt ended: the leader answers and its waiters get the outcome now,
+    // saved or not (the vendor did act; a repeat is kept from acting again by the claim).
+    completing.attempted = true;
+    completing.give_up_at = now + options_.ttl;
+    completing.backoff = options_.first_save_retry;
+    std::vector<Callback> waiters = std::move(completing.waiters);
+    completing.waiters.clear();
+    OnSaved on_saved = std::move(completing.saved);
+    callbacks->push_back([waiters = std::move(waiters), outcome = completing.outcome,
+                          on_saved = std::move(on_saved)]() mutable {
+      for (Callback& waiter : waiters) waiter(outcome);
+      if (on_saved) std::move(on_saved)();
+    });
+  }
+  if (saved || stopping_ || now >= completing.give_up_at) {
+    if (!saved) {
+      ReportError(absl::UnavailableError(absl::StrCat(
+          connections_->description(), ": the idempotency outcome under ", redis_key,
+          stopping_ ? " was not saved before shutdown" : " could not be saved within its TTL",
+          ": a repeat after its claim expires calls the vendor again")));
+    }
+    unsaved_bytes_ -= std::min(unsaved_bytes_, completing.bytes);
+    completing_.erase(it);
+    return;
+  }
+  if (completing.bytes == 0) {
+    completing.bytes = redis_key.size() + completing.fingerprint.size() +
+                       completing.outcome.response.size() +
+                       completing.outcome.status.error_message().size() +
+                       completing.outcome.status.error_details().size();
+    unsaved_bytes_ += completing.bytes;
+  }
+  completing.next_attempt = now + completing.backoff;
+  completing.backoff = std::min(completing.backoff * 2, options_.max_save_retry);
+}
+
+size_t RedisIdempotencyStore::QueuedBegins() const {
+  absl::MutexLock lock(&mu_);
+  return begins_.size();
+}
+
+size_t RedisIdempotencyStore::UnsavedOutcomes() const {
+  absl::MutexLock lock(&mu_);
+  size_t count = 0;
+  for (const auto& [key, completing] : completing_) count += completing.attempted ? 1 : 0;
+  return count;
 }
 
 void RedisIdempotencyStore::PollDue() {

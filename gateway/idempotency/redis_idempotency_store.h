@@ -1,6 +1,7 @@
 #ifndef GATEWAY_IDEMPOTENCY_REDIS_IDEMPOTENCY_STORE_H_
 #define GATEWAY_IDEMPOTENCY_REDIS_IDEMPOTENCY_STORE_H_
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -61,6 +62,20 @@ struct RedisIdempotencyOptions {
   // Socket timeout of each command: Begin() returns kUnavailable after about this long
   // when Redis stops answering.
   absl::Duration command_timeout = absl::Seconds(1);
+  // BeginAsync: threads that do its round trips (never the caller's), and how many begins
+  // may wait for one; past that a begin is answered UNAVAILABLE at once.
+  size_t begin_threads = 4;
+  size_t max_queued_begins = 1024;
+  // After a begin found Redis unreachable, begins are answered UNAVAILABLE without trying
+  // for this long (callers are not each made to wait for a connect timeout).
+  absl::Duration unreachable_backoff = absl::Milliseconds(500);
+  // Outcomes that could not be saved are retried, the first retry after
+  // `first_save_retry`, the interval doubling up to `max_save_retry`, until saved or `ttl`
+  // has passed. While their bytes (outcome and key) exceed `max_unsaved_bytes`, begins of
+  // new keys are answered UNAVAILABLE.
+  absl::Duration first_save_retry = absl::Milliseconds(100);
+  absl::Duration max_save_retry = absl::Seconds(5);
+  size_t max_unsaved_bytes = size_t{64} << 20;
   // Waiting for another replica's claim: the first poll after this, then the interval
   // doubles up to `max_poll_interval`.
   absl::Duration first_poll_interval = absl::Milliseconds(10);
@@ -95,19 +110,29 @@ class RedisIdempotencyConnections;
 //    retry with the same key then leads, waits or replays as usual. When Redis stays
 //    unreachable past the claim's lifetime, the waiter gets UNAVAILABLE.
 //
-// Threads: Begin() does one synchronous round trip on the calling thread (a pooled
-// connection). Complete() and Abandon() never touch the network: they are called on the
-// HTTP transport's event-loop thread, which must not block. They complete local waiters
-// at once and queue the Redis write for the store's background thread (which also polls
-// remote waits). Until that write has landed, Begin() in this process answers from
-// memory (replay or mismatch for a completed key); another replica that looks in between
-// sees the claim still pending and simply waits for it. Callbacks run outside any lock,
-// on the thread calling Complete()/Abandon() or on the background thread. Thread-safe.
+// Claims are acknowledged like outcomes: a begin that leads waits for
+// RedisOptions::min_replicas_acked replicas (WAIT) before the caller goes on, so a failover
+// cannot lose a claim whose call is in flight; a claim not confirmed is let go and the begin
+// answers UNAVAILABLE.
 //
-// Redis unreachable (refused, timed out, error reply): Begin() returns kUnavailable with
-// an UNAVAILABLE `replay` status within about connect_timeout + command_timeout; it never
-// blocks longer. A Complete()/Abandon() write that fails is reported to `on_error` (the
-// claim then expires after claim_ttl); local waiters have their outcome regardless.
+// Threads: BeginAsync() queues the round trip for one of `begin_threads` threads and never
+// blocks its caller (a gRPC handler); Begin() does it on the calling thread. Complete() and
+// Abandon() never touch the network either: they are called on the HTTP transport's
+// event-loop thread, which must not block. They queue the Redis write for the store's
+// background thread (which also polls remote waits). Complete()'s waiters and `saved` are
+// called once the write has landed (WAIT included), or after its first attempt failed;
+// Abandon()'s waiters at once. Until a completed outcome is saved, Begin() in this process
+// answers from memory (waits for the first attempt, then replays; mismatch for other
+// parameters); another replica that looks in between sees the claim still pending and
+// waits for it. Callbacks run outside any lock, on the thread calling Abandon(), a begin
+// thread or the background thread. Thread-safe.
+//
+// Redis unreachable (refused, timed out, error reply): a begin answers kUnavailable with an
+// UNAVAILABLE `replay` status within about connect_timeout + command_timeout, and for
+// `unreachable_backoff` after that without trying; BeginAsync also when its queue is full
+// or the caller's deadline passed while queued (DEADLINE_EXCEEDED). An outcome whose save
+// fails keeps its claim and is retried with backoff (see max_unsaved_bytes), reported to
+// `on_error` each time; a repeat on another replica meanwhile waits, then gets ABORTED.
 class RedisIdempotencyStore final : public IdempotencyStore {
  public:
   // Parses `url` (InvalidArgument when malformed) and tries one connection: a refused
@@ -124,11 +149,14 @@ class RedisIdempotencyStore final : public IdempotencyStore {
   RedisIdempotencyStore(const RedisIdempotencyStore&) = delete;
   RedisIdempotencyStore& operator=(const RedisIdempotencyStore&) = delete;
 
+  using IdempotencyStore::Complete;
   Decision Begin(const std::string& account, const std::string& key, const std::string& fingerprint,
-                 IdempotentOutcome* replay,
-                 absl::AnyInvocable<void(const IdempotentOutcome&)> on_ready) override;
-  void Complete(const std::string& account, const std::string& key,
-                IdempotentOutcome outcome) override;
+                 IdempotentOutcome* replay, Waiter on_ready) override;
+  void BeginAsync(const std::string& account, const std::string& key,
+                  const std::string& fingerprint, absl::Time deadline, OnDecided decided,
+                  Waiter on_ready) override;
+  void Complete(const std::string& account, const std::string& key, IdempotentOutcome outcome,
+                OnSaved saved) override;
   void Abandon(const std::string& account, const std::string& key,
                const IdempotentOutcome& outcome) override;
 
@@ -136,6 +164,9 @@ class RedisIdempotencyStore final : public IdempotencyStore {
   std::string RedisKey(const std::string& account, const std::string& key) const;
   // Waiters on other replicas' claims (for tests and metrics).
   size_t remote_waiters() const;
+  size_t UnsavedOutcomes() const override;
+  // BeginAsync()s waiting for a begin thread (for tests).
+  size_t QueuedBegins() const;
   // Waits until every Complete()/Abandon() so far has been written to Redis (or has
   // failed); false on timeout. For tests and orderly shutdown.
   bool WaitForWrites(absl::Duration timeout) const;
@@ -158,10 +189,21 @@ class RedisIdempotencyStore final : public IdempotencyStore {
     bool last_poll_failed = false;
   };
   using RemoteKey = std::pair<std::string, std::string>;  // (redis key, claim)
-  // A finished outcome whose Redis write is still queued: Begin() answers from it.
+  // A finished outcome not saved yet: Begin() answers from it.
   struct Completing {
+    std::string claim;
     std::string fingerprint;
     IdempotentOutcome outcome;
+    // Until the first attempt to save it ends: called then.
+    std::vector<Callback> waiters;
+    OnSaved saved;
+    bool attempted = false;
+    // Retrying a failed save: when next, the current interval, when to give up, and the
+    // bytes it counts in unsaved_bytes_.
+    absl::Time next_attempt;
+    absl::Duration backoff;
+    absl::Time give_up_at;
+    size_t bytes = 0;
   };
   // A Complete() or Abandon() script to run (`completing`: a Complete()) for `claim`.
   struct Write {
@@ -170,17 +212,38 @@ class RedisIdempotencyStore final : public IdempotencyStore {
     bool completing = false;
     std::string claim;
   };
+  // A BeginAsync() waiting for a begin thread.
+  struct QueuedBegin {
+    std::string account;
+    std::string key;
+    std::string fingerprint;
+    absl::Time deadline;
+    OnDecided decided;
+    Callback on_ready;
+  };
 
   RedisIdempotencyStore(RedisIdempotencyUrl url, RedisIdempotencyOptions options,
                         std::unique_ptr<internal::RedisIdempotencyConnections> connections);
 
   std::string NewClaim() ABSL_LOCKS_EXCLUDED(mu_);
   void ReportError(const absl::Status& status) const;
-  // The background thread: runs the queued writes, polls the due remote waits and
-  // completes the finished ones.
+  // A begin thread: runs queued BeginAsync()s until the store stops.
+  void BeginLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Why a begin is answered UNAVAILABLE without a round trip (Redis known unreachable,
+  // too many outcomes unsaved), or OK.
+  grpc::Status RefusedBeforeTrying(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The background thread: runs the queued writes and the due save retries, polls the due
+  // remote waits and completes the finished ones.
   void BackgroundLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues the saves due for a retry (all when `all`) as writes.
+  void QueueRetries(absl::Time now, bool all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One pipelined round trip for the queued writes. Called and returns with mu_ held.
   void RunWrites() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a save of `redis_key` was tried: erases it when saved (or given up), else
+  // schedules its retry; moves the callbacks due now into `callbacks`.
+  void SettleSave(const std::string& redis_key, bool saved, absl::Time now,
+                  std::vector<absl::AnyInvocable<void() &&>>* callbacks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One pipelined poll of the due remote waits. Called and returns with mu_ held.
   void PollDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -194,12 +257,19 @@ class RedisIdempotencyStore final : public IdempotencyStore {
   std::map<std::string, Lead> leads_ ABSL_GUARDED_BY(mu_);
   std::map<RemoteKey, RemoteWait> remote_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Completing> completing_ ABSL_GUARDED_BY(mu_);
+  // Bytes of the completing_ entries whose save failed (max_unsaved_bytes).
+  size_t unsaved_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Until then begins are answered UNAVAILABLE without trying (unreachable_backoff).
+  absl::Time unreachable_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::deque<QueuedBegin> begins_ ABSL_GUARDED_BY(mu_);
+  absl::CondVar begin_cv_;  // a queued begin, or stopping
   // Keys abandoned here whose DEL is still queued -> the abandoned claim.
   std::map<std::string, std::string> abandoning_ ABSL_GUARDED_BY(mu_);
   std::vector<Write> writes_ ABSL_GUARDED_BY(mu_);
   size_t writes_running_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::CondVar work_cv_;  // a queued write, a new remote wait, or stopping
+  std::vector<std::thread> begin_threads_;
   std::thread background_;
 };
 

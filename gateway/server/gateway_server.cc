@@ -125,6 +125,10 @@ void GatewayServer::InstallCollectHook() {
   metrics_->registry->SetCollectHook([this] {
     metrics_->transport->buffered_response_bytes.Set(
         static_cast<double>(transport_->BufferedResponseBytes()));
+    if (idempotency_ != nullptr) {
+      metrics_->idempotency->unsaved_outcomes.Set(
+          static_cast<double>(idempotency_->UnsavedOutcomes()));
+    }
   });
 }
 
@@ -140,9 +144,23 @@ absl::Status GatewayServer::WireServiceDeps() {
     deps.token_pollers[account->name] = account->poller.get();
     if (!account->name.empty()) deps.vendor_accounts.insert(account->name);
   }
-  auto idempotency =
-      pipeline::OpenIdempotencyStore(opts.idempotency_store_url, opts.idempotency_ttl,
-                                     opts.idempotency_memory_max_bytes, opts.redis);
+  pipeline::IdempotencyStoreOptions store;
+  store.ttl = opts.idempotency_ttl;
+  store.max_bytes = opts.idempotency_memory_max_bytes;
+  store.redis_threads = static_cast<size_t>(opts.idempotency_redis_threads);
+  store.max_queued_begins = static_cast<size_t>(opts.idempotency_max_queued_begins);
+  store.redis = opts.redis;
+  store.on_error =
+      [errors = &metrics_->idempotency->errors,
+       lines = std::make_shared<logging::LineRateLimiter>(1.0)](const absl::Status& status) {
+        errors->Increment();
+        uint64_t suppressed = 0;
+        if (!lines->Admit(&suppressed)) return;
+        // Messages name host:port/db and the key, never a password.
+        logging::DefaultLogger().Warn("idempotency store: " + std::string(status.message()),
+                                      {{"suppressed_before", std::to_string(suppressed)}});
+      };
+  auto idempotency = pipeline::OpenIdempotencyStore(opts.idempotency_store_url, std::move(store));
   if (!idempotency.ok()) return Prefixed(idempotency.status(), "idempotency_store: ");
   idempotency_ = std::move(*idempotency);
   deps.idempotency = idempotency_.get();

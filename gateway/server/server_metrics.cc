@@ -20,6 +20,18 @@ TransportMetrics::TransportMetrics(const metrics::MetricsScope& scope)
                       "upstream.max_buffered_response_bytes: what the answers being read may "
                       "hold together (0: unlimited).")) {}
 
+IdempotencyStoreMetrics::IdempotencyStoreMetrics(const metrics::MetricsScope& scope)
+    : errors(scope.Counter(
+          "inspection_idempotency_store_errors_total",
+          "Failures of the Redis idempotency store (idempotency_store): a keyed call answered "
+          "UNAVAILABLE because Redis did not answer or a replica did not confirm its key, an "
+          "outcome whose save failed (retried), a failed poll. Each is logged (rate-limited).")),
+      unsaved_outcomes(scope.Gauge(
+          "inspection_idempotency_unsaved_outcomes",
+          "Outcomes of keyed calls (CreateToken, DetectDamage) answered but not yet saved in "
+          "the Redis idempotency store: retried with backoff; their keys stay claimed, so a "
+          "repeat on another replica gets ABORTED meanwhile, never a second vendor call.")) {}
+
 absl::StatusOr<std::unique_ptr<ServerMetrics>> MakeServerMetrics(
     const GatewayServerOptions& options) {
   auto out = std::make_unique<ServerMetrics>();
@@ -48,6 +60,7 @@ absl::StatusOr<std::unique_ptr<ServerMetrics>> MakeServerMetrics(
     out->webhook = std::make_unique<webhooks::WebhookMetrics>(scope);
     out->authz = std::make_unique<services::AuthzMetrics>(scope);
     out->transport = std::make_unique<TransportMetrics>(scope);
+    out->idempotency = std::make_unique<IdempotencyStoreMetrics>(scope);
   });
   if (!built.ok()) return built;
   out->transport->buffered_response_limit_bytes.Set(

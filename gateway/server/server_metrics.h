@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 
 #include "absl/status/statusor.h"
@@ -31,6 +32,14 @@ struct TransportMetrics {
   prometheus::Gauge& buffered_response_limit_bytes;
 };
 
+// The idempotency store's trouble (a Redis store): failures, and outcomes waiting to be
+// saved (read from the store on each scrape).
+struct IdempotencyStoreMetrics {
+  explicit IdempotencyStoreMetrics(const metrics::MetricsScope& scope);
+  prometheus::Counter& errors;
+  prometheus::Gauge& unsaved_outcomes;
+};
+
 struct ServerMetrics {
   std::shared_ptr<metrics::MetricsRegistry> registry;
   std::shared_ptr<pipeline::PipelineMetrics> pipeline;
@@ -41,6 +50,7 @@ struct ServerMetrics {
   std::unique_ptr<webhooks::WebhookMetrics> webhook;
   std::unique_ptr<services::AuthzMetrics> authz;
   std::unique_ptr<TransportMetrics> transport;
+  std::unique_ptr<IdempotencyStoreMetrics> idempotency;
 };
 
 // Every component's series, from bounded label sets: the route table's metric labels,

@@ -174,8 +174,13 @@ struct GatewayServerOptions {
   token_watch::TokenStatusPollerOptions token_watch;
   // How long the first outcome of an idempotency key is kept.
   absl::Duration idempotency_ttl = absl::Hours(24);
-  // Bound of the in-memory idempotency store (idempotency.max_bytes).
+  // Bound of the in-memory idempotency store, and of the outcomes a Redis one has not
+  // saved yet (idempotency.max_bytes).
   size_t idempotency_memory_max_bytes = size_t{64} << 20;
+  // A Redis idempotency store's begin threads and the begins that may wait for them
+  // (idempotency.redis_threads, idempotency.max_queued_begins).
+  int idempotency_redis_threads = 4;
+  int idempotency_max_queued_begins = 1024;
   // "memory" or "redis://..." (config key idempotency_store).
   std::string idempotency_store_url = "memory";
   // What every Redis-backed store (event log, ledger, idempotency store) does with the

@@ -294,7 +294,19 @@ std::vector<settings::Setting<Options>> IdempotencyKeys() {
           1 << 20, int64_t{1} << 40, "BYTES",
           "Memory the in-memory idempotency store may hold; past it the oldest finished "
           "outcomes are forgotten first, and with only keys in flight a new key gets "
-          "UNAVAILABLE."),
+          "UNAVAILABLE. With a Redis store: the outcomes answered but not saved yet (Redis "
+          "unreachable; retried); past it a new key gets UNAVAILABLE."),
+      settings::Integer<GatewayServerOptions>(
+          "idempotency.redis_threads", [](auto& o) -> auto& { return o.idempotency_redis_threads; },
+          1, 64, "N",
+          "Threads that ask a Redis idempotency store about a keyed call's key (never gRPC's "
+          "threads: calls without a key never wait for Redis)."),
+      settings::Integer<GatewayServerOptions>(
+          "idempotency.max_queued_begins",
+          [](auto& o) -> auto& { return o.idempotency_max_queued_begins; }, 1, 1000000, "N",
+          "Keyed calls that may wait for those threads; past it (Redis slow) a keyed call "
+          "gets UNAVAILABLE at once. After Redis failed to answer, keyed calls get "
+          "UNAVAILABLE without trying for 500 ms."),
       settings::UrlWithPassword(settings::String<GatewayServerOptions>(
           "idempotency_store", [](auto& o) -> auto& { return o.idempotency_store_url; },
           IdempotencyStoreUrl, "memory|URL",

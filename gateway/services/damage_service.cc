@@ -142,33 +142,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResul
   reactor->SetLogContext({"/inspection.v1.DamageService/StreamDamageResults", context->peer(),
                           CallerIdentity(*context), call.account, trace.TraceIdHex()});
   Reactor::Handle handle = reactor->handle();
-  // Idempotency, shared with DetectDamage (same operation, same fingerprint): a repeat
-  // replays the first submission and follows that inspection's retained events.
-  std::string key;
-  if (deps_.idempotency != nullptr) {
-    // The reactor's context, for the replayed metadata a follower adds.
-    reactor->SetContext(context);
-    auto follow = ReplayFollower(handle, call.account);
-    auto finish = [handle, follow](KeyedFinish finished) {
-      if (finished.refused.has_value()) {
-        handle.End(finished.refused->ToGrpcStatus(), /*as_is=*/true);
-      } else if (!finished.replayed) {
-        handle.End(finished.status, /*as_is=*/true);
-      } else {
-        follow({finished.status, std::move(finished.response)});
-      }
-    };
-    if (BeginKeyedCall(deps_, call.account, CallerIdentity(*context),
-                       IdempotencyKeyFor(*context, request->idempotency_key()), submit, &key,
-                       finish) == KeyedStart::kFinished) {
-      return reactor;
-    }
-  }
-  // Events that arrive while the submission is in flight are already after this point,
-  // so none about the new inspection can be missed.
-  const std::string start = deps_.hub->TailCursor();
   // Through the call core, like DetectDamage: the same log line, metrics, error mapping
-  // and idempotency bookkeeping.
+  // and idempotency bookkeeping. Everything it needs is taken from the context now: with an
+  // idempotency key it runs later, from the store's thread, and the stream may be gone.
   RpcRecord record;
   record.origin = "stream";
   record.request_id = request_id;
@@ -178,20 +154,49 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* DamageServiceImpl::StreamDamageResul
   record.account = call.account;
   record.resource = AuditResource(submit);
   const std::string account = call.account;
-  CallEndpoint<v1::DetectDamageRequest, v1::DetectDamageResponse>(
-      deps_, deps_.endpoints->Get(routes::RouteId::kDetectDamage),
-      std::make_shared<const v1::DetectDamageRequest>(std::move(submit)), context->deadline(),
-      std::move(call), key, std::move(record), std::chrono::steady_clock::now(),
-      [handle, start, account](EndpointResult<v1::DetectDamageResponse> out) {
-        if (!out.ok()) {
-          handle.End(out.ToGrpcStatus(), /*as_is=*/true);
-          return;
-        }
-        v1::StreamDamageResultsResponse first;
-        first.mutable_submitted()->Swap(&out.response);
-        // An empty start (no event yet) means from the beginning: nothing older exists.
-        FollowSubmission(handle, std::move(first), account, start, /*from_start=*/start.empty());
-      });
+  const std::chrono::system_clock::time_point deadline = context->deadline();
+  auto submission = std::make_shared<const v1::DetectDamageRequest>(std::move(submit));
+  auto submit_call = [this, handle, account, deadline, submission, call = std::move(call),
+                      record = std::move(record)](std::string key) mutable {
+    // Events that arrive while the submission is in flight are already after this point,
+    // so none about the new inspection can be missed.
+    const std::string start = deps_.hub->TailCursor();
+    CallEndpoint<v1::DetectDamageRequest, v1::DetectDamageResponse>(
+        deps_, deps_.endpoints->Get(routes::RouteId::kDetectDamage), submission, deadline,
+        std::move(call), std::move(key), std::move(record), std::chrono::steady_clock::now(),
+        [handle, start, account](EndpointResult<v1::DetectDamageResponse> out) {
+          if (!out.ok()) {
+            handle.End(out.ToGrpcStatus(), /*as_is=*/true);
+            return;
+          }
+          v1::StreamDamageResultsResponse first;
+          first.mutable_submitted()->Swap(&out.response);
+          // An empty start (no event yet) means from the beginning: nothing older exists.
+          FollowSubmission(handle, std::move(first), account, start,
+                           /*from_start=*/start.empty());
+        });
+  };
+  if (deps_.idempotency == nullptr) {
+    submit_call(std::string());
+    return reactor;
+  }
+  // Idempotency, shared with DetectDamage (same operation, same fingerprint): a repeat
+  // replays the first submission and follows that inspection's retained events.
+  // The reactor's context, for the replayed metadata a follower adds.
+  reactor->SetContext(context);
+  auto follow = ReplayFollower(handle, account);
+  auto finish = [handle, follow](KeyedFinish finished) {
+    if (finished.refused.has_value()) {
+      handle.End(finished.refused->ToGrpcStatus(), /*as_is=*/true);
+    } else if (!finished.replayed) {
+      handle.End(finished.status, /*as_is=*/true);
+    } else {
+      follow({finished.status, std::move(finished.response)});
+    }
+  };
+  BeginKeyedCall(deps_, account, CallerIdentity(*context),
+                 IdempotencyKeyFor(*context, request->idempotency_key()), *submission, deadline,
+                 std::move(submit_call), finish);
   return reactor;
 }
 

@@ -49,10 +49,12 @@ class UnaryCall final {
     RefuseUnary(context_, reactor_, deps_, record_, start_, error, request_metadata_);
     delete this;
   }
-  // Idempotency (idempotent_call.h): true, the call goes on to the vendor (with `*key` set
-  // when it is keyed); false, it was finished (this is gone) or waits for the first call's
-  // outcome.
-  bool BeginIdempotent(const upstream::CallOptions& call, std::string* key);
+  // Idempotency (idempotent_call.h): goes on to CallVendorWith (with the key: the first
+  // call with it), now or from the store's thread, or finishes (a replay, a refusal, the
+  // store unavailable, a waiter once the first call ends). This may be gone on return.
+  void BeginIdempotent(upstream::CallOptions call);
+  // The vendor call, then Reply. `key`: the idempotency key this call leads, or "".
+  void CallVendorWith(upstream::CallOptions call, std::string key);
 
   grpc::CallbackServerContext* const context_;
   grpc::ServerUnaryReactor* const reactor_;
@@ -79,7 +81,7 @@ void UnaryCall::Reply(const grpc::Status& status, const ResponseMetadata& metada
   delete this;
 }
 
-bool UnaryCall::BeginIdempotent(const upstream::CallOptions& call, std::string* key) {
+void UnaryCall::BeginIdempotent(upstream::CallOptions call) {
   // `finish` runs for a refusal or a replay now, and, possibly on another thread, for a
   // waiter: the metadata is added here, before Finish, never after.
   auto finish = [this](KeyedFinish finished) {
@@ -97,9 +99,29 @@ bool UnaryCall::BeginIdempotent(const upstream::CallOptions& call, std::string* 
     NotifyFinished(deps_, record_, start_);
     Reply(finished.status, metadata);
   };
-  return BeginKeyedCall(deps_, call.account, record_.caller,
-                        IdempotencyKeyFor(*context_, endpoint_.idempotency_key(*request_)),
-                        *request_, key, finish) == KeyedStart::kProceed;
+  const std::string account = call.account;
+  BeginKeyedCall(
+      deps_, account, record_.caller,
+      IdempotencyKeyFor(*context_, endpoint_.idempotency_key(*request_)), *request_,
+      context_->deadline(),
+      [this, call = std::move(call)](std::string key) mutable {
+        CallVendorWith(std::move(call), std::move(key));
+      },
+      finish);
+}
+
+void UnaryCall::CallVendorWith(upstream::CallOptions call, std::string key) {
+  CallVendor(deps_, endpoint_, request_, response_.get(), context_->deadline(), std::move(call),
+             std::move(key), record_, start_, [this](CallOutcome out) {
+               ResponseMetadata metadata = request_metadata_;
+               AddCacheMetadata(&metadata, out.cache, out.stale_cause);
+               if (out.error.has_value() && out.error->retry_delay.has_value()) {
+                 // gRPC clients with retry policies read this to back off too.
+                 metadata.emplace_back("grpc-retry-pushback-ms",
+                                       std::to_string(out.error->retry_delay->count()));
+               }
+               Reply(out.ToGrpcStatus(), metadata);
+             });
 }
 
 void UnaryCall::Start(const grpc::ByteBuffer& wire_request, const Message& request_type) {
@@ -141,21 +163,11 @@ void UnaryCall::Start(const grpc::ByteBuffer& wire_request, const Message& reque
     return;
   }
   call.trace = record_.trace;
-  std::string key;
-  if (endpoint_.idempotency_key && !BeginIdempotent(call, &key)) {
-    return;
+  if (endpoint_.idempotency_key) {
+    BeginIdempotent(std::move(call));
+  } else {
+    CallVendorWith(std::move(call), std::string());
   }
-  CallVendor(deps_, endpoint_, request_, response_.get(), context_->deadline(), std::move(call),
-             std::move(key), record_, start_, [this](CallOutcome out) {
-               ResponseMetadata metadata = request_metadata_;
-               AddCacheMetadata(&metadata, out.cache, out.stale_cause);
-               if (out.error.has_value() && out.error->retry_delay.has_value()) {
-                 // gRPC clients with retry policies read this to back off too.
-                 metadata.emplace_back("grpc-retry-pushback-ms",
-                                       std::to_string(out.error->retry_delay->count()));
-               }
-               Reply(out.ToGrpcStatus(), metadata);
-             });
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 // stub: what a repeat must get back is the RPC's own outcome (the gRPC status and the
 // response message as the first caller got it), which the vendor stub never sees.
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@
 #include <google/protobuf/message.h>
 #include <grpcpp/support/status.h>
 
+#include "absl/functional/any_invocable.h"
 #include "gateway/errors/api_error.h"
 #include "gateway/services/unary_call.h"
 
@@ -36,32 +38,33 @@ struct KeyedFinish {
   bool replayed = false;
 };
 
-enum class KeyedStart {
-  kProceed,   // call the vendor: the call has no key, or it is the first with its key
-  kFinished,  // `finish` ran, or runs once the first call ends (any thread): do not call
-};
-
 // `raw_key`: the caller's key (IdempotencyKeyFor: the request's field, else the metadata),
 // "" for none; `caller`: its certificate identity, which scopes the key
-// (ScopedIdempotencyKey). Without a store or a key: kProceed with `*key` empty. Otherwise
-// Begin on the store with the request's fingerprint: kProceed with `*key` set (the leader:
-// pass it to CallVendor, which completes it), or kFinished after calling `finish` now
-// (a replay, a refusal, the store unavailable) or later (a waiter). `caller` and `request`
-// are read before the store is asked, never after: `finish` may end the call that owns them
-// (the unary handler deletes itself) before BeginKeyedCall returns.
-KeyedStart BeginKeyedCall(const CallDeps& deps, const std::string& account,
-                          const std::string& caller, const std::string& raw_key,
-                          const google::protobuf::Message& request, std::string* key,
-                          std::function<void(KeyedFinish)> finish);
+// (ScopedIdempotencyKey). Without a store or a key: `proceed("")` at once. Otherwise asks the
+// store (BeginAsync, never blocking this thread: a Redis store answers from its own threads)
+// with the request's fingerprint and `deadline` (the call's), then either `proceed(key)`
+// (the leader: pass the key to CallVendor, which completes it) or `finish` (a replay, a
+// refusal, the store unavailable, or a waiter once the first call ends); exactly one of
+// them, once, on this thread or another. `caller` and `request` are read before the store
+// is asked, never after: the call that owns them may end before BeginKeyedCall returns.
+void BeginKeyedCall(const CallDeps& deps, const std::string& account, const std::string& caller,
+                    const std::string& raw_key, const google::protobuf::Message& request,
+                    std::chrono::system_clock::time_point deadline,
+                    absl::AnyInvocable<void(std::string key) &&> proceed,
+                    std::function<void(KeyedFinish)> finish);
 
 // The leader's outcome under `key` (from BeginKeyedCall): remembered for the repeats and
 // handed to the waiters; when nothing reached the vendor (`vendor_not_reached`), handed to
 // the waiters and forgotten, so that a retry with the same key calls the vendor. The outcome
 // is kept as the caller got it: `error`'s grpc::Status (ApiError::ToGrpcStatus, details
-// included), or OK with `response` serialized. No-op for an empty key.
+// included), or OK with `response` serialized. `then` (may be null) is called once the
+// outcome is saved (IdempotencyStore::Complete: the leader answers only then; after the first
+// attempt when the store cannot save it), at once for an empty key or an abandoned one; on
+// this thread or the store's. `response` is read before CompleteKeyedCall returns.
 void CompleteKeyedCall(const CallDeps& deps, const std::string& account, const std::string& key,
                        const std::optional<errors::ApiError>& error,
-                       const google::protobuf::Message& response, bool vendor_not_reached);
+                       const google::protobuf::Message& response, bool vendor_not_reached,
+                       absl::AnyInvocable<void() &&> then = nullptr);
 
 }  // namespace inspection::services
 

@@ -502,9 +502,14 @@ void CallVendor(const CallDeps& deps, const Endpoint& endpoint,
         }
         NotifyFinished(deps, record, start);
         if (out.ok() && endpoint.on_success) endpoint.on_success(*response, account);
-        CompleteKeyedCall(deps, account, idempotency_key, out.error, *response,
-                          !result.ok() && VendorNotReached(*result.error));
-        std::move(done)(std::move(out));
+        // The answer waits for the idempotency outcome to be saved: what a caller is
+        // given is what a repeat replays.
+        const bool vendor_not_reached = !result.ok() && VendorNotReached(*result.error);
+        const std::optional<errors::ApiError> error = out.error;
+        CompleteKeyedCall(deps, account, idempotency_key, error, *response, vendor_not_reached,
+                          [done = std::move(done), out = std::move(out)]() mutable {
+                            std::move(done)(std::move(out));
+                          });
       });
 }
 

@@ -27,7 +27,8 @@ class UnreachableStore final : public pipeline::IdempotencyStore {
     replay->status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "idempotency store down");
     return Decision::kUnavailable;
   }
-  void Complete(const std::string&, const std::string&, pipeline::IdempotentOutcome) override {}
+  void Complete(const std::string&, const std::string&, pipeline::IdempotentOutcome,
+                OnSaved) override {}
   void Abandon(const std::string&, const std::string&,
                const pipeline::IdempotentOutcome&) override {}
 };
@@ -45,13 +46,17 @@ class ClaimEndingStore final : public pipeline::IdempotencyStore {
   void EndClaim() {
     waiter_({grpc::Status(grpc::StatusCode::ABORTED, "the first call never finished"), ""});
   }
-  void Complete(const std::string&, const std::string&, pipeline::IdempotentOutcome) override {}
+  void Complete(const std::string&, const std::string&, pipeline::IdempotentOutcome,
+                OnSaved) override {}
   void Abandon(const std::string&, const std::string&,
                const pipeline::IdempotentOutcome&) override {}
 
  private:
   absl::AnyInvocable<void(const pipeline::IdempotentOutcome&)> waiter_;
 };
+
+// What BeginKeyedCall did: called `proceed` (the call goes to the vendor) or not.
+enum class KeyedStart { kProceed, kFinished };
 
 class IdempotentCallTest : public ::testing::Test {
  protected:
@@ -60,11 +65,21 @@ class IdempotentCallTest : public ::testing::Test {
     request_.set_uid("tok-1");
   }
 
-  // BeginKeyedCall with `raw_key`; what it decided, the key and what `finish` got.
+  // BeginKeyedCall with `raw_key`; what it decided, the key and what `finish` got. The
+  // in-memory store decides inline, so proceed or finish (unless it waits) ran on return.
   KeyedStart Begin(const std::string& raw_key, const google::protobuf::Message& request,
                    const std::string& caller = "") {
-    return BeginKeyedCall(deps_, "", caller, raw_key, request, &key_,
-                          [this](KeyedFinish finished) { finished_.push_back(finished); });
+    bool proceeded = false;
+    key_.clear();
+    BeginKeyedCall(
+        deps_, "", caller, raw_key, request,
+        std::chrono::system_clock::now() + std::chrono::seconds(10),
+        [this, &proceeded](std::string key) {
+          proceeded = true;
+          key_ = std::move(key);
+        },
+        [this](KeyedFinish finished) { finished_.push_back(finished); });
+    return proceeded ? KeyedStart::kProceed : KeyedStart::kFinished;
   }
 
   pipeline::InMemoryIdempotencyStore store_;

@@ -74,6 +74,19 @@ class IdempotencyConformanceTest : public ::testing::TestWithParam<IdempotencySt
     return GetParam()->Create(ttl);
   }
   static void Ignore(const IdempotentOutcome&) {}
+  // Complete(), then waits (20 s at most) until the store says the outcome is saved: from
+  // then on a repeat replays it. False when `saved` never came.
+  static bool Save(IdempotencyStore& store, const std::string& account, const std::string& key,
+                   IdempotentOutcome outcome) {
+    absl::Mutex mu;
+    bool saved = false;
+    store.Complete(account, key, std::move(outcome), [&] {
+      absl::MutexLock lock(&mu);
+      saved = true;
+    });
+    absl::MutexLock lock(&mu);
+    return mu.AwaitWithTimeout(absl::Condition(&saved), absl::Seconds(20));
+  }
   IdempotentOutcome replay_;
 };
 

@@ -18,7 +18,7 @@ using Decision = IdempotencyStore::Decision;
 TEST_P(IdempotencyConformanceTest, FirstUseLeadsThenRepeatsReplayTheOutcome) {
   auto store = Create();
   EXPECT_EQ(store->Begin("acct", "k1", "fp", &replay_, Ignore), Decision::kLead);
-  store->Complete("acct", "k1", {grpc::Status::OK, "response-bytes"});
+  ASSERT_TRUE(Save(*store, "acct", "k1", {grpc::Status::OK, "response-bytes"}));
   EXPECT_EQ(store->Begin("acct", "k1", "fp", &replay_, Ignore), Decision::kReplay);
   EXPECT_TRUE(replay_.status.ok());
   EXPECT_EQ(replay_.response, "response-bytes");
@@ -28,9 +28,9 @@ TEST_P(IdempotencyConformanceTest, ErrorOutcomesReplayWithMessageAndDetails) {
   auto store = Create();
   ASSERT_EQ(store->Begin("acct", "k", "fp", &replay_, Ignore), Decision::kLead);
   const std::string details("\x08\x09\x00\xff details", 13);  // binary, with a NUL
-  store->Complete(
-      "acct", "k",
-      {grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "vehicle locked", details), ""});
+  ASSERT_TRUE(
+      Save(*store, "acct", "k",
+           {grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "vehicle locked", details), ""}));
   ASSERT_EQ(store->Begin("acct", "k", "fp", &replay_, Ignore), Decision::kReplay);
   EXPECT_EQ(replay_.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(replay_.status.error_message(), "vehicle locked");
@@ -42,7 +42,7 @@ TEST_P(IdempotencyConformanceTest, ResponsesAreBinarySafe) {
   auto store = Create();
   const std::string response("\x0a\x03\x00\x01\x02\xff", 6);
   ASSERT_EQ(store->Begin("acct", "k", "fp", &replay_, Ignore), Decision::kLead);
-  store->Complete("acct", "k", {grpc::Status::OK, response});
+  ASSERT_TRUE(Save(*store, "acct", "k", {grpc::Status::OK, response}));
   ASSERT_EQ(store->Begin("acct", "k", "fp", &replay_, Ignore), Decision::kReplay);
   EXPECT_EQ(replay_.response, response);
 }
@@ -51,7 +51,7 @@ TEST_P(IdempotencyConformanceTest, SameKeyOtherParametersIsAMismatch) {
   auto store = Create();
   EXPECT_EQ(store->Begin("acct", "k1", "fp-a", &replay_, Ignore), Decision::kLead);
   EXPECT_EQ(store->Begin("acct", "k1", "fp-b", &replay_, Ignore), Decision::kMismatch);
-  store->Complete("acct", "k1", {grpc::Status::OK, "r"});
+  ASSERT_TRUE(Save(*store, "acct", "k1", {grpc::Status::OK, "r"}));
   EXPECT_EQ(store->Begin("acct", "k1", "fp-b", &replay_, Ignore), Decision::kMismatch);
   EXPECT_EQ(store->Begin("acct", "k1", "fp-a", &replay_, Ignore), Decision::kReplay);
 }
@@ -61,8 +61,8 @@ TEST_P(IdempotencyConformanceTest, KeysAreScopedPerAccount) {
   EXPECT_EQ(store->Begin("a", "k", "fp", &replay_, Ignore), Decision::kLead);
   EXPECT_EQ(store->Begin("b", "k", "other", &replay_, Ignore), Decision::kLead);
   EXPECT_EQ(store->Begin("", "k", "third", &replay_, Ignore), Decision::kLead);
-  store->Complete("a", "k", {grpc::Status::OK, "from-a"});
-  store->Complete("b", "k", {grpc::Status::OK, "from-b"});
+  ASSERT_TRUE(Save(*store, "a", "k", {grpc::Status::OK, "from-a"}));
+  ASSERT_TRUE(Save(*store, "b", "k", {grpc::Status::OK, "from-b"}));
   ASSERT_EQ(store->Begin("b", "k", "other", &replay_, Ignore), Decision::kReplay);
   EXPECT_EQ(replay_.response, "from-b");
 }
@@ -81,13 +81,42 @@ TEST_P(IdempotencyConformanceTest, ConcurrentDuplicatesWaitForTheFirstOutcome) {
     EXPECT_EQ(store->Begin("acct", "k", "fp", &replay_, latch.Callback()), Decision::kWait);
   }
   for (OutcomeLatch& latch : latches) EXPECT_EQ(latch.calls(), 0);
-  store->Complete("acct", "k", {grpc::Status::OK, "first"});
-  // Waiters in the process that leads are completed by Complete() itself.
+  ASSERT_TRUE(Save(*store, "acct", "k", {grpc::Status::OK, "first"}));
+  // Waiters in the process that leads are completed by the store itself once the outcome
+  // is saved (before `saved`).
   for (OutcomeLatch& latch : latches) {
     ASSERT_TRUE(latch.Now().has_value());
     EXPECT_EQ(latch.Now()->response, "first");
     EXPECT_EQ(latch.calls(), 1);
   }
+}
+
+TEST_P(IdempotencyConformanceTest, ARepeatBeforeTheOutcomeIsSavedWaitsForIt) {
+  // The leader answers only once its outcome is saved (`saved`), and a repeat that comes
+  // in between gets the same outcome, never a lead of its own.
+  auto store = Create();
+  ASSERT_EQ(store->Begin("acct", "k", "fp", &replay_, Ignore), Decision::kLead);
+  absl::Mutex mu;
+  int saved = 0;
+  store->Complete("acct", "k", {grpc::Status::OK, "first"}, [&] {
+    absl::MutexLock lock(&mu);
+    ++saved;
+  });
+  OutcomeLatch repeat;
+  const Decision decision = store->Begin("acct", "k", "fp", &replay_, repeat.Callback());
+  ASSERT_TRUE(decision == Decision::kWait || decision == Decision::kReplay);
+  if (decision == Decision::kReplay) {
+    EXPECT_EQ(replay_.response, "first");
+  } else {
+    std::optional<IdempotentOutcome> outcome = repeat.Wait(absl::Seconds(20));
+    ASSERT_TRUE(outcome.has_value());
+    EXPECT_EQ(outcome->response, "first");
+  }
+  absl::MutexLock lock(&mu);
+  EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(
+                                      +[](int* n) { return *n > 0; }, &saved),
+                                  absl::Seconds(20)));
+  EXPECT_EQ(saved, 1);
 }
 
 TEST_P(IdempotencyConformanceTest, ManyThreadsElectExactlyOneLeader) {
@@ -112,7 +141,7 @@ TEST_P(IdempotencyConformanceTest, ManyThreadsElectExactlyOneLeader) {
   for (std::thread& thread : threads) thread.join();
   ASSERT_EQ(leads.load(), 1);
   EXPECT_EQ(waits.load(), kThreads - 1);
-  store->Complete("acct", "k", {grpc::Status::OK, "only"});
+  ASSERT_TRUE(Save(*store, "acct", "k", {grpc::Status::OK, "only"}));
   for (int i = 0; i < kThreads; ++i) {
     if (i == leader) continue;
     std::optional<IdempotentOutcome> outcome = latches[i].Wait(absl::Seconds(20));
@@ -126,7 +155,7 @@ TEST_P(IdempotencyConformanceTest, ManyThreadsElectExactlyOneLeader) {
 TEST_P(IdempotencyConformanceTest, OutcomesExpireAfterTheTtl) {
   auto store = Create(GetParam()->ShortTtl());
   ASSERT_EQ(store->Begin("acct", "k", "fp", &replay_, Ignore), Decision::kLead);
-  store->Complete("acct", "k", {grpc::Status::OK, "r"});
+  ASSERT_TRUE(Save(*store, "acct", "k", {grpc::Status::OK, "r"}));
   EXPECT_EQ(store->Begin("acct", "k", "fp", &replay_, Ignore), Decision::kReplay);
   // Until the TTL has passed another fingerprint is a mismatch; then the key is free.
   EXPECT_TRUE(GetParam()->PassTtl([&] {
@@ -149,7 +178,8 @@ TEST_P(IdempotencyConformanceTest, AbandonFreesTheKeyAndTellsTheWaiters) {
 
 TEST_P(IdempotencyConformanceTest, CompleteOrAbandonOfAKeyNotLedIsANoOp) {
   auto store = Create();
-  store->Complete("acct", "never-begun", {grpc::Status::OK, "r"});
+  // `saved` is still called: nothing to save, nothing to wait for.
+  ASSERT_TRUE(Save(*store, "acct", "never-begun", {grpc::Status::OK, "r"}));
   store->Abandon("acct", "never-begun-either", {grpc::Status::OK, ""});
   EXPECT_EQ(store->Begin("acct", "never-begun", "fp", &replay_, Ignore), Decision::kLead);
   EXPECT_EQ(store->Begin("acct", "never-begun-either", "fp", &replay_, Ignore), Decision::kLead);

@@ -6,14 +6,18 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "tests/idempotency/idempotency_conformance.h"
+#include "tests/support/loopback_listener.h"
 #include "tests/support/redis_server.h"
 #include "tests/support/shared_redis_server.h"
 #include "tests/support/wait.h"
@@ -59,6 +63,13 @@ std::unique_ptr<RedisIdempotencyStore> OpenOrFail(const std::string& url,
 RedisIdempotencyOptions FreshOptions() {
   RedisIdempotencyOptions options;
   options.prefix = FreshPrefix();
+  return options;
+}
+
+// Another replica's options: the same keys.
+RedisIdempotencyOptions FreshOptionsWithPrefix(const std::string& prefix) {
+  RedisIdempotencyOptions options;
+  options.prefix = prefix;
   return options;
 }
 
@@ -413,12 +424,21 @@ TEST(RedisIdempotencyStoreTest, KilledRedisGivesUnavailablePromptlyAndNeverThePa
   EXPECT_LT(Clock::now() - start, kPrompt);
   EXPECT_EQ(replay.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(replay.status.error_message().find("s3cret"), std::string::npos);
-  EXPECT_FALSE(errors.text().empty());
-  EXPECT_EQ(errors.text().find("s3cret"), std::string::npos) << errors.text();
+  const std::string reported = errors.text();
+  EXPECT_FALSE(reported.empty());
+  EXPECT_EQ(reported.find("s3cret"), std::string::npos) << reported;
+  // Within unreachable_backoff the next begin is refused without a round trip (nothing new
+  // reported), so a burst of keyed calls does not each wait for a connect timeout.
+  EXPECT_EQ(store->Begin("acct", "burst", "fp", &replay, Ignore), Decision::kUnavailable);
+  EXPECT_EQ(replay.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(errors.text(), reported);
 
-  // Back up (empty: no persistence): the pooled connections are dead, fresh ones work.
+  // Back up (empty: no persistence): the pooled connections are dead, fresh ones work once
+  // the back-off has passed.
   ASSERT_TRUE(server->Restart(&error)) << error;
-  EXPECT_EQ(store->Begin("acct", "after", "fp", &replay, Ignore), Decision::kLead);
+  EXPECT_TRUE(WaitUntil(
+      [&] { return store->Begin("acct", "after", "fp", &replay, Ignore) == Decision::kLead; },
+      std::chrono::seconds(10)));
 }
 
 TEST(RedisIdempotencyStoreTest, FrozenRedisGivesUnavailableAfterTheCommandTimeout) {
@@ -459,25 +479,140 @@ TEST(RedisIdempotencyStoreTest, CompleteAndAbandonNeverWaitForRedis) {
 
   ASSERT_EQ(::kill(server->pid(), SIGSTOP), 0);
   const auto start = Clock::now();
-  store->Complete("acct", "done", {grpc::Status::OK, "r"});
+  OutcomeLatch saved;
+  store->Complete("acct", "done", {grpc::Status::OK, "r"}, [&saved] {
+    saved.Callback()({grpc::Status::OK, "saved"});
+  });
   store->Abandon("acct", "abandoned", {grpc::Status(grpc::StatusCode::UNAVAILABLE, "x"), ""});
   const auto elapsed = Clock::now() - start;
-  // Answered from memory while the write waits for Redis.
-  const Decision repeat = store->Begin("acct", "done", "fp", &replay, Ignore);
+  // Answered from memory while the write waits for Redis: a repeat waits for the save, like
+  // the leader's own answer; other parameters are a mismatch.
+  OutcomeLatch repeat_latch;
+  const Decision repeat = store->Begin("acct", "done", "fp", &replay, repeat_latch.Callback());
   const Decision other = store->Begin("acct", "done", "other", &replay, Ignore);
   const bool written_while_frozen = store->WaitForWrites(absl::Milliseconds(200));
+  const bool answered_while_frozen = latch.Now().has_value() || saved.Now().has_value();
   ASSERT_EQ(::kill(server->pid(), SIGCONT), 0);
   EXPECT_LT(elapsed, kPrompt);
-  EXPECT_TRUE(latch.Now().has_value());
-  EXPECT_EQ(repeat, Decision::kReplay);
-  EXPECT_EQ(replay.response, "r");
+  EXPECT_FALSE(answered_while_frozen) << "an outcome was handed out before it was saved";
+  EXPECT_EQ(repeat, Decision::kWait);
   EXPECT_EQ(other, Decision::kMismatch);
   EXPECT_FALSE(written_while_frozen);
 
   ASSERT_TRUE(store->WaitForWrites(kOutcomeDeadline));
+  ASSERT_TRUE(saved.Wait(kOutcomeDeadline).has_value());
+  ASSERT_TRUE(latch.Wait(kOutcomeDeadline).has_value());
+  EXPECT_EQ(latch.Now()->response, "r");
+  ASSERT_TRUE(repeat_latch.Wait(kOutcomeDeadline).has_value());
+  EXPECT_EQ(repeat_latch.Now()->response, "r");
   RawRedis raw(server->port());
   EXPECT_EQ(raw.String({"HGET", store->RedisKey("acct", "done"), "state"}), "done");
   EXPECT_EQ(raw.Integer({"EXISTS", store->RedisKey("acct", "abandoned")}), 0);
+}
+
+TEST(RedisIdempotencyStoreTest, AnOutcomeWhoseSaveFailsKeepsItsKeyAndIsSavedWhenRedisIsBack) {
+  // Before: a failed save was only reported, the claim expired as pending, and a repeat
+  // then made the vendor call again (a second token). Now the leader still answers after
+  // the first attempt, the outcome is retried until saved, and meanwhile the key is held.
+  std::string error;
+  auto server = RedisServer::Start(&error);
+  ASSERT_NE(server, nullptr) << error;
+  ErrorLog errors;
+  RedisIdempotencyOptions options = FreshOptions();
+  options.command_timeout = absl::Milliseconds(300);
+  options.first_save_retry = absl::Milliseconds(50);
+  options.max_save_retry = absl::Milliseconds(200);
+  options.on_error = errors.Hook();
+  auto store = OpenOrFail(server->Url(), options);
+  auto other_replica = OpenOrFail(server->Url(), FreshOptionsWithPrefix(options.prefix));
+  ASSERT_TRUE(store && other_replica);
+  IdempotentOutcome replay;
+  ASSERT_EQ(store->Begin("acct", "k", "fp", &replay, Ignore), Decision::kLead);
+
+  ASSERT_EQ(::kill(server->pid(), SIGSTOP), 0);
+  OutcomeLatch saved;
+  store->Complete("acct", "k", {grpc::Status::OK, "token"}, [&saved] {
+    saved.Callback()({grpc::Status::OK, ""});
+  });
+  // The first attempt times out: the leader is answered all the same.
+  const bool answered = saved.Wait(kOutcomeDeadline).has_value();
+  const size_t unsaved = store->UnsavedOutcomes();
+  // A repeat in this process is replayed from memory, never led again.
+  const Decision repeat = store->Begin("acct", "k", "fp", &replay, Ignore);
+  ASSERT_EQ(::kill(server->pid(), SIGCONT), 0);
+  EXPECT_TRUE(answered);
+  EXPECT_EQ(unsaved, 1u);
+  EXPECT_EQ(repeat, Decision::kReplay);
+  EXPECT_EQ(replay.response, "token");
+  EXPECT_NE(errors.text().find("retried"), std::string::npos) << errors.text();
+
+  // Redis answers again: the retry lands, and another replica replays the outcome.
+  EXPECT_TRUE(WaitUntil([&] { return store->UnsavedOutcomes() == 0; }, std::chrono::seconds(20)));
+  RawRedis raw(server->port());
+  EXPECT_EQ(raw.String({"HGET", store->RedisKey("acct", "k"), "state"}), "done");
+  EXPECT_EQ(other_replica->Begin("acct", "k", "fp", &replay, Ignore), Decision::kReplay);
+  EXPECT_EQ(replay.response, "token");
+}
+
+TEST(RedisIdempotencyStoreTest, BeginAsyncNeverBlocksItsCallerAndBoundsItsQueue) {
+  // Redis accepts and never answers: begins wait on the store's own threads, and past
+  // max_queued_begins a begin is refused on the caller's thread at once.
+  ::inspection::testing::LoopbackListener silent;
+  ASSERT_TRUE(silent.ok());
+  RedisIdempotencyOptions options = FreshOptions();
+  options.command_timeout = absl::Milliseconds(500);
+  options.begin_threads = 1;
+  options.max_queued_begins = 2;
+  auto store = OpenOrFail(absl::StrCat("redis://127.0.0.1:", silent.port()), options);
+  ASSERT_NE(store, nullptr);
+
+  struct Answer {
+    absl::Mutex mu;
+    std::optional<std::pair<Decision, IdempotentOutcome>> got ABSL_GUARDED_BY(mu);
+    IdempotencyStore::OnDecided Callback() {
+      return [this](Decision decision, IdempotentOutcome outcome) {
+        absl::MutexLock lock(&mu);
+        got.emplace(decision, std::move(outcome));
+      };
+    }
+    bool Wait(absl::Duration timeout) {
+      absl::MutexLock lock(&mu);
+      return mu.AwaitWithTimeout(absl::Condition(
+                                     +[](std::optional<std::pair<Decision, IdempotentOutcome>>* g) {
+                                       return g->has_value();
+                                     },
+                                     &got),
+                                 timeout);
+    }
+    bool Now() {
+      absl::MutexLock lock(&mu);
+      return got.has_value();
+    }
+  };
+  const absl::Time later = absl::Now() + absl::Seconds(30);
+  Answer running, queued, expired, refused;
+  store->BeginAsync("acct", "a", "fp", later, running.Callback(), Ignore);
+  // The thread takes "a" and blocks on Redis; wait until it has, so two fit in the queue.
+  ASSERT_TRUE(WaitUntil([&] { return store->QueuedBegins() == 0; }, std::chrono::seconds(10)));
+  store->BeginAsync("acct", "b", "fp", later, queued.Callback(), Ignore);
+  store->BeginAsync("acct", "c", "fp", absl::Now(), expired.Callback(), Ignore);
+  store->BeginAsync("acct", "d", "fp", later, refused.Callback(), Ignore);
+  // Only the one past the queue was answered before BeginAsync returned.
+  EXPECT_FALSE(running.Now());
+  EXPECT_FALSE(queued.Now());
+  ASSERT_TRUE(refused.Now());
+  {
+    absl::MutexLock lock(&refused.mu);
+    EXPECT_EQ(refused.got->first, Decision::kUnavailable);
+    EXPECT_EQ(refused.got->second.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+  ASSERT_TRUE(running.Wait(kOutcomeDeadline));
+  ASSERT_TRUE(queued.Wait(kOutcomeDeadline));
+  ASSERT_TRUE(expired.Wait(kOutcomeDeadline));
+  absl::MutexLock lock(&expired.mu);
+  EXPECT_EQ(expired.got->first, Decision::kUnavailable);
+  // Its deadline passed while it waited: not sent to Redis at all.
+  EXPECT_EQ(expired.got->second.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
 }
 
 TEST(RedisIdempotencyStoreTest, RemoteWaitersGetUnavailableWhenRedisStaysDown) {
