@@ -76,6 +76,9 @@ class EventLog {
   // Up to `limit` events strictly after `after`, in log order; "" reads from the oldest
   // retained event. OutOfRange when retention removed events after `after` (the
   // caller must resync); InvalidArgument when `after` is not a cursor of this backend.
+  // Only events that would survive the store's failover are returned (Redis: the replicas
+  // an append waits for hold them), so a reader never hands out an event a failover then
+  // loses; Unavailable (retry) when that cannot be confirmed now.
   virtual absl::StatusOr<std::vector<StoredEvent>> ReadAfter(const std::string& after,
                                                              size_t limit) = 0;
 

@@ -271,15 +271,22 @@ void EventHub::CatchUp(Subscription& subscription) {
       log_->ReadAfter(subscription.position, batch);
   if (!page.ok()) {
     const bool expired = page.status().code() == absl::StatusCode::kOutOfRange;
+    const bool bad_cursor = page.status().code() == absl::StatusCode::kInvalidArgument;
     if (options_.metrics != nullptr) {
       options_.metrics->RecordDroppedSubscriber(expired ? StreamDropReason::kCursorExpired
                                                         : StreamDropReason::kError);
     }
-    subscription.sink->End(grpc::Status(
-        expired ? grpc::StatusCode::OUT_OF_RANGE : grpc::StatusCode::INVALID_ARGUMENT,
-        expired ? "the cursor is older than the event log's retention: resync, then "
-                  "subscribe without after_cursor"
-                : absl::StrCat("cannot resume from that cursor: ", page.status().message())));
+    // The log unavailable for now (Redis failing over) is not the cursor's fault: the
+    // client resumes from its last cursor, as after any UNAVAILABLE.
+    subscription.sink->End(
+        expired      ? grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
+                                    "the cursor is older than the event log's retention: resync, "
+                                         "then subscribe without after_cursor")
+        : bad_cursor ? grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                    absl::StrCat("cannot resume from that cursor: ",
+                                                 page.status().message()))
+                     : grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                    "the event log is unavailable; resume from your last cursor"));
     subscription.live = false;
     subscription.sink.reset();
     return;

@@ -224,6 +224,7 @@ class RedisEventLog final : public EventLog {
         dedupe_prefix_(url_.stream + ":dedupe:"),
         removed_key_(url_.stream + ":removed_up_to"),
         probe_key_(url_.stream + ":writable-probe"),
+        fence_key_(url_.stream + ":read-fence"),
         append_script_(kAppendScript),
         retention_script_(kRetentionScript),
         commands_(url_, Redis(options), options.max_idle_connections),
@@ -300,15 +301,35 @@ class RedisEventLog final : public EventLog {
       commands.push_back(
           {"XRANGE", url_.stream, start, "+", "COUNT", std::to_string(std::max<size_t>(limit, 1))});
     }
-    commands.push_back({"EXEC"});
     absl::StatusOr<std::vector<RedisReply>> replies = commands_.Run<std::vector<RedisReply>>(
-        [&](RedisConnection& c) { return c.Pipeline(commands); });
+        [&](RedisConnection& c) -> absl::StatusOr<std::vector<RedisReply>> {
+          // An entry on the primary alone is lost if it dies now: its append was not
+          // acknowledged (503, delivered again), and a reader that handed it out would
+          // deliver it twice. So when appends wait for replicas, the read does too: a
+          // write in the same transaction (the fence) puts this connection's replication
+          // offset after every entry read, and WAIT for it confirms them all.
+          const bool fenced = read_entries && c.required_acks() > 0;
+          std::vector<std::vector<std::string>> sent = commands;
+          if (fenced) sent.push_back({"SET", fence_key_, "1", "PX", "60000"});
+          sent.push_back({"EXEC"});
+          absl::StatusOr<std::vector<RedisReply>> got = c.Pipeline(sent);
+          if (!got.ok() || !fenced) return got;
+          const redisReply& exec = *got->back();
+          const bool any = exec.type == REDIS_REPLY_ARRAY && exec.elements >= 2 &&
+                           exec.element[1]->type == REDIS_REPLY_ARRAY &&
+                           exec.element[1]->elements > 0;
+          if (!any) return got;
+          if (absl::Status replicated = c.WaitForReplicas(); !replicated.ok()) return replicated;
+          return got;
+        });
     if (!replies.ok()) return replies.status();
     const redisReply& exec = *replies->back();
     for (const RedisReply& reply : *replies) {
       if (reply->type == REDIS_REPLY_ERROR) return ErrorStatus(*reply, "read");
     }
-    if (exec.type != REDIS_REPLY_ARRAY || exec.elements != commands.size() - 2) {
+    // GET, XRANGE when asked, the fence when sent.
+    if (exec.type != REDIS_REPLY_ARRAY || exec.elements < commands.size() - 1 ||
+        exec.elements > commands.size()) {
       return UnexpectedReply(absl::StrCat(description_, ": read"));
     }
     const redisReply& removed = *exec.element[0];
@@ -487,6 +508,7 @@ class RedisEventLog final : public EventLog {
   const std::string dedupe_prefix_;
   const std::string removed_key_;
   const std::string probe_key_;
+  const std::string fence_key_;  // ReadAfter's replication fence
   const LuaScript append_script_;
   const LuaScript retention_script_;
   RedisConnectionPool commands_;  // short commands
