@@ -1055,18 +1055,30 @@ absl::StatusOr<int> HttpServer::Impl::Bind(const std::string& host, int port) {
         absl::StrCat("cannot listen on ", host, ":", port, ": not an IP address"));
   }
   const tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
+  const char* step = "socket";
   acceptor_.open(endpoint.protocol(), ec);
   // SO_REUSEADDR only: a restart can rebind at once, but a second process asking for a
   // port in use gets an error instead of silently sharing it (SO_REUSEPORT would).
   if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) {
+    step = "bind";
+    acceptor_.bind(endpoint, ec);
+  }
   // The largest backlog the kernel allows (net.core.somaxconn): a burst of connects must
   // not cost clients SYN retransmits.
-  if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  if (!ec) {
+    step = "listen";
+    acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  }
   if (ec) {
-    acceptor_.close(ec);
+    // Closing gets its own error code: reusing `ec` reported the close's success ("cannot
+    // listen on ...: Success") instead of why the bind failed.
+    beast::error_code ignored;
+    acceptor_.close(ignored);
+    const std::string shown =
+        address.is_v6() ? absl::StrCat("[", host, "]") : (host.empty() ? "0.0.0.0" : host);
     return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", host, ":", port, ": ", ec.message()));
+        absl::StrCat("cannot listen on ", shown, ":", port, ": ", step, ": ", ec.message()));
   }
   return static_cast<int>(acceptor_.local_endpoint().port());
 }

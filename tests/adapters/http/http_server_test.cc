@@ -39,6 +39,7 @@ using ::inspection::testing::ReadToEnd;
 using ::inspection::testing::ReadUntil;
 using ::inspection::testing::SendAll;
 using ::inspection::testing::WaitUntil;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -844,6 +845,11 @@ TEST_F(HttpServerTest, BindFailsOnAPortInUseAndOnBadLimits) {
       nullptr, [](ServerRequest&, ServerResponse&) {}, HttpServerOptions());
   auto port = second.Bind("127.0.0.1", port_);
   EXPECT_EQ(port.status().code(), absl::StatusCode::kUnavailable);
+  // The bind's own error, with the address: closing the socket afterwards must not replace
+  // it (it did: "cannot listen on ...: Success").
+  EXPECT_THAT(std::string(port.status().message()),
+              AllOf(HasSubstr(absl::StrCat("127.0.0.1:", port_)),
+                    HasSubstr("Address already in use"), Not(HasSubstr("Success"))));
 
   HttpServerOptions bad;
   bad.limits.head_timeout = std::chrono::milliseconds(0);
