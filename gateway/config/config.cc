@@ -535,8 +535,22 @@ absl::Status ApplyText(const KeySpec& spec, const std::string& text, absl::strin
 // The config file.
 // ---------------------------------------------------------------------------------------------
 
-// Reads a whole file. The error is the OS's reason ("No such file or directory").
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
+// The most the loader reads of one file. A config file is a few KiB of JSON, a secret a
+// line: anything past these is a mistake (a wrong path, /dev/zero, a log file), refused
+// before it can exhaust memory. The bounds are in the README ("Configuration") and --help.
+constexpr std::size_t kMaxConfigFileBytes = std::size_t{4} << 20;   // 4 MiB
+constexpr std::size_t kMaxSecretFileBytes = std::size_t{64} << 10;  // 64 KiB
+
+// "4194304 bytes (4 MiB)".
+std::string ByteBound(std::size_t bytes) {
+  return bytes >= (std::size_t{1} << 20) ? absl::StrCat(bytes, " bytes (", bytes >> 20, " MiB)")
+                                         : absl::StrCat(bytes, " bytes (", bytes >> 10, " KiB)");
+}
+
+// Reads a whole file of at most `max_bytes`; a larger one (or one that never ends, such as
+// /dev/zero: at most max_bytes + 1 are read) is an error. The error is the OS's reason ("No
+// such file or directory"), or ResourceExhausted "larger than N bytes (...)".
+absl::StatusOr<std::string> ReadFile(const std::string& path, std::size_t max_bytes) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
     return absl::InvalidArgumentError(std::generic_category().message(errno));
@@ -544,12 +558,23 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::string contents;
   char buffer[4096];
   std::size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) contents.append(buffer, n);
+  while (contents.size() <= max_bytes &&
+         (n = std::fread(buffer, 1, std::min(sizeof(buffer), max_bytes + 1 - contents.size()),
+                         file)) > 0) {
+    contents.append(buffer, n);
+  }
   const bool failed = std::ferror(file) != 0;
   const int error = errno;
   std::fclose(file);
   if (failed) return absl::InvalidArgumentError(std::generic_category().message(error));
+  if (contents.size() > max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("larger than ", ByteBound(max_bytes)));
+  }
   return contents;
+}
+
+bool IsTooLarge(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kResourceExhausted;
 }
 
 // Finds why and where `text` is not valid JSON. Only used once json::parse has failed, so the
@@ -632,10 +657,11 @@ absl::Status ApplyObject(const json& object, const std::string& prefix, const st
 }
 
 absl::Status ApplyFile(const std::string& path, GatewayConfig& config) {
-  absl::StatusOr<std::string> text = ReadFile(path);
+  absl::StatusOr<std::string> text = ReadFile(path, kMaxConfigFileBytes);
   if (!text.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot read config file ", path, ": ", text.status().message()));
+        absl::StrCat("cannot read config file ", path, ": ", text.status().message(),
+                     IsTooLarge(text.status()) ? ", the most a config file may hold" : ""));
   }
   const json document = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (document.is_discarded()) {
@@ -788,10 +814,11 @@ absl::StatusOr<std::string> CleanSecret(std::string value, absl::string_view nam
 absl::StatusOr<Secret> ReadSecretFile(absl::string_view name, absl::string_view file_key,
                                       const std::string& path) {
   const std::string source = absl::StrCat("`", file_key, "` ", path);
-  absl::StatusOr<std::string> contents = ReadFile(path);
+  absl::StatusOr<std::string> contents = ReadFile(path, kMaxSecretFileBytes);
   if (!contents.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot read ", source, ": ", contents.status().message()));
+        absl::StrCat("cannot read ", source, ": ", contents.status().message(),
+                     IsTooLarge(contents.status()) ? ", the most a secret file may hold" : ""));
   }
   absl::StatusOr<std::string> value = CleanSecret(*std::move(contents), name, source);
   if (!value.ok()) return value.status();
@@ -1061,7 +1088,10 @@ std::string UsageText() {
            "to flags and env as comma-separated items or as a JSON array.",
            ""),
       "\nGeneral flags:\n", "  --config=PATH\n",
-      Wrap("JSON config file (env INSPECTION_CONFIG).", "      "), "  --print-config\n",
+      Wrap(absl::StrCat("JSON config file (env INSPECTION_CONFIG), at most ",
+                        ByteBound(kMaxConfigFileBytes), "."),
+           "      "),
+      "  --print-config\n",
       Wrap("Print the effective configuration (secrets redacted) and exit.", "      "),
       "  -h, --help\n", Wrap("Print this help and exit.", "      "), "  --version\n",
       Wrap("Print the version, the git revision and the gRPC and protobuf versions, and exit.",
@@ -1074,15 +1104,18 @@ std::string UsageText() {
   }
   absl::StrAppend(&text, "\nSecrets (never accepted in the config file or as flags):\n");
   for (const SecretSpec& secret : Secrets()) {
-    absl::StrAppend(&text, "  ", secret.name, "\n",
-                    Wrap(absl::StrCat("Read from the file named by ", secret.file_key,
-                                      " or, when that is not set, from env ", secret.env, ".",
-                                      secret.required ? " Required." : ""),
-                         "      "));
+    absl::StrAppend(
+        &text, "  ", secret.name, "\n",
+        Wrap(absl::StrCat("Read from the file named by ", secret.file_key, " (at most ",
+                          ByteBound(kMaxSecretFileBytes), ") or, when that is not set, from env ",
+                          secret.env, ".", secret.required ? " Required." : ""),
+             "      "));
   }
   absl::StrAppend(&text, "  accounts.NAME.api_key, .webhook_key, .webhook_previous_key\n",
-                  Wrap("Read only from the files named by accounts.NAME.api_key_file (required), "
-                       ".webhook_key_file and .webhook_previous_key_file.",
+                  Wrap(absl::StrCat("Read only from the files named by "
+                                    "accounts.NAME.api_key_file (required), .webhook_key_file "
+                                    "and .webhook_previous_key_file (each at most ",
+                                    ByteBound(kMaxSecretFileBytes), ")."),
                        "      "));
   return text;
 }
