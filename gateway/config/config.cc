@@ -136,13 +136,10 @@ bool IsNameCharacters(absl::string_view name) {
   return true;
 }
 
-// `name` as a part of a key in a message: as it is when made of [A-Za-z0-9._-], else a quoted
-// JSON string with anything unusual escaped (names are not secrets, but may hold anything).
-std::string KeyPart(absl::string_view name) {
-  if (IsNameCharacters(name)) return std::string(name);
-  return json(std::string(name))
-      .dump(-1, ' ', /*ensure_ascii=*/true, json::error_handler_t::replace);
-}
+// `name` as a part of a key in a message: as it is when made of [A-Za-z0-9._-], else quoted
+// with anything unusual escaped (names are not secrets, but may hold anything); cut after
+// settings::kMaxShownNameBytes either way.
+std::string KeyPart(absl::string_view name) { return settings::ShowName(name); }
 
 // "accounts.<name>", safe to show.
 std::string AccountKey(absl::string_view name) { return absl::StrCat("accounts.", KeyPart(name)); }
@@ -199,6 +196,9 @@ absl::StatusOr<VendorAccountConfig> ParseAccount(const std::string& name, const 
     }
     if (!value.is_string()) {
       return InvalidAt(sub_key, origin, absl::StrCat("expected string, got ", DescribeType(value)));
+    }
+    if (absl::Status text = settings::CheckText(value.get_ref<const std::string&>()); !text.ok()) {
+      return InvalidAt(sub_key, origin, text.message());
     }
     absl::StatusOr<std::string> checked = field->check(value.get<std::string>());
     if (!checked.ok()) return InvalidAt(sub_key, origin, checked.status().message());
@@ -452,6 +452,20 @@ std::string DescribeType(const json& value) {
   return value.type_name();
 }
 
+// Every string in `value` (a string, or a list's items) passes settings::CheckText.
+absl::Status CheckStrings(const json& value) {
+  if (value.is_string()) return settings::CheckText(value.get_ref<const std::string&>());
+  if (!value.is_array()) return absl::OkStatus();
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    if (!value[i].is_string()) continue;
+    if (absl::Status text = settings::CheckText(value[i].get_ref<const std::string&>());
+        !text.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("item ", i, ": ", text.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // `origin` says where the value came from: "in /etc/gw.json", "from flag --x", "from env X".
 absl::Status Apply(const KeySpec& spec, const json& value, absl::string_view origin,
                    GatewayConfig& config) {
@@ -461,6 +475,9 @@ absl::Status Apply(const KeySpec& spec, const json& value, absl::string_view ori
                                                    DescribeType(value)));
   }
   if (spec.store_nested) return spec.store_nested(value, origin, config);
+  if (absl::Status text = CheckStrings(value); !text.ok()) {
+    return InvalidAt(spec.key, origin, text.message());
+  }
   absl::Status status = spec.store(value, config);
   if (!status.ok()) {
     return absl::InvalidArgumentError(
@@ -479,14 +496,16 @@ absl::StatusOr<json> FromText(ValueKind kind, const std::string& text) {
     case ValueKind::kInteger: {
       std::int64_t number;
       if (!absl::SimpleAtoi(text, &number)) {
-        return absl::InvalidArgumentError(absl::StrCat("expected integer, got \"", text, "\""));
+        return absl::InvalidArgumentError(
+            absl::StrCat("expected integer, got ", settings::ShowValue(text)));
       }
       return json(number);
     }
     case ValueKind::kBool: {
       if (text == "true" || text == "1") return json(true);
       if (text == "false" || text == "0") return json(false);
-      return absl::InvalidArgumentError(absl::StrCat("expected true or false, got \"", text, "\""));
+      return absl::InvalidArgumentError(
+          absl::StrCat("expected true or false, got ", settings::ShowValue(text)));
     }
     case ValueKind::kStringList: {
       const absl::string_view trimmed = absl::StripAsciiWhitespace(text);
@@ -621,9 +640,12 @@ std::string JsonParseError(const std::string& text) {
 
 absl::Status ApplyObject(const json& object, const std::string& prefix, const std::string& path,
                          GatewayConfig& config) {
-  const std::string origin = absl::StrCat("in ", path);
+  const std::string origin = absl::StrCat("in ", settings::ShowPath(path));
   for (const auto& [name, value] : object.items()) {
     const std::string key = prefix.empty() ? name : absl::StrCat(prefix, ".", name);
+    // As a message shows it: the known prefix, then the name escaped and cut.
+    const std::string shown =
+        prefix.empty() ? KeyPart(name) : absl::StrCat(prefix, ".", KeyPart(name));
     if (const KeySpec* spec = FindKey(key); spec != nullptr) {
       absl::Status status = Apply(*spec, value, origin, config);
       if (!status.ok()) return status;
@@ -636,7 +658,7 @@ absl::Status ApplyObject(const json& object, const std::string& prefix, const st
       absl::Status status = ApplyObject(value, key, path, config);
       if (!status.ok()) return status;
     } else {
-      std::string message = absl::StrCat("unknown key `", key, "` ", origin);
+      std::string message = absl::StrCat("unknown key `", shown, "` ", origin);
       bool is_secret = false;
       for (const SecretSpec& secret : Secrets()) {
         if (key == secret.name) {
@@ -657,20 +679,21 @@ absl::Status ApplyObject(const json& object, const std::string& prefix, const st
 }
 
 absl::Status ApplyFile(const std::string& path, GatewayConfig& config) {
+  const std::string shown = settings::ShowPath(path);
   absl::StatusOr<std::string> text = ReadFile(path, kMaxConfigFileBytes);
   if (!text.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot read config file ", path, ": ", text.status().message(),
+        absl::StrCat("cannot read config file ", shown, ": ", text.status().message(),
                      IsTooLarge(text.status()) ? ", the most a config file may hold" : ""));
   }
   const json document = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (document.is_discarded()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("config file ", path, " is not valid JSON: ", JsonParseError(*text)));
+        absl::StrCat("config file ", shown, " is not valid JSON: ", JsonParseError(*text)));
   }
   if (!document.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config file ", path, " must hold a JSON object, got ", document.type_name()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config file ", shown, " must hold a JSON object, got ", document.type_name()));
   }
   return ApplyObject(document, "", path, config);
 }
@@ -813,7 +836,7 @@ absl::StatusOr<std::string> CleanSecret(std::string value, absl::string_view nam
 // Reads the secret `name` from the file `path` named by key `file_key`: it must not be empty.
 absl::StatusOr<Secret> ReadSecretFile(absl::string_view name, absl::string_view file_key,
                                       const std::string& path) {
-  const std::string source = absl::StrCat("`", file_key, "` ", path);
+  const std::string source = absl::StrCat("`", file_key, "` ", settings::ShowPath(path));
   absl::StatusOr<std::string> contents = ReadFile(path, kMaxSecretFileBytes);
   if (!contents.ok()) {
     return absl::InvalidArgumentError(
@@ -931,9 +954,9 @@ absl::Status CheckConsistent(const GatewayConfig& config) {
   for (std::size_t i = 0; i < paths.size(); ++i) {
     for (std::size_t j = i + 1; j < paths.size(); ++j) {
       if (*paths[i].second != *paths[j].second) continue;
-      return absl::InvalidArgumentError(absl::StrCat("`", paths[j].first, "` and `", paths[i].first,
-                                                     "` are both ", *paths[i].second,
-                                                     ": every account needs its own webhook path"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "`", paths[j].first, "` and `", paths[i].first, "` are both ",
+          settings::ShowPath(*paths[i].second), ": every account needs its own webhook path"));
     }
   }
   return absl::OkStatus();
@@ -999,43 +1022,34 @@ std::string DefaultText(const KeySpec& spec) {
   return absl::StrCat("default: ", value.dump());
 }
 
-}  // namespace
-
-std::optional<std::string> GetEnvFromProcess(const std::string& name) {
-  const char* value = std::getenv(name.c_str());
-  if (value == nullptr) return std::nullopt;
-  return std::string(value);
+// The config file named by --config or else by env INSPECTION_CONFIG, if any, applied.
+absl::Status ApplyConfigFile(const ParsedArgs& parsed, const EnvLookup& getenv,
+                             GatewayConfig& config) {
+  std::string origin = "flag --config";
+  if (parsed.config_file.has_value()) {
+    config.config_file = *parsed.config_file;
+  } else if (std::optional<std::string> env = getenv(std::string(kConfigEnv));
+             env && !env->empty()) {
+    config.config_file = *env;
+    origin = absl::StrCat("env ", kConfigEnv);
+  }
+  if (config.config_file.empty()) return absl::OkStatus();
+  if (absl::Status text = settings::CheckText(config.config_file); !text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid config file path from ", origin, ": ", text.message()));
+  }
+  return ApplyFile(config.config_file, config);
 }
 
-absl::StatusOr<GatewayConfig> LoadConfig(const std::vector<std::string>& args,
-                                         const EnvLookup& getenv) {
-  for (const std::string& arg : args) {
-    if (arg == "--help" || arg == "-h") {
-      absl::Status help = absl::CancelledError(UsageText());
-      help.SetPayload(kHelpPayloadUrl, absl::Cord("1"));
-      return help;
-    }
-    if (arg == "--version") {
-      absl::Status version = absl::CancelledError("--version");
-      version.SetPayload(kVersionPayloadUrl, absl::Cord("1"));
-      return version;
-    }
-  }
+// Every setting from its sources, checked; the secrets read.
+absl::StatusOr<GatewayConfig> LoadSettings(const std::vector<std::string>& args,
+                                           const EnvLookup& getenv) {
   absl::StatusOr<ParsedArgs> parsed = ParseArgs(args);
   if (!parsed.ok()) return parsed.status();
 
   GatewayConfig config;  // The defaults.
   config.print_config = parsed->print_config;
-  if (parsed->config_file.has_value()) {
-    config.config_file = *parsed->config_file;
-  } else if (std::optional<std::string> env = getenv(std::string(kConfigEnv));
-             env && !env->empty()) {
-    config.config_file = *env;
-  }
-  if (!config.config_file.empty()) {
-    absl::Status status = ApplyFile(config.config_file, config);
-    if (!status.ok()) return status;
-  }
+  if (absl::Status status = ApplyConfigFile(*parsed, getenv, config); !status.ok()) return status;
   for (const KeySpec& spec : Keys()) {
     const std::string env_name = EnvName(spec.key);
     if (std::optional<std::string> env = getenv(env_name); env && !env->empty()) {
@@ -1063,6 +1077,47 @@ absl::StatusOr<GatewayConfig> LoadConfig(const std::vector<std::string>& args,
   return config;
 }
 
+// The longest error message LoadConfig returns. Each part of a message is bounded where it
+// is written (settings::ShowName, ShowValue, ShowPath); this bounds the whole whatever a
+// later message adds.
+constexpr std::size_t kMaxMessageBytes = 2048;
+
+absl::Status Bounded(const absl::Status& status) {
+  const absl::string_view message = status.message();
+  if (message.size() <= kMaxMessageBytes) return status;
+  std::size_t cut = kMaxMessageBytes;
+  while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) --cut;
+  return absl::Status(status.code(),
+                      absl::StrCat(message.substr(0, cut), "\xe2\x80\xa6 (message cut)"));
+}
+
+}  // namespace
+
+std::optional<std::string> GetEnvFromProcess(const std::string& name) {
+  const char* value = std::getenv(name.c_str());
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+absl::StatusOr<GatewayConfig> LoadConfig(const std::vector<std::string>& args,
+                                         const EnvLookup& getenv) {
+  for (const std::string& arg : args) {
+    if (arg == "--help" || arg == "-h") {
+      absl::Status help = absl::CancelledError(UsageText());
+      help.SetPayload(kHelpPayloadUrl, absl::Cord("1"));
+      return help;
+    }
+    if (arg == "--version") {
+      absl::Status version = absl::CancelledError("--version");
+      version.SetPayload(kVersionPayloadUrl, absl::Cord("1"));
+      return version;
+    }
+  }
+  absl::StatusOr<GatewayConfig> config = LoadSettings(args, getenv);
+  if (!config.ok()) return Bounded(config.status());
+  return config;
+}
+
 bool IsVersionRequest(const absl::Status& status) {
   return status.code() == absl::StatusCode::kCancelled &&
          status.GetPayload(kVersionPayloadUrl).has_value();
@@ -1085,7 +1140,8 @@ std::string UsageText() {
            "file (a JSON object; unknown keys are errors), environment variables, flags. Each "
            "setting has a config-file key (sections nest: upstream.timeout_ms is "
            "{\"upstream\": {\"timeout_ms\": ...}}), an env variable and a flag. Lists are given "
-           "to flags and env as comma-separated items or as a JSON array.",
+           "to flags and env as comma-separated items or as a JSON array. String values must be "
+           "valid UTF-8 without control characters.",
            ""),
       "\nGeneral flags:\n", "  --config=PATH\n",
       Wrap(absl::StrCat("JSON config file (env INSPECTION_CONFIG), at most ",

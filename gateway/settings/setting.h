@@ -265,7 +265,7 @@ Setting<T> Enum(std::string key, Access access, std::vector<std::pair<std::strin
       }
     }
     return absl::InvalidArgumentError(absl::StrCat(
-        "must be one of \"", absl::StrJoin(spellings, "\", \""), "\", got \"", text, "\""));
+        "must be one of \"", absl::StrJoin(spellings, "\", \""), "\", got ", ShowValue(text)));
   };
   s.show = [access, names](const T& o) {
     for (const auto& [name, v] : names) {

@@ -122,7 +122,7 @@ absl::StatusOr<std::string> NormalizeBaseUrl(std::string url) {
 absl::Status CheckHostPort(absl::string_view addr) {
   const auto error = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "must be HOST:PORT with port 0..65535 (IPv6 as [ADDR]:PORT), got \"", addr, "\"", why));
+        "must be HOST:PORT with port 0..65535 (IPv6 as [ADDR]:PORT), got ", ShowValue(addr), why));
   };
   absl::string_view host, port;
   if (!SplitHostPort(addr, host, port)) return error("");
@@ -141,19 +141,20 @@ absl::Status CheckHostPort(absl::string_view addr) {
 absl::Status CheckJsonPointer(absl::string_view pointer) {
   if (pointer.empty() || pointer.front() != '/') {
     return absl::InvalidArgumentError(
-        absl::StrCat("\"", pointer, "\" is not an RFC 6901 JSON pointer: must start with '/'"));
+        absl::StrCat(ShowValue(pointer), " is not an RFC 6901 JSON pointer: must start with '/'"));
   }
   for (std::size_t i = 0; i < pointer.size(); ++i) {
     if (pointer[i] == '~' &&
         (i + 1 == pointer.size() || (pointer[i + 1] != '0' && pointer[i + 1] != '1'))) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "\"", pointer, "\" is not an RFC 6901 JSON pointer: '~' must be followed by 0 or 1"));
+          ShowValue(pointer), " is not an RFC 6901 JSON pointer: '~' must be followed by 0 or 1"));
     }
   }
   return absl::OkStatus();
 }
 
 std::string ClosestMatch(absl::string_view name, const std::vector<std::string>& candidates) {
+  if (name.size() > kMaxSuggestedNameBytes) return "";
   const std::size_t limit = std::max<std::size_t>(2, name.size() / 4);
   std::string best;
   std::size_t best_distance = limit + 1;
@@ -165,6 +166,114 @@ std::string ClosestMatch(absl::string_view name, const std::vector<std::string>&
     }
   }
   return best;
+}
+
+namespace {
+
+constexpr absl::string_view kEllipsis = "\xe2\x80\xa6";  // "…"
+
+bool IsPrintableAscii(char c) { return c >= 0x20 && c < 0x7f; }
+
+// `text` quoted, every byte that is not printable ASCII escaped, the escaped text cut after
+// `max_bytes` with "…".
+std::string Quoted(absl::string_view text, std::size_t max_bytes) {
+  std::string out = "\"";
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    std::string piece;
+    if (c == '"' || c == '\\') {
+      piece = {'\\', static_cast<char>(c)};
+    } else if (c == '\n') {
+      piece = "\\n";
+    } else if (c == '\r') {
+      piece = "\\r";
+    } else if (c == '\t') {
+      piece = "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      piece = absl::StrCat("\\u00", absl::Hex(c, absl::kZeroPad2));
+    } else if (c >= 0x80) {
+      piece = absl::StrCat("\\x", absl::Hex(c, absl::kZeroPad2));
+    } else {
+      piece = std::string(1, static_cast<char>(c));
+    }
+    if (out.size() - 1 + piece.size() > max_bytes) {
+      absl::StrAppend(&out, kEllipsis);
+      break;
+    }
+    out += piece;
+  }
+  out += '"';
+  return out;
+}
+
+// `text`, cut after `max_bytes` with "…" (only for text of single-byte characters).
+std::string Cut(absl::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  return absl::StrCat(text.substr(0, max_bytes), kEllipsis);
+}
+
+// The length of the UTF-8 sequence starting at text[i] if it is valid (no overlong form, no
+// surrogate, at most U+10FFFF); 0 if not.
+std::size_t Utf8SequenceAt(absl::string_view text, std::size_t i) {
+  const auto byte = [&](std::size_t at) { return static_cast<unsigned char>(text[at]); };
+  const unsigned char lead = byte(i);
+  std::size_t length;
+  unsigned char low = 0x80, high = 0xBF;  // The second byte's range.
+  if (lead < 0x80) return 1;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;   // overlong
+    if (lead == 0xED) high = 0x9F;  // surrogates
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;   // overlong
+    if (lead == 0xF4) high = 0x8F;  // past U+10FFFF
+  } else {
+    return 0;
+  }
+  if (i + length > text.size()) return 0;
+  if (byte(i + 1) < low || byte(i + 1) > high) return 0;
+  for (std::size_t k = 2; k < length; ++k) {
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  }
+  return length;
+}
+
+}  // namespace
+
+std::string ShowName(absl::string_view name) {
+  const bool plain = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-';
+  });
+  return plain ? Cut(name, kMaxShownNameBytes) : Quoted(name, kMaxShownNameBytes);
+}
+
+std::string ShowValue(absl::string_view value) { return Quoted(value, kMaxShownValueBytes); }
+
+std::string ShowPath(absl::string_view path) {
+  const bool plain = std::all_of(path.begin(), path.end(), IsPrintableAscii);
+  return plain ? Cut(path, kMaxShownPathBytes) : Quoted(path, kMaxShownPathBytes);
+}
+
+absl::Status CheckText(absl::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "holds a control character (0x", absl::Hex(c, absl::kZeroPad2), ") at byte ", i,
+          "; control characters (0x00-0x1F, 0x7F) are refused "
+          "(the value is not shown)"));
+    }
+    const std::size_t length = Utf8SequenceAt(text, i);
+    if (length == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("is not valid UTF-8 (at byte ", i, "; the value is not shown)"));
+    }
+    i += length;
+  }
+  return absl::OkStatus();
 }
 
 HostAndPort SplitHostPort(absl::string_view addr) {

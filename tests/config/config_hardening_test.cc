@@ -141,5 +141,158 @@ TEST_F(HardeningTest, HelpStatesTheFileBounds) {
                                  HasSubstr("at most 65536 bytes (64 KiB)")));
 }
 
+// ---------------------------------------------------------------------------------------------
+// (11) Control characters and invalid UTF-8 in a string value are refused, naming the key and
+// where it came from, without echoing the value. (12) An unknown key is shown escaped and cut,
+// and a long one gets no "did you mean" (its edit distance took 20 s for 5 MB).
+// ---------------------------------------------------------------------------------------------
+
+// Each bad text, through a flag, env and the config file, for a path, a URL, a list item and
+// an account's sub-key.
+TEST_F(HardeningTest, ControlCharactersInAnyStringValueAreRefusedUnechoed) {
+  for (const std::string& bad :
+       {std::string("/tmp/MARK\x01x"), std::string("/tmp/MARK\x7f"), std::string("/tmp/MARK\n"),
+        std::string("/tmp/MARK\0x", 11), std::string("/tmp/MARK\x1b[2J")}) {
+    SCOPED_TRACE(nlohmann::json(bad).dump());
+    absl::StatusOr<GatewayConfig> config = Load({"--api-key-file=" + bad});
+    ASSERT_FALSE(config.ok());
+    EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("invalid `api_key_file` from flag --api-key-file"),
+                                       HasSubstr("control character"), Not(HasSubstr("MARK"))));
+
+    env_["INSPECTION_WEBHOOK_PATH"] = bad;
+    config = Load({});
+    env_.erase("INSPECTION_WEBHOOK_PATH");
+    ASSERT_FALSE(config.ok());
+    EXPECT_THAT(ErrorOf(config),
+                AllOf(HasSubstr("invalid `webhook.path` from env INSPECTION_WEBHOOK_PATH"),
+                      HasSubstr("control character"), Not(HasSubstr("MARK"))));
+
+    config =
+        LoadWithFile(nlohmann::json({{"register_webhook_events", {"createReport", bad}}}).dump());
+    ASSERT_FALSE(config.ok());
+    EXPECT_THAT(ErrorOf(config),
+                AllOf(HasSubstr("invalid `register_webhook_events` in "), HasSubstr("item 1"),
+                      HasSubstr("control character"), Not(HasSubstr("MARK"))));
+
+    config = LoadWithFile(
+        nlohmann::json(
+            {{"accounts", {{"a", {{"upstream_url", "https://a.example"}, {"api_key_file", bad}}}}}})
+            .dump());
+    ASSERT_FALSE(config.ok());
+    EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("invalid `accounts.a.api_key_file` in "),
+                                       HasSubstr("control character"), Not(HasSubstr("MARK"))));
+
+    config = Load({"--upstream-url=https://vendor.example.com/MARK" + bad});
+    ASSERT_FALSE(config.ok());
+    EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("`upstream_url`"), Not(HasSubstr("MARK"))));
+  }
+}
+
+TEST_F(HardeningTest, InvalidUtf8InAnyStringValueIsRefusedUnechoed) {
+  for (const std::string& bad :
+       {std::string("/tmp/MARK\xff"), std::string("/tmp/MARK\xc3("),
+        std::string("/tmp/MARK\xed\xa0\x80"), std::string("/tmp/MARK\xc0\xaf"),
+        std::string("/tmp/MARK\xe2\x82")}) {
+    SCOPED_TRACE(nlohmann::json(bad).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace));
+    absl::StatusOr<GatewayConfig> config = Load({"--grpc-tls-cert-file=" + bad});
+    ASSERT_FALSE(config.ok());
+    EXPECT_THAT(ErrorOf(config),
+                AllOf(HasSubstr("invalid `grpc.tls.cert_file` from flag --grpc-tls-cert-file"),
+                      HasSubstr("not valid UTF-8"), Not(HasSubstr("MARK"))));
+
+    env_["INSPECTION_DAMAGE_INSPECTION_ID_POINTERS"] = "/a," + bad;
+    config = Load({});
+    env_.erase("INSPECTION_DAMAGE_INSPECTION_ID_POINTERS");
+    ASSERT_FALSE(config.ok());
+    EXPECT_THAT(ErrorOf(config),
+                AllOf(HasSubstr("invalid `damage.inspection_id_pointers` from env"),
+                      HasSubstr("item 1"), HasSubstr("not valid UTF-8"), Not(HasSubstr("MARK"))));
+
+    config =
+        Load({"--accounts={\"a\": {\"upstream_url\": \"https://a.example\", "
+              "\"api_key_file\": \"" +
+              bad + "\"}}"});
+    ASSERT_FALSE(config.ok());
+    EXPECT_THAT(ErrorOf(config), Not(HasSubstr("MARK")));
+  }
+  // Valid UTF-8 beyond ASCII is a path like any other.
+  const std::string key_file = Write("cl\xc3\xa9-api", "k\n");
+  absl::StatusOr<GatewayConfig> config = Load({"--api-key-file=" + key_file});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->api_key_file, key_file);
+}
+
+TEST_F(HardeningTest, TheConfigPathItselfIsCheckedAndShownSafely) {
+  absl::StatusOr<GatewayConfig> config = Load({"--config=/tmp/MARK\x1b[2J.json"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("--config"), HasSubstr("control character"), Not(HasSubstr("\x1b"))));
+  const std::string long_path = "/tmp/" + std::string(100000, 'p') + ".json";
+  config = Load({"--config=" + long_path});
+  ASSERT_FALSE(config.ok());
+  EXPECT_LT(ErrorOf(config).size(), 1024u) << ErrorOf(config).substr(0, 300);
+  EXPECT_THAT(ErrorOf(config), HasSubstr("\xe2\x80\xa6"));  // "…"
+}
+
+TEST_F(HardeningTest, UnknownKeysAreShownEscapedAndCut) {
+  absl::StatusOr<GatewayConfig> config = LoadWithFile("{\"a\\u001b[2Jb\": 1}");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("unknown key `\"a\\u001b[2Jb\"`"), Not(HasSubstr("\x1b"))));
+
+  config = LoadWithFile("{\"upstream\": {\"t\\u0000imeout_ms\\u007f\": 1}}");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("unknown key `upstream.\"t\\u0000imeout_ms\\u007f\"`"),
+                    Not(HasSubstr(std::string(1, '\0')))));
+
+  // Within the bound, a long name is shown whole; past it, cut with "…".
+  const std::string long_name(200, 'z');
+  config = LoadWithFile(nlohmann::json({{long_name, 1}}).dump());
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("unknown key `" + std::string(128, 'z') + "\xe2\x80\xa6`"),
+                    Not(HasSubstr(std::string(129, 'z')))));
+}
+
+TEST_F(HardeningTest, AHugeUnknownKeyIsAnsweredAtOnceWithABoundedMessage) {
+  const std::string huge(3 << 20, 'q');  // under the config file's 4 MiB
+  for (const std::string& text :
+       {nlohmann::json({{huge, 1}}).dump(), nlohmann::json({{"upstream", {{huge, 1}}}}).dump(),
+        nlohmann::json({{"accounts", {{"a", {{huge, "x"}}}}}}).dump(),
+        nlohmann::json({{"accounts", {{huge, nlohmann::json::object()}}}}).dump()}) {
+    const auto started = std::chrono::steady_clock::now();
+    absl::StatusOr<GatewayConfig> config = LoadWithFile(text);
+    const auto took = std::chrono::steady_clock::now() - started;
+    ASSERT_FALSE(config.ok());
+    EXPECT_LT(ErrorOf(config).size(), 1024u) << ErrorOf(config).substr(0, 300);
+    EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("\xe2\x80\xa6"), Not(HasSubstr("did you mean"))));
+    EXPECT_LT(took, std::chrono::seconds(5));
+  }
+  // A long unknown flag is cut too, with no suggestion.
+  const auto started = std::chrono::steady_clock::now();
+  absl::StatusOr<GatewayConfig> config = Load({"--" + std::string(1 << 20, 'f')});
+  ASSERT_FALSE(config.ok());
+  EXPECT_LT(ErrorOf(config).size(), 1024u);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+}
+
+// Values echoed in a message (an enum's, an address, a pointer, an integer's text) are cut.
+TEST_F(HardeningTest, EchoedValuesAreBounded) {
+  const std::string huge(1 << 20, 'v');
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--log-level=" + huge},
+                                               {"--grpc-addr=" + huge},
+                                               {"--admin-addr=" + huge + ":x"},
+                                               {"--damage-inspection-id-pointers=" + huge},
+                                               {"--upstream-timeout-ms=" + huge},
+                                               {"--sandbox=" + huge},
+                                               {"--upstream-http-client=caf\xc3\xa9" + huge}}) {
+    absl::StatusOr<GatewayConfig> config = Load(args);
+    ASSERT_FALSE(config.ok()) << args[0].substr(0, 30);
+    EXPECT_LT(ErrorOf(config).size(), 1024u) << ErrorOf(config).substr(0, 300);
+    EXPECT_THAT(ErrorOf(config), HasSubstr("\xe2\x80\xa6")) << ErrorOf(config).substr(0, 300);
+  }
+}
+
 }  // namespace
 }  // namespace inspection::config
