@@ -1049,7 +1049,10 @@ absl::StatusOr<int> HttpServer::Impl::Bind(const std::string& host, int port) {
     return absl::InvalidArgumentError("HTTP server: io_threads and worker_threads must be >= 1");
   }
   beast::error_code ec;
-  const net::ip::address address = net::ip::make_address(host == "" ? "0.0.0.0" : host, ec);
+  // localhost is the one name a listen address may hold (the gateway's config refuses
+  // others): the IPv4 loopback address.
+  const net::ip::address address = net::ip::make_address(
+      host.empty() ? "0.0.0.0" : (host == "localhost" ? "127.0.0.1" : host), ec);
   if (ec) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot listen on ", host, ":", port, ": not an IP address"));

@@ -92,11 +92,14 @@ std::vector<settings::Setting<Options>> ListenKeys() {
           /*required=*/true),
       settings::String<GatewayServerOptions>(
           "grpc_addr", [](auto& o) -> auto& { return o.grpc_addr; }, settings::ListenAddress,
-          "HOST:PORT", "Listen address of the gRPC server."),
+          "HOST:PORT",
+          "Listen address of the gRPC server: an IPv4 address, a bracketed IPv6 address or "
+          "localhost (not a host name), and a port (0: any free port)."),
       settings::HostPort<GatewayServerOptions>(
           "admin_addr", [](auto& o) -> auto& { return o.admin_host; },
           [](auto& o) -> auto& { return o.admin_port; },
-          "Listen address of the admin endpoint: /metrics, /healthz, /readyz."),
+          "Listen address of the admin endpoint (/metrics, /healthz, /readyz): an IP address or "
+          "localhost, like grpc_addr."),
   };
 }
 

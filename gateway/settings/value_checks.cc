@@ -1,5 +1,8 @@
 #include "gateway/settings/value_checks.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -24,6 +27,15 @@ bool IsHostName(absl::string_view host) {
   return !host.empty() && std::all_of(host.begin(), host.end(), [](char c) {
     return absl::ascii_isalnum(c) || c == '.' || c == '-' || c == '_';
   });
+}
+
+// An IPv4 address in dotted decimal (four parts, no leading zeros) or an IPv6 address
+// (without brackets or a zone), as inet_pton reads them.
+bool IsIpLiteral(int family, absl::string_view host) {
+  if (host.size() > INET6_ADDRSTRLEN) return false;
+  const std::string text(host);
+  unsigned char address[sizeof(in6_addr)];
+  return ::inet_pton(family, text.c_str(), address) == 1;
 }
 
 bool IsBracketedIpv6(absl::string_view host) {
@@ -122,19 +134,25 @@ absl::StatusOr<std::string> NormalizeBaseUrl(std::string url) {
 absl::Status CheckHostPort(absl::string_view addr) {
   const auto error = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "must be HOST:PORT with port 0..65535 (IPv6 as [ADDR]:PORT), got ", ShowValue(addr), why));
+        "must be HOST:PORT, HOST an IPv4 address, a bracketed IPv6 address ([::1]) or localhost, "
+        "and the port in 0..65535, got ",
+        ShowValue(addr), why));
   };
   absl::string_view host, port;
   if (!SplitHostPort(addr, host, port)) return error("");
   if (host.empty()) return error(": empty host");
+  if (!IsPort(port, 0)) return error(": invalid port");
   if (host.front() == '[') {
-    if (!IsBracketedIpv6(host)) return error(": invalid IPv6 address");
+    if (!IsBracketedIpv6(host) || !IsIpLiteral(AF_INET6, host.substr(1, host.size() - 2))) {
+      return error(": invalid IPv6 address");
+    }
   } else if (host.find(':') != absl::string_view::npos) {
     return error(": bracket IPv6 addresses");
-  } else if (!IsHostName(host)) {
-    return error(": invalid host");
+  } else if (host != "localhost" && !IsIpLiteral(AF_INET, host)) {
+    return error(
+        ": not an IP address or localhost (a listener binds an address: a host name is not "
+        "resolved)");
   }
-  if (!IsPort(port, 0)) return error(": invalid port");
   return absl::OkStatus();
 }
 

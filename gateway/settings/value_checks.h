@@ -20,8 +20,10 @@ namespace inspection::settings {
 // error message does not repeat the URL (it might carry credentials).
 absl::StatusOr<std::string> NormalizeBaseUrl(std::string url);
 
-// Checks a listen address HOST:PORT with port 0..65535; an IPv6 host must be bracketed
-// ("[::1]:50051"). HOST is a name, an IPv4 address or "[IPv6]".
+// Checks a listen address HOST:PORT with port 0..65535. HOST is an IPv4 address, a bracketed
+// IPv6 address ("[::1]:50051") or "localhost": a listener binds an address, and a host name
+// other than localhost would not be resolved by the listener (or would be, by gRPC, to
+// whatever it means then).
 absl::Status CheckHostPort(absl::string_view addr);
 
 // The host (an IPv6 one without its brackets) and port of an address CheckHostPort

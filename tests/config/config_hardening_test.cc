@@ -294,5 +294,40 @@ TEST_F(HardeningTest, EchoedValuesAreBounded) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// (4) Listen addresses are IP literals or localhost: a host name is refused at load, not when
+// the listener starts (or, for gRPC, resolved to whatever the name means at that moment).
+// ---------------------------------------------------------------------------------------------
+
+TEST_F(HardeningTest, ListenAddressesMustBeIpLiteralsOrLocalhost) {
+  for (const std::string& key : {"grpc_addr", "admin_addr", "webhook_addr"}) {
+    std::string flag = key;
+    flag.replace(flag.find('_'), 1, "-");
+    std::string env = "INSPECTION_" + key;
+    for (char& c : env) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    absl::StatusOr<GatewayConfig> config = Load({"--" + flag + "=gateway.internal:8080"});
+    ASSERT_FALSE(config.ok()) << key;
+    EXPECT_THAT(ErrorOf(config),
+                AllOf(HasSubstr("invalid `" + key + "` from flag --" + flag),
+                      HasSubstr("an IPv4 address, a bracketed IPv6 address ([::1]) or localhost"),
+                      HasSubstr("gateway.internal:8080")));
+
+    env_[env] = "metrics:9464";
+    config = Load({});
+    env_.erase(env);
+    ASSERT_FALSE(config.ok()) << key;
+    EXPECT_THAT(ErrorOf(config), HasSubstr("invalid `" + key + "` from env " + env));
+
+    config = LoadWithFile(nlohmann::json({{key, "999.1.1.1:80"}}).dump());
+    ASSERT_FALSE(config.ok()) << key;
+    EXPECT_THAT(ErrorOf(config), HasSubstr("invalid `" + key + "` in "));
+  }
+  absl::StatusOr<GatewayConfig> config =
+      Load({"--grpc-addr=localhost:0", "--admin-addr=[::1]:0", "--webhook-addr=127.0.0.1:0"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->server.grpc_addr, "localhost:0");
+  EXPECT_EQ(config->server.admin_host, "::1");
+}
+
 }  // namespace
 }  // namespace inspection::config

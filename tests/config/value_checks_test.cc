@@ -66,8 +66,9 @@ TEST(IsLoopbackHostPortTest, OnlyAddressesThisMachineAloneReaches) {
 }
 
 TEST(CheckHostPortTest, Accepts) {
-  for (const char* addr : {"0.0.0.0:50051", "127.0.0.1:0", "localhost:65535", "[::1]:8080",
-                           "[::]:1", "my-host.internal:9464", "[::ffff:10.0.0.1]:80"}) {
+  for (const char* addr :
+       {"0.0.0.0:50051", "127.0.0.1:0", "localhost:65535", "[::1]:8080", "[::]:1",
+        "[::ffff:10.0.0.1]:80", "255.255.255.255:1", "[2001:db8::1]:443"}) {
     EXPECT_TRUE(CheckHostPort(addr).ok()) << addr << ": " << CheckHostPort(addr);
   }
 }
@@ -77,6 +78,22 @@ TEST(CheckHostPortTest, Rejects) {
        {"", "0.0.0.0", ":8080", "host:", "host:65536", "host:-1", "host:+1", "host:123456",
         "::1:80", "[::1]", "[::1]80", "[]:80", "[zz]:80", "bad host:80", "host:80x"}) {
     EXPECT_FALSE(CheckHostPort(addr).ok()) << addr;
+  }
+}
+
+// A listener binds an address: a host name other than localhost could never be bound (the
+// admin and webhook listeners refused it only when they started).
+TEST(CheckHostPortTest, RejectsHostNamesAndMalformedIpAddresses) {
+  for (const char* addr :
+       {"my-host.internal:9464", "gateway:50051", "LOCALHOST:1", "localhost.:1", "256.0.0.1:80",
+        "1.2.3:80", "1.2.3.4.5:80", "01.2.3.4:80", "1.2.3.04:80", "0x7f.0.0.1:80",
+        "[fe80::1%eth0]:80", "[1:2:3:4:5:6:7:8:9]:80", "[::1::2]:80", "[127.0.0.1]:80"}) {
+    const absl::Status status = CheckHostPort(addr);
+    EXPECT_FALSE(status.ok()) << addr;
+    EXPECT_THAT(std::string(status.message()),
+                AllOf(HasSubstr("an IPv4 address, a bracketed IPv6 address ([::1]) or localhost"),
+                      HasSubstr("0..65535")))
+        << addr;
   }
 }
 

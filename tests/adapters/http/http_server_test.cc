@@ -839,6 +839,18 @@ TEST_F(HttpServerTest, StopBeforeServeClosesTheBoundSocket) {
   EXPECT_EQ(ConnectToLoopback(*port), -1);
 }
 
+// The config accepts localhost for a listen address: it binds the IPv4 loopback address.
+TEST_F(HttpServerTest, LocalhostBindsTheLoopbackAddress) {
+  HttpServer server(
+      nullptr, [](ServerRequest&, ServerResponse&) {}, HttpServerOptions());
+  auto port = server.Bind("localhost", 0);
+  ASSERT_TRUE(port.ok()) << port.status();
+  const int fd = ConnectToLoopback(*port);
+  EXPECT_GE(fd, 0);
+  if (fd >= 0) ::close(fd);
+  server.Stop();
+}
+
 TEST_F(HttpServerTest, BindFailsOnAPortInUseAndOnBadLimits) {
   Start();
   HttpServer second(
