@@ -938,6 +938,43 @@ absl::Status CheckWebhookKeys(const GatewayConfig& config) {
   return absl::OkStatus();
 }
 
+// No two listeners (gRPC, admin, and the webhook receiver when it is started: a webhook key,
+// webhook.mode webhook) on the same port of overlapping addresses: the second would fail
+// to bind at start-up, after the first had started.
+absl::Status CheckListeners(const GatewayConfig& config) {
+  struct Listener {
+    absl::string_view key;
+    std::string host;  // IPv6 without brackets
+    int port;
+  };
+  const settings::HostAndPort grpc = settings::SplitHostPort(config.server.grpc_addr);
+  std::vector<Listener> listeners = {
+      {"grpc_addr", grpc.host, grpc.port},
+      {"admin_addr", config.server.admin_host, config.server.admin_port}};
+  if ((!config.webhook_key.empty() || config.sandbox) && !config.server.webhook_less) {
+    listeners.push_back({"webhook_addr", config.server.webhook.host, config.server.webhook.port});
+  }
+  const auto shown = [](const Listener& l) {
+    return l.host.find(':') == std::string::npos ? absl::StrCat(l.host, ":", l.port)
+                                                 : absl::StrCat("[", l.host, "]:", l.port);
+  };
+  for (std::size_t i = 0; i < listeners.size(); ++i) {
+    for (std::size_t j = i + 1; j < listeners.size(); ++j) {
+      const Listener& a = listeners[i];
+      const Listener& b = listeners[j];
+      if (a.port <= 0 || a.port != b.port || !settings::ListenHostsOverlap(a.host, b.host)) {
+        continue;
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "`", a.key, "` (", shown(a), ") and `", b.key, "` (", shown(b),
+          ") would listen on the same port of the same address (0.0.0.0 and [::] take the "
+          "port on every address; localhost is 127.0.0.1 and [::1]): give each listener its "
+          "own port (port 0 picks a free one)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Rules that tie two keys together: each component's (its schema's rules), then the webhook
 // paths of the accounts.
 absl::Status CheckConsistent(const GatewayConfig& config) {
@@ -1074,6 +1111,7 @@ absl::StatusOr<GatewayConfig> LoadSettings(const std::vector<std::string>& args,
   }
   if (absl::Status status = ResolveAccountSecrets(config); !status.ok()) return status;
   if (absl::Status status = CheckWebhookKeys(config); !status.ok()) return status;
+  if (absl::Status status = CheckListeners(config); !status.ok()) return status;
   return config;
 }
 

@@ -4,7 +4,9 @@
 #include <netinet/in.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <iterator>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -304,6 +306,56 @@ HostAndPort SplitHostPort(absl::string_view addr) {
     out.port = 0;
   }
   return out;
+}
+
+namespace {
+
+// An address a listener binds: IPv4 (an IPv4-mapped IPv6 address counts as IPv4) or IPv6.
+struct BoundAddress {
+  bool v6 = false;
+  std::array<unsigned char, 16> bytes{};  // IPv4: the first 4.
+  bool IsWildcard() const {
+    return std::all_of(bytes.begin(), bytes.end(), [](unsigned char b) { return b == 0; });
+  }
+  bool operator==(const BoundAddress& other) const {
+    return v6 == other.v6 && bytes == other.bytes;
+  }
+};
+
+// The addresses a listen host stands for: localhost is both loopback addresses (gRPC
+// binds both).
+std::vector<BoundAddress> BoundAddresses(absl::string_view host) {
+  if (host == "localhost") return {BoundAddresses("127.0.0.1")[0], BoundAddresses("::1")[0]};
+  const std::string text(host);
+  BoundAddress address;
+  if (::inet_pton(AF_INET, text.c_str(), address.bytes.data()) == 1) return {address};
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, text.c_str(), &v6) != 1) return {};
+  static constexpr unsigned char kMappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::equal(std::begin(kMappedPrefix), std::end(kMappedPrefix), v6.s6_addr)) {
+    std::copy(v6.s6_addr + 12, v6.s6_addr + 16, address.bytes.begin());
+    return {address};
+  }
+  address.v6 = true;
+  std::copy(std::begin(v6.s6_addr), std::end(v6.s6_addr), address.bytes.begin());
+  return {address};
+}
+
+bool Overlap(const BoundAddress& a, const BoundAddress& b) {
+  if (a == b) return true;
+  if (a.IsWildcard() && (a.v6 || !b.v6)) return true;
+  return b.IsWildcard() && (b.v6 || !a.v6);
+}
+
+}  // namespace
+
+bool ListenHostsOverlap(absl::string_view a, absl::string_view b) {
+  for (const BoundAddress& x : BoundAddresses(a)) {
+    for (const BoundAddress& y : BoundAddresses(b)) {
+      if (Overlap(x, y)) return true;
+    }
+  }
+  return false;
 }
 
 bool IsLoopbackHostPort(absl::string_view addr) {

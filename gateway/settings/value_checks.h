@@ -34,6 +34,12 @@ struct HostAndPort {
 };
 HostAndPort SplitHostPort(absl::string_view addr);
 
+// True when listeners on `a` and `b`, hosts CheckHostPort accepts (IPv6 without brackets),
+// would take the same port of the same address: the same address (::ffff:a.b.c.d is
+// a.b.c.d), localhost and 127.0.0.1 or ::1, or a wildcard (0.0.0.0 takes every IPv4
+// address, :: every address, IPv4 included).
+bool ListenHostsOverlap(absl::string_view a, absl::string_view b);
+
 // True when the host of HOST:PORT (as CheckHostPort accepts it) is reachable from this
 // machine only: 127.0.0.0/8, [::1], localhost.
 bool IsLoopbackHostPort(absl::string_view addr);

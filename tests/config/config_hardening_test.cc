@@ -329,5 +329,60 @@ TEST_F(HardeningTest, ListenAddressesMustBeIpLiteralsOrLocalhost) {
   EXPECT_EQ(config->server.admin_host, "::1");
 }
 
+// ---------------------------------------------------------------------------------------------
+// (5) Two listeners on one address and port are refused at load, naming both keys.
+// ---------------------------------------------------------------------------------------------
+
+TEST_F(HardeningTest, TwoListenersOnOneAddressAndPortAreRefused) {
+  env_["INSPECTION_WEBHOOK_KEY"] = kWebhookKey;  // the webhook receiver is started
+  struct Case {
+    std::vector<std::string> flags;
+    std::string first, second;  // the keys named
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--grpc-addr=127.0.0.1:9000", "--admin-addr=127.0.0.1:9000"},
+            "grpc_addr",
+            "admin_addr"},
+           {{"--webhook-addr=0.0.0.0:9464"}, "admin_addr", "webhook_addr"},  // admin's default
+           {{"--grpc-addr=[::1]:7000", "--webhook-addr=[0:0::1]:7000"},
+            "grpc_addr",
+            "webhook_addr"},
+           // A wildcard address takes the port on every address (:: on IPv4 too).
+           {{"--grpc-addr=0.0.0.0:7000", "--admin-addr=127.0.0.1:7000"}, "grpc_addr", "admin_addr"},
+           {{"--grpc-addr=[::]:7000", "--webhook-addr=10.1.2.3:7000"}, "grpc_addr", "webhook_addr"},
+           {{"--grpc-addr=localhost:7000", "--admin-addr=[::1]:7000"}, "grpc_addr", "admin_addr"},
+           {{"--admin-addr=localhost:7000", "--webhook-addr=127.0.0.1:7000"},
+            "admin_addr",
+            "webhook_addr"},
+           {{"--grpc-addr=[::ffff:127.0.0.1]:7000", "--admin-addr=127.0.0.1:7000"},
+            "grpc_addr",
+            "admin_addr"}}) {
+    SCOPED_TRACE(c.flags.front());
+    absl::StatusOr<GatewayConfig> config = Load(c.flags);
+    ASSERT_FALSE(config.ok());
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("`" + c.first + "`"),
+                                       HasSubstr("`" + c.second + "`"), HasSubstr("same port"),
+                                       Not(HasSubstr(kWebhookKey)), Not(HasSubstr(kApiKey))));
+  }
+  // Port 0 (any free port) twice, or the same port on different addresses, is fine.
+  for (const std::vector<std::string>& flags : std::vector<std::vector<std::string>>{
+           {"--grpc-addr=127.0.0.1:0", "--admin-addr=127.0.0.1:0", "--webhook-addr=127.0.0.1:0"},
+           {"--grpc-addr=127.0.0.1:7000", "--admin-addr=127.0.0.2:7000",
+            "--webhook-addr=[::1]:7000"},
+           {"--grpc-addr=0.0.0.0:7000", "--admin-addr=[::1]:7000",
+            "--webhook-addr=0.0.0.0:7001"}}) {
+    absl::StatusOr<GatewayConfig> config = Load(flags);
+    EXPECT_TRUE(config.ok()) << flags.front() << ": " << config.status();
+  }
+  // A webhook receiver that is not started holds no port.
+  env_.erase("INSPECTION_WEBHOOK_KEY");
+  absl::StatusOr<GatewayConfig> config = Load({"--webhook-addr=0.0.0.0:9464"});
+  EXPECT_TRUE(config.ok()) << config.status();
+  env_["INSPECTION_WEBHOOK_KEY"] = kWebhookKey;
+  config = Load({"--webhook-addr=0.0.0.0:9464", "--webhook-mode=poll"});
+  EXPECT_TRUE(config.ok()) << config.status();
+}
+
 }  // namespace
 }  // namespace inspection::config

@@ -97,6 +97,28 @@ TEST(CheckHostPortTest, RejectsHostNamesAndMalformedIpAddresses) {
   }
 }
 
+TEST(ListenHostsOverlapTest, SameAddressLoopbackAndWildcards) {
+  for (const auto& [a, b] :
+       std::vector<std::pair<std::string, std::string>>{{"127.0.0.1", "127.0.0.1"},
+                                                        {"::1", "0:0::1"},
+                                                        {"0.0.0.0", "10.0.0.1"},
+                                                        {"::", "10.0.0.1"},
+                                                        {"::", "::1"},
+                                                        {"::", "0.0.0.0"},
+                                                        {"localhost", "127.0.0.1"},
+                                                        {"localhost", "::1"},
+                                                        {"::ffff:10.0.0.1", "10.0.0.1"},
+                                                        {"0.0.0.0", "localhost"}}) {
+    EXPECT_TRUE(ListenHostsOverlap(a, b)) << a << " " << b;
+    EXPECT_TRUE(ListenHostsOverlap(b, a)) << b << " " << a;
+  }
+  for (const auto& [a, b] : std::vector<std::pair<std::string, std::string>>{
+           {"127.0.0.1", "127.0.0.2"}, {"0.0.0.0", "::1"}, {"::1", "::2"}, {"10.0.0.1", "::1"}}) {
+    EXPECT_FALSE(ListenHostsOverlap(a, b)) << a << " " << b;
+    EXPECT_FALSE(ListenHostsOverlap(b, a)) << b << " " << a;
+  }
+}
+
 TEST(CheckJsonPointerTest, AcceptsAndRejects) {
   for (const char* pointer : {"/", "/a", "/a/b", "/a~0b", "/a~1b", "/0", "/a b"}) {
     EXPECT_TRUE(CheckJsonPointer(pointer).ok()) << pointer;
