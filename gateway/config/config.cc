@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <set>
 #include <system_error>
 #include <type_traits>
 #include <utility>
@@ -261,7 +262,7 @@ KeySpec AccountsKey() {
       "otherwise). NAME is 1..64 of A-Za-z0-9._- (not default). Each account has upstream_url "
       "and api_key_file (required), webhook_key_file, webhook_previous_key_file, webhook_path "
       "(default /webhooks/v2/NAME) and register_webhook. A later source replaces the whole "
-      "object.");
+      "object; an account or sub-key written twice is an error.");
   spec.store_nested = StoreAccounts;
   spec.show = ShowAccounts;
   return spec;
@@ -487,9 +488,18 @@ absl::Status Apply(const KeySpec& spec, const json& value, absl::string_view ori
 }
 
 std::string JsonParseError(const std::string& text);
+json ParseJson(const std::string& text, std::string& duplicate);
+
+// The message for a name that appears twice in one JSON object: `key` is its full key.
+std::string AppearsTwice(absl::string_view key) {
+  return absl::StrCat("`", key,
+                      "` appears twice in one object (JSON would keep the last one silently): "
+                      "write each key once");
+}
 
 // Converts env or flag text to the key's JSON type.
-absl::StatusOr<json> FromText(ValueKind kind, const std::string& text) {
+absl::StatusOr<json> FromText(const KeySpec& spec, const std::string& text) {
+  const ValueKind kind = spec.kind;
   switch (kind) {
     case ValueKind::kString:
       return json(text);
@@ -525,7 +535,8 @@ absl::StatusOr<json> FromText(ValueKind kind, const std::string& text) {
       return list;
     }
     case ValueKind::kObject: {
-      const json object = json::parse(text, nullptr, /*allow_exceptions=*/false);
+      std::string duplicate;
+      const json object = ParseJson(text, duplicate);
       if (object.is_discarded()) {
         return absl::InvalidArgumentError(
             absl::StrCat("expected a JSON object (", JsonParseError(text), ")"));
@@ -533,6 +544,9 @@ absl::StatusOr<json> FromText(ValueKind kind, const std::string& text) {
       if (!object.is_object()) {
         return absl::InvalidArgumentError(
             absl::StrCat("expected a JSON object, got ", object.type_name()));
+      }
+      if (!duplicate.empty()) {
+        return absl::InvalidArgumentError(AppearsTwice(absl::StrCat(spec.key, ".", duplicate)));
       }
       return object;
     }
@@ -542,7 +556,7 @@ absl::StatusOr<json> FromText(ValueKind kind, const std::string& text) {
 
 absl::Status ApplyText(const KeySpec& spec, const std::string& text, absl::string_view origin,
                        GatewayConfig& config) {
-  absl::StatusOr<json> value = FromText(spec.kind, text);
+  absl::StatusOr<json> value = FromText(spec, text);
   if (!value.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid `", spec.key, "` ", origin, ": ", value.status().message()));
@@ -630,6 +644,48 @@ class ParseErrorFinder : public nlohmann::json_sax<json> {
   std::string message = "parse error";
 };
 
+// json::parse, also finding the first name that appears twice in one object (json::parse
+// keeps the last value silently). `duplicate` is its key below the document, each part as
+// KeyPart shows it (upstream.timeout_ms; an array's element is "[]"), or empty.
+json ParseJson(const std::string& text, std::string& duplicate) {
+  struct Frame {
+    bool is_object = false;
+    bool in_array = false;  // the parent is an array
+    std::string name;       // the parent object's name for it
+    std::string last_key;   // an object's current name
+    std::set<std::string> keys;
+  };
+  std::vector<Frame> frames;
+  duplicate.clear();
+  const json::parser_callback_t callback = [&](int, json::parse_event_t event, json& parsed) {
+    using Event = json::parse_event_t;
+    if (event == Event::object_start || event == Event::array_start) {
+      Frame frame;
+      frame.is_object = event == Event::object_start;
+      if (!frames.empty()) {
+        frame.in_array = !frames.back().is_object;
+        frame.name = frames.back().last_key;
+      }
+      frames.push_back(std::move(frame));
+    } else if ((event == Event::object_end || event == Event::array_end) && !frames.empty()) {
+      frames.pop_back();
+    } else if (event == Event::key && !frames.empty()) {
+      Frame& frame = frames.back();
+      frame.last_key = parsed.get<std::string>();
+      if (!frame.keys.insert(frame.last_key).second && duplicate.empty()) {
+        std::vector<std::string> parts;
+        for (std::size_t i = 1; i < frames.size(); ++i) {
+          parts.push_back(frames[i].in_array ? "[]" : KeyPart(frames[i].name));
+        }
+        parts.push_back(KeyPart(frame.last_key));
+        duplicate = absl::StrJoin(parts, ".");
+      }
+    }
+    return true;
+  };
+  return json::parse(text, callback, /*allow_exceptions=*/false);
+}
+
 // Why `text`, which json::parse refused, is not valid JSON: "parse error at line 1, column 3:
 // ..." (without an excerpt of the text).
 std::string JsonParseError(const std::string& text) {
@@ -638,8 +694,10 @@ std::string JsonParseError(const std::string& text) {
   return finder.message;
 }
 
+// `applied`: the keys set so far, so that a key written both as a dotted name and within
+// its section (upstream.timeout_ms at the top and timeout_ms in upstream) is refused.
 absl::Status ApplyObject(const json& object, const std::string& prefix, const std::string& path,
-                         GatewayConfig& config) {
+                         std::set<std::string>& applied, GatewayConfig& config) {
   const std::string origin = absl::StrCat("in ", settings::ShowPath(path));
   for (const auto& [name, value] : object.items()) {
     const std::string key = prefix.empty() ? name : absl::StrCat(prefix, ".", name);
@@ -647,6 +705,11 @@ absl::Status ApplyObject(const json& object, const std::string& prefix, const st
     const std::string shown =
         prefix.empty() ? KeyPart(name) : absl::StrCat(prefix, ".", KeyPart(name));
     if (const KeySpec* spec = FindKey(key); spec != nullptr) {
+      if (!applied.insert(key).second) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "duplicate key `", key, "` ", origin,
+            ": it appears twice (as a dotted name and within its section): write each key once"));
+      }
       absl::Status status = Apply(*spec, value, origin, config);
       if (!status.ok()) return status;
     } else if (IsSection(key)) {
@@ -655,7 +718,7 @@ absl::Status ApplyObject(const json& object, const std::string& prefix, const st
                                                        ": expected object (a section), got ",
                                                        DescribeType(value)));
       }
-      absl::Status status = ApplyObject(value, key, path, config);
+      absl::Status status = ApplyObject(value, key, path, applied, config);
       if (!status.ok()) return status;
     } else {
       std::string message = absl::StrCat("unknown key `", shown, "` ", origin);
@@ -686,7 +749,8 @@ absl::Status ApplyFile(const std::string& path, GatewayConfig& config) {
         absl::StrCat("cannot read config file ", shown, ": ", text.status().message(),
                      IsTooLarge(text.status()) ? ", the most a config file may hold" : ""));
   }
-  const json document = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  std::string duplicate;
+  const json document = ParseJson(*text, duplicate);
   if (document.is_discarded()) {
     return absl::InvalidArgumentError(
         absl::StrCat("config file ", shown, " is not valid JSON: ", JsonParseError(*text)));
@@ -695,7 +759,14 @@ absl::Status ApplyFile(const std::string& path, GatewayConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "config file ", shown, " must hold a JSON object, got ", document.type_name()));
   }
-  return ApplyObject(document, "", path, config);
+  if (!duplicate.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("duplicate key `", duplicate, "` in ", shown,
+                                                   ": it appears twice in one object (JSON would "
+                                                   "keep the last one silently): write each key "
+                                                   "once"));
+  }
+  std::set<std::string> applied;
+  return ApplyObject(document, "", path, applied, config);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1175,7 +1246,8 @@ std::string UsageText() {
   absl::StrAppend(
       &text,
       Wrap("Settings come from, lowest to highest precedence: built-in defaults, the config "
-           "file (a JSON object; unknown keys are errors), environment variables, flags. Each "
+           "file (a JSON object; unknown keys and keys written twice are errors), environment "
+           "variables, flags. Each "
            "setting has a config-file key (sections nest: upstream.timeout_ms is "
            "{\"upstream\": {\"timeout_ms\": ...}}), an env variable and a flag. Lists are given "
            "to flags and env as comma-separated items or as a JSON array. String values must be "

@@ -384,5 +384,69 @@ TEST_F(HardeningTest, TwoListenersOnOneAddressAndPortAreRefused) {
   EXPECT_TRUE(config.ok()) << config.status();
 }
 
+// ---------------------------------------------------------------------------------------------
+// (6) A key that appears twice (JSON keeps the last silently) is refused, in the config file
+// and in the accounts' JSON from env or a flag, naming the key or account.
+// ---------------------------------------------------------------------------------------------
+
+TEST_F(HardeningTest, DuplicateKeysInTheConfigFileAreRefused) {
+  const std::string key_file = Write("a-key", "a-key-value");
+  const std::string account =
+      R"({"upstream_url": "https://a.example", "api_key_file": ")" + key_file + R"("})";
+  struct Case {
+    std::string text;
+    std::string key;
+  };
+  for (
+      const Case& c : std::vector<Case>{
+          {R"({"log": {"level": "warn"}, "log": {"level": "error"}})", "log"},
+          {R"({"upstream": {"timeout_ms": 1000, "timeout_ms": 2000}})", "upstream.timeout_ms"},
+          {R"({"grpc_addr": "127.0.0.1:1", "webapp_url": "https://w.example", "grpc_addr": "127.0.0.1:2"})",
+           "grpc_addr"},
+          {R"({"accounts": {"a": )" + account + R"(, "b": )" + account + R"(, "a": )" + account +
+               "}}",
+           "accounts.a"},
+          {R"({"accounts": {"a": {"upstream_url": "https://a.example", "upstream_url": "https://b.example"}}})",
+           "accounts.a.upstream_url"},
+          {R"({"grpc": {"tls": {"cert_file": "/c", "key_file": "/k", "cert_file": "/d"}}})",
+           "grpc.tls.cert_file"},
+          {"{\"x\\u0001\": 1, \"x\\u0001\": 2}", "\"x\\u0001\""}}) {
+    SCOPED_TRACE(c.text);
+    absl::StatusOr<GatewayConfig> config = LoadWithFile(c.text);
+    ASSERT_FALSE(config.ok());
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("duplicate key `" + c.key + "` in "),
+                                       HasSubstr("config.json"), HasSubstr("appears twice")));
+  }
+  // The same key as a dotted name and within its section is set twice too.
+  absl::StatusOr<GatewayConfig> config =
+      LoadWithFile(R"({"upstream.timeout_ms": 1000, "upstream": {"timeout_ms": 2000}})");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("duplicate key `upstream.timeout_ms` in "));
+  // The same name in different objects is no duplicate.
+  config =
+      LoadWithFile(R"({"upstream": {"max_json_depth": 10}, "webhook": {"max_json_depth": 10}})");
+  EXPECT_TRUE(config.ok()) << config.status();
+}
+
+TEST_F(HardeningTest, DuplicateAccountsFromEnvOrAFlagAreRefused) {
+  const std::string key_file = Write("a-key", "a-key-value");
+  const std::string account =
+      R"({"upstream_url": "https://a.example", "api_key_file": ")" + key_file + R"("})";
+  const std::string twice = R"({"prod": )" + account + R"(, "prod": )" + account + "}";
+  absl::StatusOr<GatewayConfig> config = Load({"--accounts=" + twice});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("invalid `accounts` from flag --accounts"),
+                                     HasSubstr("`accounts.prod` appears twice")));
+
+  env_["INSPECTION_ACCOUNTS"] =
+      R"({"prod": {"upstream_url": "https://a.example", "api_key_file": ")" + key_file +
+      R"(", "api_key_file": "/other"}})";
+  config = Load({});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("invalid `accounts` from env INSPECTION_ACCOUNTS"),
+                                     HasSubstr("`accounts.prod.api_key_file` appears twice")));
+}
+
 }  // namespace
 }  // namespace inspection::config
