@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
   inspection::http::RaiseOpenFileLimit();
 
   std::vector<std::string> args(argv + 1, argv + argc);
-  auto config = inspection::config::LoadConfig(args, inspection::config::GetEnvFromProcess);
+  auto config = inspection::config::LoadConfig(args, inspection::config::GetEnvFromProcess,
+                                               inspection::config::GetEnvNamesFromProcess);
   if (!config.ok()) {
     if (inspection::config::IsHelpRequest(config.status())) {
       std::cout << inspection::config::UsageText();

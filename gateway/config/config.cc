@@ -1,5 +1,7 @@
 #include "gateway/config/config.h"
 
+#include <unistd.h>  // environ
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "adapters/redis/redis_url.h"
 #include "gateway/server/server_settings.h"
 #include "gateway/settings/setting.h"
@@ -1130,6 +1133,65 @@ std::string DefaultText(const KeySpec& spec) {
   return absl::StrCat("default: ", value.dump());
 }
 
+// Kubernetes gives a pod the address of each Service in its namespace as env variables
+// (enableServiceLinks, on by default): a Service named inspection-sandbox sets
+// INSPECTION_SANDBOX_SERVICE_HOST, _SERVICE_PORT[_NAME], _PORT=tcp://IP:PORT and
+// _PORT_8080_TCP[_PROTO|_PORT|_ADDR]. They are not settings, nor typos of one.
+bool IsKubernetesServiceLink(absl::string_view name, absl::string_view value) {
+  if (absl::EndsWith(name, "_SERVICE_HOST") || absl::EndsWith(name, "_SERVICE_PORT") ||
+      absl::StrContains(name, "_SERVICE_PORT_")) {
+    return true;
+  }
+  const bool address = absl::StartsWith(value, "tcp://") || absl::StartsWith(value, "udp://") ||
+                       absl::StartsWith(value, "sctp://");
+  if (absl::EndsWith(name, "_PORT") && address) return true;
+  // _PORT_<number>_<protocol>, then nothing or _PROTO, _PORT, _ADDR.
+  for (std::size_t at = name.find("_PORT_"); at != absl::string_view::npos;
+       at = name.find("_PORT_", at + 1)) {
+    absl::string_view rest = name.substr(at + 6);
+    const std::size_t digits = rest.find_first_not_of("0123456789");
+    if (digits == 0 || digits == absl::string_view::npos || rest[digits] != '_') continue;
+    rest.remove_prefix(digits + 1);
+    for (absl::string_view protocol : {"TCP", "UDP", "SCTP"}) {
+      if (!absl::ConsumePrefix(&rest, protocol)) continue;
+      if (rest.empty() || rest == "_PROTO" || rest == "_PORT" || rest == "_ADDR") return true;
+    }
+  }
+  return false;
+}
+
+// Every INSPECTION_* variable in `names` (set, not empty) is a setting's, a secret's or
+// INSPECTION_CONFIG: a misspelled one would be ignored otherwise. Not checked: Kubernetes's
+// service links and INSPECTION_GATEWAY_* (the repository's own tooling, such as
+// INSPECTION_GATEWAY_BIN; no setting's variable starts so). Values are never shown.
+absl::Status CheckEnvNames(const std::vector<std::string>& names, const EnvLookup& getenv) {
+  std::vector<std::string> known = {std::string(kConfigEnv)};
+  for (const KeySpec& spec : Keys()) known.push_back(EnvName(spec.key));
+  for (const SecretSpec& secret : Secrets()) known.push_back(secret.env);
+  std::vector<std::string> unknown;
+  for (const std::string& name : names) {
+    if (!absl::StartsWith(name, kEnvPrefix) || absl::StartsWith(name, "INSPECTION_GATEWAY_") ||
+        std::find(known.begin(), known.end(), name) != known.end()) {
+      continue;
+    }
+    const std::optional<std::string> value = getenv(name);
+    if (!value || value->empty() || IsKubernetesServiceLink(name, *value)) continue;
+    unknown.push_back(name);
+  }
+  if (unknown.empty()) return absl::OkStatus();
+  std::sort(unknown.begin(), unknown.end());
+  std::string message =
+      absl::StrCat("unknown environment variable ", settings::ShowName(unknown.front()));
+  if (std::string match = ClosestMatch(unknown.front(), known); !match.empty()) {
+    absl::StrAppend(&message, " (did you mean ", match, "?)");
+  }
+  absl::StrAppend(&message,
+                  ": an INSPECTION_* variable must set a setting (--help lists them); its value "
+                  "is not shown");
+  if (unknown.size() > 1) absl::StrAppend(&message, " (", unknown.size() - 1, " more unknown)");
+  return absl::InvalidArgumentError(message);
+}
+
 // The config file named by --config or else by env INSPECTION_CONFIG, if any, applied.
 absl::Status ApplyConfigFile(const ParsedArgs& parsed, const EnvLookup& getenv,
                              GatewayConfig& config) {
@@ -1149,11 +1211,15 @@ absl::Status ApplyConfigFile(const ParsedArgs& parsed, const EnvLookup& getenv,
   return ApplyFile(config.config_file, config);
 }
 
-// Every setting from its sources, checked; the secrets read.
+// Every setting from its sources, checked; the secrets read. `env_names` may be empty (no
+// check of unknown INSPECTION_* names).
 absl::StatusOr<GatewayConfig> LoadSettings(const std::vector<std::string>& args,
-                                           const EnvLookup& getenv) {
+                                           const EnvLookup& getenv, const EnvNames& env_names) {
   absl::StatusOr<ParsedArgs> parsed = ParseArgs(args);
   if (!parsed.ok()) return parsed.status();
+  if (env_names) {
+    if (absl::Status status = CheckEnvNames(env_names(), getenv); !status.ok()) return status;
+  }
 
   GatewayConfig config;  // The defaults.
   config.print_config = parsed->print_config;
@@ -1208,8 +1274,22 @@ std::optional<std::string> GetEnvFromProcess(const std::string& name) {
   return std::string(value);
 }
 
+std::vector<std::string> GetEnvNamesFromProcess() {
+  std::vector<std::string> names;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const absl::string_view text(*entry);
+    names.emplace_back(text.substr(0, text.find('=')));
+  }
+  return names;
+}
+
 absl::StatusOr<GatewayConfig> LoadConfig(const std::vector<std::string>& args,
                                          const EnvLookup& getenv) {
+  return LoadConfig(args, getenv, nullptr);
+}
+
+absl::StatusOr<GatewayConfig> LoadConfig(const std::vector<std::string>& args,
+                                         const EnvLookup& getenv, const EnvNames& env_names) {
   for (const std::string& arg : args) {
     if (arg == "--help" || arg == "-h") {
       absl::Status help = absl::CancelledError(UsageText());
@@ -1222,7 +1302,7 @@ absl::StatusOr<GatewayConfig> LoadConfig(const std::vector<std::string>& args,
       return version;
     }
   }
-  absl::StatusOr<GatewayConfig> config = LoadSettings(args, getenv);
+  absl::StatusOr<GatewayConfig> config = LoadSettings(args, getenv, env_names);
   if (!config.ok()) return Bounded(config.status());
   return config;
 }
@@ -1251,7 +1331,8 @@ std::string UsageText() {
            "setting has a config-file key (sections nest: upstream.timeout_ms is "
            "{\"upstream\": {\"timeout_ms\": ...}}), an env variable and a flag. Lists are given "
            "to flags and env as comma-separated items or as a JSON array. String values must be "
-           "valid UTF-8 without control characters.",
+           "valid UTF-8 without control characters. Any other INSPECTION_* env variable is an "
+           "error (not Kubernetes's service links, nor INSPECTION_GATEWAY_*).",
            ""),
       "\nGeneral flags:\n", "  --config=PATH\n",
       Wrap(absl::StrCat("JSON config file (env INSPECTION_CONFIG), at most ",

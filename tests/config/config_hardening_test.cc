@@ -70,6 +70,18 @@ class HardeningTest : public ::testing::Test {
     return LoadConfig(args, Env());
   }
 
+  // Load(), with the names of the variables in env_ (LoadConfig's check of unknown ones).
+  absl::StatusOr<GatewayConfig> LoadWithEnvNames(const std::vector<std::string>& extra) const {
+    std::vector<std::string> args = {"--upstream-url=https://vendor.example.com",
+                                     "--webapp-url=https://app.example.com"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return LoadConfig(args, Env(), [this] {
+      std::vector<std::string> names;
+      for (const auto& [name, value] : env_) names.push_back(name);
+      return names;
+    });
+  }
+
   absl::StatusOr<GatewayConfig> LoadWithFile(const std::string& contents,
                                              std::vector<std::string> extra = {}) const {
     extra.push_back("--config=" + Write("config.json", contents));
@@ -446,6 +458,72 @@ TEST_F(HardeningTest, DuplicateAccountsFromEnvOrAFlagAreRefused) {
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("invalid `accounts` from env INSPECTION_ACCOUNTS"),
                                      HasSubstr("`accounts.prod.api_key_file` appears twice")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// (7) A misspelled INSPECTION_* variable is an error naming it (with a suggestion), never its
+// value. Kubernetes's service links (a Service named inspection-...) and the repository's
+// own tooling names (INSPECTION_GATEWAY_*) are not settings and pass.
+// ---------------------------------------------------------------------------------------------
+
+TEST_F(HardeningTest, AnUnknownInspectionEnvVariableIsAnErrorWithoutItsValue) {
+  env_["INSPECTION_UPSTREAM_TIMEOUT"] = "VALUE-NOT-SHOWN";
+  absl::StatusOr<GatewayConfig> config = LoadWithEnvNames({});
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("unknown environment variable INSPECTION_UPSTREAM_TIMEOUT"),
+                    HasSubstr("did you mean INSPECTION_UPSTREAM_TIMEOUT_MS?"),
+                    Not(HasSubstr("VALUE-NOT-SHOWN"))));
+  env_.erase("INSPECTION_UPSTREAM_TIMEOUT");
+
+  // A secret's misspelled name: its value (a key) is never shown either.
+  env_["INSPECTION_API_KEYS"] = kApiKey;
+  config = LoadWithEnvNames({});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("INSPECTION_API_KEYS"), HasSubstr("did you mean INSPECTION_API_KEY?"),
+                    Not(HasSubstr(kApiKey))));
+  env_.erase("INSPECTION_API_KEYS");
+
+  // Names are shown escaped and cut; a long one gets no suggestion.
+  env_["INSPECTION_\x1b[2J" + std::string(100000, 'X')] = "v";
+  config = LoadWithEnvNames({});
+  ASSERT_FALSE(config.ok());
+  EXPECT_LT(ErrorOf(config).size(), 1024u);
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("\\u001b"), Not(HasSubstr("\x1b")), Not(HasSubstr("did you mean"))));
+}
+
+TEST_F(HardeningTest, KnownKubernetesAndToolingEnvVariablesPass) {
+  // Every setting's variable, the config file's and the secrets' are known.
+  env_["INSPECTION_LOG_LEVEL"] = "warn";
+  env_["INSPECTION_WEBHOOK_KEY"] = kWebhookKey;
+  env_["INSPECTION_CONFIG"] = Write("c.json", "{}");
+  // Service links of Services named inspection-sandbox and inspection-gateway.
+  env_["INSPECTION_SANDBOX_SERVICE_HOST"] = "10.96.0.7";
+  env_["INSPECTION_SANDBOX_SERVICE_PORT"] = "8080";
+  env_["INSPECTION_SANDBOX_SERVICE_PORT_HTTP"] = "8080";
+  env_["INSPECTION_SANDBOX_PORT"] = "tcp://10.96.0.7:8080";
+  env_["INSPECTION_SANDBOX_PORT_8080_TCP"] = "tcp://10.96.0.7:8080";
+  env_["INSPECTION_SANDBOX_PORT_8080_TCP_PROTO"] = "tcp";
+  env_["INSPECTION_SANDBOX_PORT_8080_TCP_PORT"] = "8080";
+  env_["INSPECTION_SANDBOX_PORT_8080_TCP_ADDR"] = "10.96.0.7";
+  env_["INSPECTION_GATEWAY_SERVICE_HOST"] = "10.96.0.8";
+  env_["INSPECTION_GATEWAY_PORT_50051_TCP"] = "tcp://10.96.0.8:50051";
+  // The repository's tooling (scripts/check-helm.sh).
+  env_["INSPECTION_GATEWAY_BIN"] = "/usr/local/bin/inspection-gateway";
+  // Unset (empty) counts as not set; other prefixes are not ours.
+  env_["INSPECTION_TYPO_BUT_EMPTY"] = "";
+  env_["INSPECTIONS_X"] = "1";
+  absl::StatusOr<GatewayConfig> config = LoadWithEnvNames({});
+  ASSERT_TRUE(config.ok()) << config.status();
+
+  // A _PORT variable that does not hold a Kubernetes address is a typo, not a service link.
+  env_["INSPECTION_WEBHOOK_PORT"] = "8080";
+  config = LoadWithEnvNames({});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("unknown environment variable INSPECTION_WEBHOOK_PORT"));
 }
 
 }  // namespace

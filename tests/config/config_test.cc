@@ -89,10 +89,15 @@ class ConfigTest : public ::testing::Test {
             "--webapp-url=https://app.example.com"};
   }
 
+  // With the names of the variables in env_: no test sets a misspelled INSPECTION_* one.
   absl::StatusOr<GatewayConfig> Load(std::vector<std::string> extra_args) const {
     std::vector<std::string> args = RequiredFlags();
     args.insert(args.end(), extra_args.begin(), extra_args.end());
-    return LoadConfig(args, Env());
+    return LoadConfig(args, Env(), [this] {
+      std::vector<std::string> names;
+      for (const auto& [name, value] : env_) names.push_back(name);
+      return names;
+    });
   }
 
   // Loads with a config file holding `contents` (plus the required flags).
