@@ -133,6 +133,9 @@ int main(int argc, char** argv) {
   auto& logger = inspection::logging::DefaultLogger();
   logger.SetLevel(config->log_level);
   inspection::config::RegisterSecrets(*config, logger);
+  for (const std::string& warning : config->warnings) {
+    logger.Warn("configuration warning", {{"warning", warning}});
+  }
 
   // --sandbox: the vendor emulator runs in this process and becomes the upstream.
   std::unique_ptr<inspection::sandbox::SandboxServer> sandbox;

@@ -295,7 +295,7 @@ std::vector<KeySpec> ProcessKeys() {
           "webhook_previous_key_file", field(&GatewayConfig::webhook_previous_key_file),
           settings::NonEmpty, "PATH",
           "File holding the previous webhook key, still accepted during a rotation (else env "
-          "INSPECTION_WEBHOOK_PREVIOUS_KEY)."),
+          "INSPECTION_WEBHOOK_PREVIOUS_KEY). Only beside a current webhook key."),
       settings::String<GatewayConfig>(
           "redis.sentinel_password_file", field(&GatewayConfig::redis_sentinel_password_file),
           settings::NonEmpty, "PATH",
@@ -320,7 +320,8 @@ std::vector<KeySpec> ProcessKeys() {
           "register_webhook", field(&GatewayConfig::register_webhook), settings::OptionalBaseUrl,
           "URL",
           "The gateway's public webhook URL: when set, it is registered at the vendor on "
-          "start-up with the webhook key, and register_webhook_events are enabled."),
+          "start-up with the webhook key, and register_webhook_events are enabled. Needs a "
+          "webhook key and webhook.mode webhook."),
       settings::StringList<GatewayConfig>(
           "register_webhook_events", field(&GatewayConfig::register_webhook_events), EventNameCheck,
           "NAME,...", "Events enabled at the vendor when register_webhook is set."),
@@ -1012,6 +1013,54 @@ absl::Status CheckWebhookKeys(const GatewayConfig& config) {
   return absl::OkStatus();
 }
 
+// What the webhook keys are for, once read: a previous key only beside a current one (the
+// receiver starts with the current key; a previous one alone would be dropped silently),
+// and a registration (register_webhook, an account's) only where webhooks are received: a
+// webhook key to check them by, and webhook.mode webhook.
+absl::Status CheckWebhookUse(const GatewayConfig& config) {
+  // In sandbox mode the sandbox supplies the default webhook key when none is configured.
+  const bool has_key = !config.webhook_key.empty() || config.sandbox;
+  if (!config.webhook_previous_key.empty() && !has_key) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a previous webhook key (",
+        config.webhook_previous_key_file.empty() ? "env INSPECTION_WEBHOOK_PREVIOUS_KEY"
+                                                 : "`webhook_previous_key_file`",
+        ") needs the current one (`webhook_key_file` or env INSPECTION_WEBHOOK_KEY): the "
+        "receiver starts with the current key, and the previous one alone would be ignored"));
+  }
+  struct Registration {
+    std::string key;       // "register_webhook", "accounts.a.register_webhook"
+    std::string key_file;  // where its webhook key comes from
+    bool has_key;
+  };
+  std::vector<Registration> registrations;
+  if (!config.register_webhook.empty()) {
+    registrations.push_back(
+        {"register_webhook", "`webhook_key_file` or env INSPECTION_WEBHOOK_KEY", has_key});
+  }
+  for (const VendorAccountConfig& account : config.accounts) {
+    if (account.register_webhook.empty()) continue;
+    const std::string key = AccountKey(account.name);
+    registrations.push_back({absl::StrCat(key, ".register_webhook"),
+                             absl::StrCat("`", key, ".webhook_key_file`"),
+                             !account.webhook_key.empty()});
+  }
+  for (const Registration& registration : registrations) {
+    if (config.server.webhook_less) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "`", registration.key,
+          "` is set but `webhook.mode` is poll: the vendor would send webhooks to a receiver "
+          "that does not run; unset one of them"));
+    }
+    if (!registration.has_key) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "`", registration.key, "` is set but there is no webhook key (", registration.key_file,
+          "): the vendor would be told to send webhooks that no receiver checks and accepts"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // No two listeners (gRPC, admin, and the webhook receiver when it is started: a webhook key,
 // webhook.mode webhook) on the same port of overlapping addresses: the second would fail
 // to bind at start-up, after the first had started.
@@ -1248,7 +1297,11 @@ absl::StatusOr<GatewayConfig> LoadSettings(const std::vector<std::string>& args,
   }
   if (absl::Status status = ResolveAccountSecrets(config); !status.ok()) return status;
   if (absl::Status status = CheckWebhookKeys(config); !status.ok()) return status;
+  if (absl::Status status = CheckWebhookUse(config); !status.ok()) return status;
   if (absl::Status status = CheckListeners(config); !status.ok()) return status;
+  for (const auto& warning : Schema().warnings) {
+    if (std::string text = warning(config); !text.empty()) config.warnings.push_back(text);
+  }
   return config;
 }
 

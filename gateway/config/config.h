@@ -121,6 +121,9 @@ struct GatewayConfig {
   std::string config_file;
   // --print-config was given: the caller should print DumpConfig() and exit 0.
   bool print_config = false;
+  // Settings that work together but probably not as meant: each a sentence naming the keys,
+  // for the caller to log as a warning (the binary writes them to stderr). Not errors.
+  std::vector<std::string> warnings;
 };
 
 // Looks up an environment variable; std::nullopt when unset. Injected so tests need no real env.

@@ -348,6 +348,20 @@ absl::Status CheckReconcileLease(const Options& o) {
       "poll an item whose poll is still in flight"));
 }
 
+// gRPC counts server streams among the calls a connection may hold: at or above that limit,
+// the per-connection stream limit never answers (CONNECTION_STREAM_LIMIT), and a client's
+// streams can take every call slot of its connection, queueing its unary calls.
+std::string WarnStreamsPerConnection(const Options& o) {
+  const int streams = o.stream_slots.max_per_connection;
+  const int calls = o.grpc_limits.max_concurrent_streams;
+  if (streams == 0 || streams < calls) return "";
+  return absl::StrCat(
+      "`", streaming::kMaxPerConnectionKey, "` (", streams,
+      ") is not below `grpc.max_concurrent_streams` (", calls,
+      "): a connection's server streams can hold every call it may have open, so its unary "
+      "calls wait, and the per-connection stream limit never answers; keep it below");
+}
+
 }  // namespace
 
 settings::Schema<GatewayServerOptions> ServerSchema() {
@@ -382,6 +396,7 @@ settings::Schema<GatewayServerOptions> ServerSchema() {
       .Add(Lift(pipeline::CachingSchema(), part(&Options::cache)));
   schema.rules.push_back(CheckTls);
   schema.rules.push_back(CheckReconcileLease);
+  schema.warnings.push_back(WarnStreamsPerConnection);
   return schema;
 }
 

@@ -74,17 +74,20 @@ struct Setting {
   std::function<ordered_json(const T& options)> show;
 };
 
-// What a component declares: its keys, in --help order, and the rules between them (each
-// an error naming the keys, or OK).
+// What a component declares: its keys, in --help order, the rules between them (each an
+// error naming the keys, or OK), and the warnings (settings that work together but probably
+// not as meant: a sentence naming the keys, or "").
 template <typename T>
 struct Schema {
   std::vector<Setting<T>> keys;
   std::vector<std::function<absl::Status(const T& options)>> rules;
+  std::vector<std::function<std::string(const T& options)>> warnings;
 
-  // Appends `part`'s keys and rules.
+  // Appends `part`'s keys, rules and warnings.
   Schema& Add(Schema part) {
     for (auto& key : part.keys) keys.push_back(std::move(key));
     for (auto& rule : part.rules) rules.push_back(std::move(rule));
+    for (auto& warning : part.warnings) warnings.push_back(std::move(warning));
     return *this;
   }
 };
@@ -118,6 +121,10 @@ Schema<Outer> Within(Schema<Inner> inner, Part part) {
   }
   for (auto& rule : inner.rules) {
     out.rules.push_back([rule = std::move(rule), part](const Outer& o) { return rule(part(o)); });
+  }
+  for (auto& warning : inner.warnings) {
+    out.warnings.push_back(
+        [warning = std::move(warning), part](const Outer& o) { return warning(part(o)); });
   }
   return out;
 }

@@ -526,5 +526,87 @@ TEST_F(HardeningTest, KnownKubernetesAndToolingEnvVariablesPass) {
   EXPECT_THAT(ErrorOf(config), HasSubstr("unknown environment variable INSPECTION_WEBHOOK_PORT"));
 }
 
+// ---------------------------------------------------------------------------------------------
+// (8) Rules between keys.
+// ---------------------------------------------------------------------------------------------
+
+TEST_F(HardeningTest, TheReconcileIntervalCannotExceedItsMaximum) {
+  absl::StatusOr<GatewayConfig> config =
+      Load({"--reconcile-interval-ms=60000", "--reconcile-max-interval-ms=59999"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("`reconcile.max_interval_ms` (59999)"),
+                                     HasSubstr("`reconcile.interval_ms` (60000)")));
+  config = Load({"--reconcile-interval-ms=700000"});  // over the default maximum
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("`reconcile.max_interval_ms` (600000)"));
+  config = Load({"--reconcile-interval-ms=5000", "--reconcile-max-interval-ms=5000"});
+  EXPECT_TRUE(config.ok()) << config.status();
+}
+
+TEST_F(HardeningTest, RegisteringAWebhookNeedsAKeyAndTheWebhookMode) {
+  absl::StatusOr<GatewayConfig> config = Load({"--register-webhook=https://gw.example.com/hook"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("`register_webhook`"), HasSubstr("`webhook_key_file`"),
+                    HasSubstr("INSPECTION_WEBHOOK_KEY")));
+
+  env_["INSPECTION_WEBHOOK_KEY"] = kWebhookKey;
+  config = Load({"--register-webhook=https://gw.example.com/hook", "--webhook-mode=poll"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("`register_webhook`"), HasSubstr("`webhook.mode`"),
+                                     HasSubstr("poll"), Not(HasSubstr(kWebhookKey))));
+
+  config = Load({"--register-webhook=https://gw.example.com/hook"});
+  EXPECT_TRUE(config.ok()) << config.status();
+
+  // An account's registration needs the account's own webhook key, and the webhook mode.
+  const std::string key_file = Write("a-key", "a-key-value");
+  const std::string accounts =
+      R"(--accounts={"a": {"upstream_url": "https://a.example", "api_key_file": ")" + key_file +
+      R"(", "register_webhook": "https://gw.example.com/a"}})";
+  config = Load({accounts});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("`accounts.a.register_webhook`"),
+                                     HasSubstr("`accounts.a.webhook_key_file`")));
+}
+
+TEST_F(HardeningTest, APreviousWebhookKeyNeedsTheCurrentOne) {
+  const std::string previous = Write("previous", "previous-key-value");
+  absl::StatusOr<GatewayConfig> config = Load({"--webhook-previous-key-file=" + previous});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("`webhook_previous_key_file`"), HasSubstr("`webhook_key_file`"),
+                    Not(HasSubstr("previous-key-value"))));
+
+  env_["INSPECTION_WEBHOOK_PREVIOUS_KEY"] = "previous-key-from-env";
+  config = Load({});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("env INSPECTION_WEBHOOK_PREVIOUS_KEY"),
+                                     Not(HasSubstr("previous-key-from-env"))));
+
+  env_["INSPECTION_WEBHOOK_KEY"] = kWebhookKey;
+  config = Load({"--webhook-previous-key-file=" + previous});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->webhook_previous_key.Reveal(), "previous-key-value");
+}
+
+// Streams allowed per connection at or above the calls a connection may hold: the stream
+// limit never answers, and streams can hold every call slot. A warning, not an error.
+TEST_F(HardeningTest, StreamsPerConnectionAtOrAboveConcurrentStreamsIsAWarning) {
+  absl::StatusOr<GatewayConfig> config = Load({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->warnings.empty());
+
+  config = Load({"--streams-max-per-connection=1000", "--grpc-max-concurrent-streams=1000"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->warnings.size(), 1u);
+  EXPECT_THAT(config->warnings[0], AllOf(HasSubstr("`streams.max_per_connection` (1000)"),
+                                         HasSubstr("`grpc.max_concurrent_streams` (1000)")));
+
+  config = Load({"--streams-max-per-connection=0", "--grpc-max-concurrent-streams=10"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->warnings.empty());  // 0: no per-connection limit, nothing to compare
+}
+
 }  // namespace
 }  // namespace inspection::config
