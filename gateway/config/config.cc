@@ -22,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "adapters/redis/redis_url.h"
+#include "adapters/vendor/event_mapper.h"
 #include "gateway/server/server_settings.h"
 #include "gateway/settings/setting.h"
 #include "gateway/settings/value_checks.h"
@@ -70,11 +71,13 @@ std::string EnvName(absl::string_view key) {
 using KeySpec = settings::Setting<GatewayConfig>;
 using settings::StringCheck;
 
+// One of the spec's event names: the vendor_string of an EventName value (the one place
+// they are spelled, vendor::SpecEventNames).
 absl::Status EventNameCheck(absl::string_view name) {
-  if (name.empty() || name.find_first_of(" \t\r\n") != absl::string_view::npos) {
-    return absl::InvalidArgumentError("an event name must be non-empty, without spaces");
-  }
-  return absl::OkStatus();
+  const std::vector<std::string>& events = vendor::SpecEventNames();
+  if (std::find(events.begin(), events.end(), name) != events.end()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("unknown event ", settings::ShowValue(name),
+                                                 ": the events are ", absl::StrJoin(events, ", ")));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -324,7 +327,9 @@ std::vector<KeySpec> ProcessKeys() {
           "webhook key and webhook.mode webhook."),
       settings::StringList<GatewayConfig>(
           "register_webhook_events", field(&GatewayConfig::register_webhook_events), EventNameCheck,
-          "NAME,...", "Events enabled at the vendor when register_webhook is set."),
+          "NAME,...",
+          absl::StrCat("Events enabled at the vendor when register_webhook is set, each one of: ",
+                       absl::StrJoin(vendor::SpecEventNames(), ", "), ".")),
   };
 }
 

@@ -5,6 +5,7 @@
 // holds a secret.
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "adapters/vendor/event_mapper.h"
 #include "gateway/config/config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -606,6 +608,33 @@ TEST_F(HardeningTest, StreamsPerConnectionAtOrAboveConcurrentStreamsIsAWarning) 
   config = Load({"--streams-max-per-connection=0", "--grpc-max-concurrent-streams=10"});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_TRUE(config->warnings.empty());  // 0: no per-connection limit, nothing to compare
+}
+
+// ---------------------------------------------------------------------------------------------
+// (9) register_webhook_events takes the spec's event names only: the vendor_string of each
+// EventName value (vendor::SpecEventNames), listed in the error.
+// ---------------------------------------------------------------------------------------------
+
+TEST_F(HardeningTest, RegisterWebhookEventsAreTheSpecsEventNames) {
+  const std::vector<std::string>& events = vendor::SpecEventNames();
+  ASSERT_FALSE(events.empty());
+  for (const std::string& bad : {"bogus", "CreateReport", "createreport", "create Report"}) {
+    SCOPED_TRACE(bad);
+    absl::StatusOr<GatewayConfig> config = Load({"--register-webhook-events=createReport," + bad});
+    ASSERT_FALSE(config.ok());
+    const std::string message = ErrorOf(config);
+    EXPECT_THAT(message, AllOf(HasSubstr("invalid `register_webhook_events` from flag"),
+                               HasSubstr("item 1"), HasSubstr("unknown event")));
+    for (const std::string& event : events) EXPECT_THAT(message, HasSubstr(event));
+  }
+  absl::StatusOr<GatewayConfig> config =
+      LoadWithFile(nlohmann::json({{"register_webhook_events", events}}).dump());
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->register_webhook_events, events);
+  // The default list is made of spec names too.
+  for (const std::string& event : GatewayConfig().register_webhook_events) {
+    EXPECT_NE(std::find(events.begin(), events.end(), event), events.end()) << event;
+  }
 }
 
 }  // namespace
