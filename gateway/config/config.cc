@@ -480,9 +480,9 @@ absl::Status CheckStrings(const json& value) {
 absl::Status Apply(const KeySpec& spec, const json& value, absl::string_view origin,
                    GatewayConfig& config) {
   if (!HasKind(value, spec.kind)) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid `", spec.key, "` ", origin,
-                                                   ": expected ", KindName(spec.kind), ", got ",
-                                                   DescribeType(value)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "invalid `", spec.key, "` ", origin, ": expected ", KindName(spec.kind), ", got ",
+        DescribeType(value), spec.accepts.empty() ? "" : "; accepted: ", spec.accepts));
   }
   if (spec.store_nested) return spec.store_nested(value, origin, config);
   if (absl::Status text = CheckStrings(value); !text.ok()) {
@@ -515,8 +515,10 @@ absl::StatusOr<json> FromText(const KeySpec& spec, const std::string& text) {
     case ValueKind::kInteger: {
       std::int64_t number;
       if (!absl::SimpleAtoi(text, &number)) {
+        // Not a number, or one beyond int64 (which no key accepts).
         return absl::InvalidArgumentError(
-            absl::StrCat("expected integer, got ", settings::ShowValue(text)));
+            absl::StrCat("expected integer, got ", settings::ShowValue(text),
+                         spec.accepts.empty() ? "" : "; accepted: ", spec.accepts));
       }
       return json(number);
     }
@@ -836,10 +838,26 @@ absl::Status UnknownFlag(const std::string& raw_name) {
   return absl::InvalidArgumentError(message);
 }
 
+// An argument that is not a flag, right after a boolean flag given without '=' (which takes
+// no separate value): `--cache-enabled false` means --cache-enabled=true and a stray
+// "false". Says how to write it; the argument itself is never shown (it may be a secret).
+absl::Status ValueAfterBooleanFlag(std::size_t index, absl::string_view flag) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("unexpected argument #", index + 1, " after --", flag,
+                   ": a boolean flag takes no separate "
+                   "value; write --",
+                   flag, "=false or --", flag, "=true (--", flag, " alone means true)"));
+}
+
 absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
   ParsedArgs parsed;
+  std::string bare_boolean;  // the previous argument: a boolean flag without '='
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
+    const std::string after_boolean = std::exchange(bare_boolean, "");
+    if (!absl::StartsWith(arg, "-") && !after_boolean.empty()) {
+      return ValueAfterBooleanFlag(i, after_boolean);
+    }
     if (!absl::StartsWith(arg, "--") || arg.size() == 2) {
       if (absl::StartsWith(arg, "-")) {
         // Only its name is echoed (as for UnknownFlag): "-api-key=SECRET" shows "-api-key...".
@@ -857,6 +875,7 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
     if (eq != std::string::npos) value = arg.substr(eq + 1);
 
     if (name == "print-config") {
+      if (!value) bare_boolean = name;
       if (!value || *value == "true") {
         parsed.print_config = true;
       } else if (*value == "false") {
@@ -871,7 +890,10 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
       spec = FindFlag(name);
       if (spec == nullptr) return UnknownFlag(name);
     }
-    if (!value && spec != nullptr && spec->kind == ValueKind::kBool) value = "true";
+    if (!value && spec != nullptr && spec->kind == ValueKind::kBool) {
+      value = "true";
+      bare_boolean = name;
+    }
     if (!value) {
       if (i + 1 >= args.size() || absl::StartsWith(args[i + 1], "--")) {
         return absl::InvalidArgumentError(absl::StrCat("flag --", name, " needs a value (--", name,
@@ -1390,7 +1412,8 @@ std::string UsageText() {
            "{\"upstream\": {\"timeout_ms\": ...}}), an env variable and a flag. Lists are given "
            "to flags and env as comma-separated items or as a JSON array. String values must be "
            "valid UTF-8 without control characters. Any other INSPECTION_* env variable is an "
-           "error (not Kubernetes's service links, nor INSPECTION_GATEWAY_*).",
+           "error (not Kubernetes's service links, nor INSPECTION_GATEWAY_*). A boolean flag "
+           "takes no separate value: --cache-enabled=false, not --cache-enabled false.",
            ""),
       "\nGeneral flags:\n", "  --config=PATH\n",
       Wrap(absl::StrCat("JSON config file (env INSPECTION_CONFIG), at most ",

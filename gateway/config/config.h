@@ -143,7 +143,9 @@ std::vector<std::string> GetEnvNamesFromProcess();
 // INSPECTION_CONFIG), env looked up through `getenv`, and the defaults; then validates it and
 // reads the API key.
 //
-// Flags take `--name=value` or `--name value`; boolean flags (--print-config) take no value.
+// Flags take `--name=value` or `--name value`; boolean flags (--print-config, --sandbox,
+// --cache-enabled) take no separate value: `--name` alone is true, `--name=false` false, and
+// a non-flag argument right after one is an error saying so.
 // `--help` / `-h` anywhere: returns absl::CancelledError(UsageText()); test for it with
 // IsHelpRequest(). Every other failure is an InvalidArgumentError naming the key or flag.
 //

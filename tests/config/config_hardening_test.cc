@@ -637,5 +637,61 @@ TEST_F(HardeningTest, RegisterWebhookEventsAreTheSpecsEventNames) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Minor: an integer too large for int64 states the accepted range; a boolean flag given a
+// separate value says how to write it.
+// ---------------------------------------------------------------------------------------------
+
+TEST_F(HardeningTest, AnOverflowingIntegerStatesTheAcceptedRange) {
+  absl::StatusOr<GatewayConfig> config = Load({"--upstream-timeout-ms=99999999999999999999"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("invalid `upstream.timeout_ms` from flag --upstream-timeout-ms"),
+                    HasSubstr("expected integer, got \"99999999999999999999\""),
+                    HasSubstr("accepted: an integer in 1..86400000")));
+
+  env_["INSPECTION_STREAMS_MAX_TOTAL"] = "-99999999999999999999";
+  config = Load({});
+  env_.erase("INSPECTION_STREAMS_MAX_TOTAL");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("accepted: an integer in 0..10000000"));
+
+  // In the file, such a number is read as a float.
+  for (const std::string& number : {"99999999999999999999", "1e30", "1.5"}) {
+    config = LoadWithFile(R"({"upstream": {"timeout_ms": )" + number + "}}");
+    ASSERT_FALSE(config.ok()) << number;
+    EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("expected integer, got number"),
+                                       HasSubstr("accepted: an integer in 1..86400000")))
+        << number;
+  }
+  // An unbounded key says so too.
+  config = Load({"--webhook-min-body-bytes-per-second=99999999999999999999"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("accepted: an integer >= 1"));
+}
+
+TEST_F(HardeningTest, ABooleanFlagGivenASeparateValueSaysHowToWriteIt) {
+  for (const std::string& flag : {"--cache-enabled", "--sandbox", "--print-config"}) {
+    for (const std::string& value : {"false", "true", "no"}) {
+      SCOPED_TRACE(flag + " " + value);
+      absl::StatusOr<GatewayConfig> config = Load({flag, value});
+      ASSERT_FALSE(config.ok());
+      EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("after " + flag), HasSubstr("boolean flag"),
+                                         HasSubstr(flag + "=false"), HasSubstr(flag + "=true")));
+    }
+  }
+  absl::StatusOr<GatewayConfig> config = Load({"--cache-enabled=false"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->server.cache.enabled);
+  // A stray argument elsewhere is still not echoed (it may be a secret).
+  config = Load({"--log-level=info", kApiKey});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("not a flag"), Not(HasSubstr(kApiKey)), Not(HasSubstr("boolean"))));
+  config = Load({"--sandbox", kApiKey});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), Not(HasSubstr(kApiKey)));
+}
+
 }  // namespace
 }  // namespace inspection::config
