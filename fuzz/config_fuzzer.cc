@@ -10,9 +10,9 @@
 // writes them into inputs (as a key name, say); a message that quotes such an input back is
 // quoting the input, not leaking the file or the environment.
 //
-// Inputs that name a path under /dev, /proc or /sys are skipped: a secret file such as
-// /dev/zero is read to its end (which never comes) by design of the operator's choice, and
-// that is not the parser's to bound.
+// Inputs that name a path under /dev, /proc or /sys are skipped: the loader reads at most
+// 4 MiB of a config file and 64 KiB of a secret file, but a FIFO or a terminal there would
+// block the read itself.
 
 #include <unistd.h>
 

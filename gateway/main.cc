@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
   inspection::http::RaiseOpenFileLimit();
 
   std::vector<std::string> args(argv + 1, argv + argc);
-  auto config = inspection::config::LoadConfig(args, inspection::config::GetEnvFromProcess);
+  auto config = inspection::config::LoadConfig(args, inspection::config::GetEnvFromProcess,
+                                               inspection::config::GetEnvNamesFromProcess);
   if (!config.ok()) {
     if (inspection::config::IsHelpRequest(config.status())) {
       std::cout << inspection::config::UsageText();
@@ -132,6 +133,9 @@ int main(int argc, char** argv) {
   auto& logger = inspection::logging::DefaultLogger();
   logger.SetLevel(config->log_level);
   inspection::config::RegisterSecrets(*config, logger);
+  for (const std::string& warning : config->warnings) {
+    logger.Warn("configuration warning", {{"warning", warning}});
+  }
 
   // --sandbox: the vendor emulator runs in this process and becomes the upstream.
   std::unique_ptr<inspection::sandbox::SandboxServer> sandbox;

@@ -1049,24 +1049,39 @@ absl::StatusOr<int> HttpServer::Impl::Bind(const std::string& host, int port) {
     return absl::InvalidArgumentError("HTTP server: io_threads and worker_threads must be >= 1");
   }
   beast::error_code ec;
-  const net::ip::address address = net::ip::make_address(host == "" ? "0.0.0.0" : host, ec);
+  // localhost is the one name a listen address may hold (the gateway's config refuses
+  // others): the IPv4 loopback address.
+  const net::ip::address address = net::ip::make_address(
+      host.empty() ? "0.0.0.0" : (host == "localhost" ? "127.0.0.1" : host), ec);
   if (ec) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot listen on ", host, ":", port, ": not an IP address"));
   }
   const tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
+  const char* step = "socket";
   acceptor_.open(endpoint.protocol(), ec);
   // SO_REUSEADDR only: a restart can rebind at once, but a second process asking for a
   // port in use gets an error instead of silently sharing it (SO_REUSEPORT would).
   if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) {
+    step = "bind";
+    acceptor_.bind(endpoint, ec);
+  }
   // The largest backlog the kernel allows (net.core.somaxconn): a burst of connects must
   // not cost clients SYN retransmits.
-  if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  if (!ec) {
+    step = "listen";
+    acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  }
   if (ec) {
-    acceptor_.close(ec);
+    // Closing gets its own error code: reusing `ec` reported the close's success ("cannot
+    // listen on ...: Success") instead of why the bind failed.
+    beast::error_code ignored;
+    acceptor_.close(ignored);
+    const std::string shown =
+        address.is_v6() ? absl::StrCat("[", host, "]") : (host.empty() ? "0.0.0.0" : host);
     return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", host, ":", port, ": ", ec.message()));
+        absl::StrCat("cannot listen on ", shown, ":", port, ": ", step, ": ", ec.message()));
   }
   return static_cast<int>(acceptor_.local_endpoint().port());
 }

@@ -163,9 +163,9 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds host:port (0 = a free port chosen by the OS), listens, and returns the bound
-  // port. Connections queue until Serve(). Call once. Unavailable when it cannot be bound;
-  // InvalidArgument for options that make no sense.
+  // Binds host:port (host an IP address, or "localhost" for 127.0.0.1; port 0 = a free port
+  // chosen by the OS), listens, and returns the bound port. Connections queue until Serve(). Call
+  // once. Unavailable when it cannot be bound; InvalidArgument for options that make no sense.
   absl::StatusOr<int> Bind(const std::string& host, int port);
 
   // Starts the threads; connections are accepted from then on. Call once, after Bind().

@@ -1,11 +1,14 @@
 #include "gateway/config/config.h"
 
+#include <unistd.h>  // environ
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <set>
 #include <system_error>
 #include <type_traits>
 #include <utility>
@@ -17,7 +20,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "adapters/redis/redis_url.h"
+#include "adapters/vendor/event_mapper.h"
 #include "gateway/server/server_settings.h"
 #include "gateway/settings/setting.h"
 #include "gateway/settings/value_checks.h"
@@ -66,11 +71,13 @@ std::string EnvName(absl::string_view key) {
 using KeySpec = settings::Setting<GatewayConfig>;
 using settings::StringCheck;
 
+// One of the spec's event names: the vendor_string of an EventName value (the one place
+// they are spelled, vendor::SpecEventNames).
 absl::Status EventNameCheck(absl::string_view name) {
-  if (name.empty() || name.find_first_of(" \t\r\n") != absl::string_view::npos) {
-    return absl::InvalidArgumentError("an event name must be non-empty, without spaces");
-  }
-  return absl::OkStatus();
+  const std::vector<std::string>& events = vendor::SpecEventNames();
+  if (std::find(events.begin(), events.end(), name) != events.end()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("unknown event ", settings::ShowValue(name),
+                                                 ": the events are ", absl::StrJoin(events, ", ")));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -136,13 +143,10 @@ bool IsNameCharacters(absl::string_view name) {
   return true;
 }
 
-// `name` as a part of a key in a message: as it is when made of [A-Za-z0-9._-], else a quoted
-// JSON string with anything unusual escaped (names are not secrets, but may hold anything).
-std::string KeyPart(absl::string_view name) {
-  if (IsNameCharacters(name)) return std::string(name);
-  return json(std::string(name))
-      .dump(-1, ' ', /*ensure_ascii=*/true, json::error_handler_t::replace);
-}
+// `name` as a part of a key in a message: as it is when made of [A-Za-z0-9._-], else quoted
+// with anything unusual escaped (names are not secrets, but may hold anything); cut after
+// settings::kMaxShownNameBytes either way.
+std::string KeyPart(absl::string_view name) { return settings::ShowName(name); }
 
 // "accounts.<name>", safe to show.
 std::string AccountKey(absl::string_view name) { return absl::StrCat("accounts.", KeyPart(name)); }
@@ -199,6 +203,9 @@ absl::StatusOr<VendorAccountConfig> ParseAccount(const std::string& name, const 
     }
     if (!value.is_string()) {
       return InvalidAt(sub_key, origin, absl::StrCat("expected string, got ", DescribeType(value)));
+    }
+    if (absl::Status text = settings::CheckText(value.get_ref<const std::string&>()); !text.ok()) {
+      return InvalidAt(sub_key, origin, text.message());
     }
     absl::StatusOr<std::string> checked = field->check(value.get<std::string>());
     if (!checked.ok()) return InvalidAt(sub_key, origin, checked.status().message());
@@ -261,7 +268,7 @@ KeySpec AccountsKey() {
       "otherwise). NAME is 1..64 of A-Za-z0-9._- (not default). Each account has upstream_url "
       "and api_key_file (required), webhook_key_file, webhook_previous_key_file, webhook_path "
       "(default /webhooks/v2/NAME) and register_webhook. A later source replaces the whole "
-      "object.");
+      "object; an account or sub-key written twice is an error.");
   spec.store_nested = StoreAccounts;
   spec.show = ShowAccounts;
   return spec;
@@ -291,7 +298,7 @@ std::vector<KeySpec> ProcessKeys() {
           "webhook_previous_key_file", field(&GatewayConfig::webhook_previous_key_file),
           settings::NonEmpty, "PATH",
           "File holding the previous webhook key, still accepted during a rotation (else env "
-          "INSPECTION_WEBHOOK_PREVIOUS_KEY)."),
+          "INSPECTION_WEBHOOK_PREVIOUS_KEY). Only beside a current webhook key."),
       settings::String<GatewayConfig>(
           "redis.sentinel_password_file", field(&GatewayConfig::redis_sentinel_password_file),
           settings::NonEmpty, "PATH",
@@ -316,10 +323,13 @@ std::vector<KeySpec> ProcessKeys() {
           "register_webhook", field(&GatewayConfig::register_webhook), settings::OptionalBaseUrl,
           "URL",
           "The gateway's public webhook URL: when set, it is registered at the vendor on "
-          "start-up with the webhook key, and register_webhook_events are enabled."),
+          "start-up with the webhook key, and register_webhook_events are enabled. Needs a "
+          "webhook key and webhook.mode webhook."),
       settings::StringList<GatewayConfig>(
           "register_webhook_events", field(&GatewayConfig::register_webhook_events), EventNameCheck,
-          "NAME,...", "Events enabled at the vendor when register_webhook is set."),
+          "NAME,...",
+          absl::StrCat("Events enabled at the vendor when register_webhook is set, each one of: ",
+                       absl::StrJoin(vendor::SpecEventNames(), ", "), ".")),
   };
 }
 
@@ -452,15 +462,32 @@ std::string DescribeType(const json& value) {
   return value.type_name();
 }
 
+// Every string in `value` (a string, or a list's items) passes settings::CheckText.
+absl::Status CheckStrings(const json& value) {
+  if (value.is_string()) return settings::CheckText(value.get_ref<const std::string&>());
+  if (!value.is_array()) return absl::OkStatus();
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    if (!value[i].is_string()) continue;
+    if (absl::Status text = settings::CheckText(value[i].get_ref<const std::string&>());
+        !text.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("item ", i, ": ", text.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // `origin` says where the value came from: "in /etc/gw.json", "from flag --x", "from env X".
 absl::Status Apply(const KeySpec& spec, const json& value, absl::string_view origin,
                    GatewayConfig& config) {
   if (!HasKind(value, spec.kind)) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid `", spec.key, "` ", origin,
-                                                   ": expected ", KindName(spec.kind), ", got ",
-                                                   DescribeType(value)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "invalid `", spec.key, "` ", origin, ": expected ", KindName(spec.kind), ", got ",
+        DescribeType(value), spec.accepts.empty() ? "" : "; accepted: ", spec.accepts));
   }
   if (spec.store_nested) return spec.store_nested(value, origin, config);
+  if (absl::Status text = CheckStrings(value); !text.ok()) {
+    return InvalidAt(spec.key, origin, text.message());
+  }
   absl::Status status = spec.store(value, config);
   if (!status.ok()) {
     return absl::InvalidArgumentError(
@@ -470,23 +497,36 @@ absl::Status Apply(const KeySpec& spec, const json& value, absl::string_view ori
 }
 
 std::string JsonParseError(const std::string& text);
+json ParseJson(const std::string& text, std::string& duplicate);
+
+// The message for a name that appears twice in one JSON object: `key` is its full key.
+std::string AppearsTwice(absl::string_view key) {
+  return absl::StrCat("`", key,
+                      "` appears twice in one object (JSON would keep the last one silently): "
+                      "write each key once");
+}
 
 // Converts env or flag text to the key's JSON type.
-absl::StatusOr<json> FromText(ValueKind kind, const std::string& text) {
+absl::StatusOr<json> FromText(const KeySpec& spec, const std::string& text) {
+  const ValueKind kind = spec.kind;
   switch (kind) {
     case ValueKind::kString:
       return json(text);
     case ValueKind::kInteger: {
       std::int64_t number;
       if (!absl::SimpleAtoi(text, &number)) {
-        return absl::InvalidArgumentError(absl::StrCat("expected integer, got \"", text, "\""));
+        // Not a number, or one beyond int64 (which no key accepts).
+        return absl::InvalidArgumentError(
+            absl::StrCat("expected integer, got ", settings::ShowValue(text),
+                         spec.accepts.empty() ? "" : "; accepted: ", spec.accepts));
       }
       return json(number);
     }
     case ValueKind::kBool: {
       if (text == "true" || text == "1") return json(true);
       if (text == "false" || text == "0") return json(false);
-      return absl::InvalidArgumentError(absl::StrCat("expected true or false, got \"", text, "\""));
+      return absl::InvalidArgumentError(
+          absl::StrCat("expected true or false, got ", settings::ShowValue(text)));
     }
     case ValueKind::kStringList: {
       const absl::string_view trimmed = absl::StripAsciiWhitespace(text);
@@ -506,7 +546,8 @@ absl::StatusOr<json> FromText(ValueKind kind, const std::string& text) {
       return list;
     }
     case ValueKind::kObject: {
-      const json object = json::parse(text, nullptr, /*allow_exceptions=*/false);
+      std::string duplicate;
+      const json object = ParseJson(text, duplicate);
       if (object.is_discarded()) {
         return absl::InvalidArgumentError(
             absl::StrCat("expected a JSON object (", JsonParseError(text), ")"));
@@ -514,6 +555,9 @@ absl::StatusOr<json> FromText(ValueKind kind, const std::string& text) {
       if (!object.is_object()) {
         return absl::InvalidArgumentError(
             absl::StrCat("expected a JSON object, got ", object.type_name()));
+      }
+      if (!duplicate.empty()) {
+        return absl::InvalidArgumentError(AppearsTwice(absl::StrCat(spec.key, ".", duplicate)));
       }
       return object;
     }
@@ -523,7 +567,7 @@ absl::StatusOr<json> FromText(ValueKind kind, const std::string& text) {
 
 absl::Status ApplyText(const KeySpec& spec, const std::string& text, absl::string_view origin,
                        GatewayConfig& config) {
-  absl::StatusOr<json> value = FromText(spec.kind, text);
+  absl::StatusOr<json> value = FromText(spec, text);
   if (!value.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid `", spec.key, "` ", origin, ": ", value.status().message()));
@@ -535,8 +579,22 @@ absl::Status ApplyText(const KeySpec& spec, const std::string& text, absl::strin
 // The config file.
 // ---------------------------------------------------------------------------------------------
 
-// Reads a whole file. The error is the OS's reason ("No such file or directory").
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
+// The most the loader reads of one file. A config file is a few KiB of JSON, a secret a
+// line: anything past these is a mistake (a wrong path, /dev/zero, a log file), refused
+// before it can exhaust memory. The bounds are in the README ("Configuration") and --help.
+constexpr std::size_t kMaxConfigFileBytes = std::size_t{4} << 20;   // 4 MiB
+constexpr std::size_t kMaxSecretFileBytes = std::size_t{64} << 10;  // 64 KiB
+
+// "4194304 bytes (4 MiB)".
+std::string ByteBound(std::size_t bytes) {
+  return bytes >= (std::size_t{1} << 20) ? absl::StrCat(bytes, " bytes (", bytes >> 20, " MiB)")
+                                         : absl::StrCat(bytes, " bytes (", bytes >> 10, " KiB)");
+}
+
+// Reads a whole file of at most `max_bytes`; a larger one (or one that never ends, such as
+// /dev/zero: at most max_bytes + 1 are read) is an error. The error is the OS's reason ("No
+// such file or directory"), or ResourceExhausted "larger than N bytes (...)".
+absl::StatusOr<std::string> ReadFile(const std::string& path, std::size_t max_bytes) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
     return absl::InvalidArgumentError(std::generic_category().message(errno));
@@ -544,12 +602,23 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::string contents;
   char buffer[4096];
   std::size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) contents.append(buffer, n);
+  while (contents.size() <= max_bytes &&
+         (n = std::fread(buffer, 1, std::min(sizeof(buffer), max_bytes + 1 - contents.size()),
+                         file)) > 0) {
+    contents.append(buffer, n);
+  }
   const bool failed = std::ferror(file) != 0;
   const int error = errno;
   std::fclose(file);
   if (failed) return absl::InvalidArgumentError(std::generic_category().message(error));
+  if (contents.size() > max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("larger than ", ByteBound(max_bytes)));
+  }
   return contents;
+}
+
+bool IsTooLarge(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kResourceExhausted;
 }
 
 // Finds why and where `text` is not valid JSON. Only used once json::parse has failed, so the
@@ -586,6 +655,48 @@ class ParseErrorFinder : public nlohmann::json_sax<json> {
   std::string message = "parse error";
 };
 
+// json::parse, also finding the first name that appears twice in one object (json::parse
+// keeps the last value silently). `duplicate` is its key below the document, each part as
+// KeyPart shows it (upstream.timeout_ms; an array's element is "[]"), or empty.
+json ParseJson(const std::string& text, std::string& duplicate) {
+  struct Frame {
+    bool is_object = false;
+    bool in_array = false;  // the parent is an array
+    std::string name;       // the parent object's name for it
+    std::string last_key;   // an object's current name
+    std::set<std::string> keys;
+  };
+  std::vector<Frame> frames;
+  duplicate.clear();
+  const json::parser_callback_t callback = [&](int, json::parse_event_t event, json& parsed) {
+    using Event = json::parse_event_t;
+    if (event == Event::object_start || event == Event::array_start) {
+      Frame frame;
+      frame.is_object = event == Event::object_start;
+      if (!frames.empty()) {
+        frame.in_array = !frames.back().is_object;
+        frame.name = frames.back().last_key;
+      }
+      frames.push_back(std::move(frame));
+    } else if ((event == Event::object_end || event == Event::array_end) && !frames.empty()) {
+      frames.pop_back();
+    } else if (event == Event::key && !frames.empty()) {
+      Frame& frame = frames.back();
+      frame.last_key = parsed.get<std::string>();
+      if (!frame.keys.insert(frame.last_key).second && duplicate.empty()) {
+        std::vector<std::string> parts;
+        for (std::size_t i = 1; i < frames.size(); ++i) {
+          parts.push_back(frames[i].in_array ? "[]" : KeyPart(frames[i].name));
+        }
+        parts.push_back(KeyPart(frame.last_key));
+        duplicate = absl::StrJoin(parts, ".");
+      }
+    }
+    return true;
+  };
+  return json::parse(text, callback, /*allow_exceptions=*/false);
+}
+
 // Why `text`, which json::parse refused, is not valid JSON: "parse error at line 1, column 3:
 // ..." (without an excerpt of the text).
 std::string JsonParseError(const std::string& text) {
@@ -594,12 +705,22 @@ std::string JsonParseError(const std::string& text) {
   return finder.message;
 }
 
+// `applied`: the keys set so far, so that a key written both as a dotted name and within
+// its section (upstream.timeout_ms at the top and timeout_ms in upstream) is refused.
 absl::Status ApplyObject(const json& object, const std::string& prefix, const std::string& path,
-                         GatewayConfig& config) {
-  const std::string origin = absl::StrCat("in ", path);
+                         std::set<std::string>& applied, GatewayConfig& config) {
+  const std::string origin = absl::StrCat("in ", settings::ShowPath(path));
   for (const auto& [name, value] : object.items()) {
     const std::string key = prefix.empty() ? name : absl::StrCat(prefix, ".", name);
+    // As a message shows it: the known prefix, then the name escaped and cut.
+    const std::string shown =
+        prefix.empty() ? KeyPart(name) : absl::StrCat(prefix, ".", KeyPart(name));
     if (const KeySpec* spec = FindKey(key); spec != nullptr) {
+      if (!applied.insert(key).second) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "duplicate key `", key, "` ", origin,
+            ": it appears twice (as a dotted name and within its section): write each key once"));
+      }
       absl::Status status = Apply(*spec, value, origin, config);
       if (!status.ok()) return status;
     } else if (IsSection(key)) {
@@ -608,10 +729,10 @@ absl::Status ApplyObject(const json& object, const std::string& prefix, const st
                                                        ": expected object (a section), got ",
                                                        DescribeType(value)));
       }
-      absl::Status status = ApplyObject(value, key, path, config);
+      absl::Status status = ApplyObject(value, key, path, applied, config);
       if (!status.ok()) return status;
     } else {
-      std::string message = absl::StrCat("unknown key `", key, "` ", origin);
+      std::string message = absl::StrCat("unknown key `", shown, "` ", origin);
       bool is_secret = false;
       for (const SecretSpec& secret : Secrets()) {
         if (key == secret.name) {
@@ -632,21 +753,31 @@ absl::Status ApplyObject(const json& object, const std::string& prefix, const st
 }
 
 absl::Status ApplyFile(const std::string& path, GatewayConfig& config) {
-  absl::StatusOr<std::string> text = ReadFile(path);
+  const std::string shown = settings::ShowPath(path);
+  absl::StatusOr<std::string> text = ReadFile(path, kMaxConfigFileBytes);
   if (!text.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot read config file ", path, ": ", text.status().message()));
+        absl::StrCat("cannot read config file ", shown, ": ", text.status().message(),
+                     IsTooLarge(text.status()) ? ", the most a config file may hold" : ""));
   }
-  const json document = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  std::string duplicate;
+  const json document = ParseJson(*text, duplicate);
   if (document.is_discarded()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("config file ", path, " is not valid JSON: ", JsonParseError(*text)));
+        absl::StrCat("config file ", shown, " is not valid JSON: ", JsonParseError(*text)));
   }
   if (!document.is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config file ", path, " must hold a JSON object, got ", document.type_name()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config file ", shown, " must hold a JSON object, got ", document.type_name()));
   }
-  return ApplyObject(document, "", path, config);
+  if (!duplicate.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("duplicate key `", duplicate, "` in ", shown,
+                                                   ": it appears twice in one object (JSON would "
+                                                   "keep the last one silently): write each key "
+                                                   "once"));
+  }
+  std::set<std::string> applied;
+  return ApplyObject(document, "", path, applied, config);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -707,10 +838,26 @@ absl::Status UnknownFlag(const std::string& raw_name) {
   return absl::InvalidArgumentError(message);
 }
 
+// An argument that is not a flag, right after a boolean flag given without '=' (which takes
+// no separate value): `--cache-enabled false` means --cache-enabled=true and a stray
+// "false". Says how to write it; the argument itself is never shown (it may be a secret).
+absl::Status ValueAfterBooleanFlag(std::size_t index, absl::string_view flag) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("unexpected argument #", index + 1, " after --", flag,
+                   ": a boolean flag takes no separate "
+                   "value; write --",
+                   flag, "=false or --", flag, "=true (--", flag, " alone means true)"));
+}
+
 absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
   ParsedArgs parsed;
+  std::string bare_boolean;  // the previous argument: a boolean flag without '='
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
+    const std::string after_boolean = std::exchange(bare_boolean, "");
+    if (!absl::StartsWith(arg, "-") && !after_boolean.empty()) {
+      return ValueAfterBooleanFlag(i, after_boolean);
+    }
     if (!absl::StartsWith(arg, "--") || arg.size() == 2) {
       if (absl::StartsWith(arg, "-")) {
         // Only its name is echoed (as for UnknownFlag): "-api-key=SECRET" shows "-api-key...".
@@ -728,6 +875,7 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
     if (eq != std::string::npos) value = arg.substr(eq + 1);
 
     if (name == "print-config") {
+      if (!value) bare_boolean = name;
       if (!value || *value == "true") {
         parsed.print_config = true;
       } else if (*value == "false") {
@@ -742,7 +890,10 @@ absl::StatusOr<ParsedArgs> ParseArgs(const std::vector<std::string>& args) {
       spec = FindFlag(name);
       if (spec == nullptr) return UnknownFlag(name);
     }
-    if (!value && spec != nullptr && spec->kind == ValueKind::kBool) value = "true";
+    if (!value && spec != nullptr && spec->kind == ValueKind::kBool) {
+      value = "true";
+      bare_boolean = name;
+    }
     if (!value) {
       if (i + 1 >= args.size() || absl::StartsWith(args[i + 1], "--")) {
         return absl::InvalidArgumentError(absl::StrCat("flag --", name, " needs a value (--", name,
@@ -787,11 +938,12 @@ absl::StatusOr<std::string> CleanSecret(std::string value, absl::string_view nam
 // Reads the secret `name` from the file `path` named by key `file_key`: it must not be empty.
 absl::StatusOr<Secret> ReadSecretFile(absl::string_view name, absl::string_view file_key,
                                       const std::string& path) {
-  const std::string source = absl::StrCat("`", file_key, "` ", path);
-  absl::StatusOr<std::string> contents = ReadFile(path);
+  const std::string source = absl::StrCat("`", file_key, "` ", settings::ShowPath(path));
+  absl::StatusOr<std::string> contents = ReadFile(path, kMaxSecretFileBytes);
   if (!contents.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot read ", source, ": ", contents.status().message()));
+        absl::StrCat("cannot read ", source, ": ", contents.status().message(),
+                     IsTooLarge(contents.status()) ? ", the most a secret file may hold" : ""));
   }
   absl::StatusOr<std::string> value = CleanSecret(*std::move(contents), name, source);
   if (!value.ok()) return value.status();
@@ -888,6 +1040,91 @@ absl::Status CheckWebhookKeys(const GatewayConfig& config) {
   return absl::OkStatus();
 }
 
+// What the webhook keys are for, once read: a previous key only beside a current one (the
+// receiver starts with the current key; a previous one alone would be dropped silently),
+// and a registration (register_webhook, an account's) only where webhooks are received: a
+// webhook key to check them by, and webhook.mode webhook.
+absl::Status CheckWebhookUse(const GatewayConfig& config) {
+  // In sandbox mode the sandbox supplies the default webhook key when none is configured.
+  const bool has_key = !config.webhook_key.empty() || config.sandbox;
+  if (!config.webhook_previous_key.empty() && !has_key) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a previous webhook key (",
+        config.webhook_previous_key_file.empty() ? "env INSPECTION_WEBHOOK_PREVIOUS_KEY"
+                                                 : "`webhook_previous_key_file`",
+        ") needs the current one (`webhook_key_file` or env INSPECTION_WEBHOOK_KEY): the "
+        "receiver starts with the current key, and the previous one alone would be ignored"));
+  }
+  struct Registration {
+    std::string key;       // "register_webhook", "accounts.a.register_webhook"
+    std::string key_file;  // where its webhook key comes from
+    bool has_key;
+  };
+  std::vector<Registration> registrations;
+  if (!config.register_webhook.empty()) {
+    registrations.push_back(
+        {"register_webhook", "`webhook_key_file` or env INSPECTION_WEBHOOK_KEY", has_key});
+  }
+  for (const VendorAccountConfig& account : config.accounts) {
+    if (account.register_webhook.empty()) continue;
+    const std::string key = AccountKey(account.name);
+    registrations.push_back({absl::StrCat(key, ".register_webhook"),
+                             absl::StrCat("`", key, ".webhook_key_file`"),
+                             !account.webhook_key.empty()});
+  }
+  for (const Registration& registration : registrations) {
+    if (config.server.webhook_less) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "`", registration.key,
+          "` is set but `webhook.mode` is poll: the vendor would send webhooks to a receiver "
+          "that does not run; unset one of them"));
+    }
+    if (!registration.has_key) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "`", registration.key, "` is set but there is no webhook key (", registration.key_file,
+          "): the vendor would be told to send webhooks that no receiver checks and accepts"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// No two listeners (gRPC, admin, and the webhook receiver when it is started: a webhook key,
+// webhook.mode webhook) on the same port of overlapping addresses: the second would fail
+// to bind at start-up, after the first had started.
+absl::Status CheckListeners(const GatewayConfig& config) {
+  struct Listener {
+    absl::string_view key;
+    std::string host;  // IPv6 without brackets
+    int port;
+  };
+  const settings::HostAndPort grpc = settings::SplitHostPort(config.server.grpc_addr);
+  std::vector<Listener> listeners = {
+      {"grpc_addr", grpc.host, grpc.port},
+      {"admin_addr", config.server.admin_host, config.server.admin_port}};
+  if ((!config.webhook_key.empty() || config.sandbox) && !config.server.webhook_less) {
+    listeners.push_back({"webhook_addr", config.server.webhook.host, config.server.webhook.port});
+  }
+  const auto shown = [](const Listener& l) {
+    return l.host.find(':') == std::string::npos ? absl::StrCat(l.host, ":", l.port)
+                                                 : absl::StrCat("[", l.host, "]:", l.port);
+  };
+  for (std::size_t i = 0; i < listeners.size(); ++i) {
+    for (std::size_t j = i + 1; j < listeners.size(); ++j) {
+      const Listener& a = listeners[i];
+      const Listener& b = listeners[j];
+      if (a.port <= 0 || a.port != b.port || !settings::ListenHostsOverlap(a.host, b.host)) {
+        continue;
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "`", a.key, "` (", shown(a), ") and `", b.key, "` (", shown(b),
+          ") would listen on the same port of the same address (0.0.0.0 and [::] take the "
+          "port on every address; localhost is 127.0.0.1 and [::1]): give each listener its "
+          "own port (port 0 picks a free one)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Rules that tie two keys together: each component's (its schema's rules), then the webhook
 // paths of the accounts.
 absl::Status CheckConsistent(const GatewayConfig& config) {
@@ -904,9 +1141,9 @@ absl::Status CheckConsistent(const GatewayConfig& config) {
   for (std::size_t i = 0; i < paths.size(); ++i) {
     for (std::size_t j = i + 1; j < paths.size(); ++j) {
       if (*paths[i].second != *paths[j].second) continue;
-      return absl::InvalidArgumentError(absl::StrCat("`", paths[j].first, "` and `", paths[i].first,
-                                                     "` are both ", *paths[i].second,
-                                                     ": every account needs its own webhook path"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "`", paths[j].first, "` and `", paths[i].first, "` are both ",
+          settings::ShowPath(*paths[i].second), ": every account needs its own webhook path"));
     }
   }
   return absl::OkStatus();
@@ -972,43 +1209,97 @@ std::string DefaultText(const KeySpec& spec) {
   return absl::StrCat("default: ", value.dump());
 }
 
-}  // namespace
-
-std::optional<std::string> GetEnvFromProcess(const std::string& name) {
-  const char* value = std::getenv(name.c_str());
-  if (value == nullptr) return std::nullopt;
-  return std::string(value);
-}
-
-absl::StatusOr<GatewayConfig> LoadConfig(const std::vector<std::string>& args,
-                                         const EnvLookup& getenv) {
-  for (const std::string& arg : args) {
-    if (arg == "--help" || arg == "-h") {
-      absl::Status help = absl::CancelledError(UsageText());
-      help.SetPayload(kHelpPayloadUrl, absl::Cord("1"));
-      return help;
-    }
-    if (arg == "--version") {
-      absl::Status version = absl::CancelledError("--version");
-      version.SetPayload(kVersionPayloadUrl, absl::Cord("1"));
-      return version;
+// Kubernetes gives a pod the address of each Service in its namespace as env variables
+// (enableServiceLinks, on by default): a Service named inspection-sandbox sets
+// INSPECTION_SANDBOX_SERVICE_HOST, _SERVICE_PORT[_NAME], _PORT=tcp://IP:PORT and
+// _PORT_8080_TCP[_PROTO|_PORT|_ADDR]. They are not settings, nor typos of one.
+bool IsKubernetesServiceLink(absl::string_view name, absl::string_view value) {
+  if (absl::EndsWith(name, "_SERVICE_HOST") || absl::EndsWith(name, "_SERVICE_PORT") ||
+      absl::StrContains(name, "_SERVICE_PORT_")) {
+    return true;
+  }
+  const bool address = absl::StartsWith(value, "tcp://") || absl::StartsWith(value, "udp://") ||
+                       absl::StartsWith(value, "sctp://");
+  if (absl::EndsWith(name, "_PORT") && address) return true;
+  // _PORT_<number>_<protocol>, then nothing or _PROTO, _PORT, _ADDR.
+  for (std::size_t at = name.find("_PORT_"); at != absl::string_view::npos;
+       at = name.find("_PORT_", at + 1)) {
+    absl::string_view rest = name.substr(at + 6);
+    const std::size_t digits = rest.find_first_not_of("0123456789");
+    if (digits == 0 || digits == absl::string_view::npos || rest[digits] != '_') continue;
+    rest.remove_prefix(digits + 1);
+    for (absl::string_view protocol : {"TCP", "UDP", "SCTP"}) {
+      if (!absl::ConsumePrefix(&rest, protocol)) continue;
+      if (rest.empty() || rest == "_PROTO" || rest == "_PORT" || rest == "_ADDR") return true;
     }
   }
-  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args);
-  if (!parsed.ok()) return parsed.status();
+  return false;
+}
 
-  GatewayConfig config;  // The defaults.
-  config.print_config = parsed->print_config;
-  if (parsed->config_file.has_value()) {
-    config.config_file = *parsed->config_file;
+// Every INSPECTION_* variable in `names` (set, not empty) is a setting's, a secret's or
+// INSPECTION_CONFIG: a misspelled one would be ignored otherwise. Not checked: Kubernetes's
+// service links and INSPECTION_GATEWAY_* (the repository's own tooling, such as
+// INSPECTION_GATEWAY_BIN; no setting's variable starts so). Values are never shown.
+absl::Status CheckEnvNames(const std::vector<std::string>& names, const EnvLookup& getenv) {
+  std::vector<std::string> known = {std::string(kConfigEnv)};
+  for (const KeySpec& spec : Keys()) known.push_back(EnvName(spec.key));
+  for (const SecretSpec& secret : Secrets()) known.push_back(secret.env);
+  std::vector<std::string> unknown;
+  for (const std::string& name : names) {
+    if (!absl::StartsWith(name, kEnvPrefix) || absl::StartsWith(name, "INSPECTION_GATEWAY_") ||
+        std::find(known.begin(), known.end(), name) != known.end()) {
+      continue;
+    }
+    const std::optional<std::string> value = getenv(name);
+    if (!value || value->empty() || IsKubernetesServiceLink(name, *value)) continue;
+    unknown.push_back(name);
+  }
+  if (unknown.empty()) return absl::OkStatus();
+  std::sort(unknown.begin(), unknown.end());
+  std::string message =
+      absl::StrCat("unknown environment variable ", settings::ShowName(unknown.front()));
+  if (std::string match = ClosestMatch(unknown.front(), known); !match.empty()) {
+    absl::StrAppend(&message, " (did you mean ", match, "?)");
+  }
+  absl::StrAppend(&message,
+                  ": an INSPECTION_* variable must set a setting (--help lists them); its value "
+                  "is not shown");
+  if (unknown.size() > 1) absl::StrAppend(&message, " (", unknown.size() - 1, " more unknown)");
+  return absl::InvalidArgumentError(message);
+}
+
+// The config file named by --config or else by env INSPECTION_CONFIG, if any, applied.
+absl::Status ApplyConfigFile(const ParsedArgs& parsed, const EnvLookup& getenv,
+                             GatewayConfig& config) {
+  std::string origin = "flag --config";
+  if (parsed.config_file.has_value()) {
+    config.config_file = *parsed.config_file;
   } else if (std::optional<std::string> env = getenv(std::string(kConfigEnv));
              env && !env->empty()) {
     config.config_file = *env;
+    origin = absl::StrCat("env ", kConfigEnv);
   }
-  if (!config.config_file.empty()) {
-    absl::Status status = ApplyFile(config.config_file, config);
-    if (!status.ok()) return status;
+  if (config.config_file.empty()) return absl::OkStatus();
+  if (absl::Status text = settings::CheckText(config.config_file); !text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid config file path from ", origin, ": ", text.message()));
   }
+  return ApplyFile(config.config_file, config);
+}
+
+// Every setting from its sources, checked; the secrets read. `env_names` may be empty (no
+// check of unknown INSPECTION_* names).
+absl::StatusOr<GatewayConfig> LoadSettings(const std::vector<std::string>& args,
+                                           const EnvLookup& getenv, const EnvNames& env_names) {
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs(args);
+  if (!parsed.ok()) return parsed.status();
+  if (env_names) {
+    if (absl::Status status = CheckEnvNames(env_names(), getenv); !status.ok()) return status;
+  }
+
+  GatewayConfig config;  // The defaults.
+  config.print_config = parsed->print_config;
+  if (absl::Status status = ApplyConfigFile(*parsed, getenv, config); !status.ok()) return status;
   for (const KeySpec& spec : Keys()) {
     const std::string env_name = EnvName(spec.key);
     if (std::optional<std::string> env = getenv(env_name); env && !env->empty()) {
@@ -1033,6 +1324,66 @@ absl::StatusOr<GatewayConfig> LoadConfig(const std::vector<std::string>& args,
   }
   if (absl::Status status = ResolveAccountSecrets(config); !status.ok()) return status;
   if (absl::Status status = CheckWebhookKeys(config); !status.ok()) return status;
+  if (absl::Status status = CheckWebhookUse(config); !status.ok()) return status;
+  if (absl::Status status = CheckListeners(config); !status.ok()) return status;
+  for (const auto& warning : Schema().warnings) {
+    if (std::string text = warning(config); !text.empty()) config.warnings.push_back(text);
+  }
+  return config;
+}
+
+// The longest error message LoadConfig returns. Each part of a message is bounded where it
+// is written (settings::ShowName, ShowValue, ShowPath); this bounds the whole whatever a
+// later message adds.
+constexpr std::size_t kMaxMessageBytes = 2048;
+
+absl::Status Bounded(const absl::Status& status) {
+  const absl::string_view message = status.message();
+  if (message.size() <= kMaxMessageBytes) return status;
+  std::size_t cut = kMaxMessageBytes;
+  while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xC0) == 0x80) --cut;
+  return absl::Status(status.code(),
+                      absl::StrCat(message.substr(0, cut), "\xe2\x80\xa6 (message cut)"));
+}
+
+}  // namespace
+
+std::optional<std::string> GetEnvFromProcess(const std::string& name) {
+  const char* value = std::getenv(name.c_str());
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+std::vector<std::string> GetEnvNamesFromProcess() {
+  std::vector<std::string> names;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const absl::string_view text(*entry);
+    names.emplace_back(text.substr(0, text.find('=')));
+  }
+  return names;
+}
+
+absl::StatusOr<GatewayConfig> LoadConfig(const std::vector<std::string>& args,
+                                         const EnvLookup& getenv) {
+  return LoadConfig(args, getenv, nullptr);
+}
+
+absl::StatusOr<GatewayConfig> LoadConfig(const std::vector<std::string>& args,
+                                         const EnvLookup& getenv, const EnvNames& env_names) {
+  for (const std::string& arg : args) {
+    if (arg == "--help" || arg == "-h") {
+      absl::Status help = absl::CancelledError(UsageText());
+      help.SetPayload(kHelpPayloadUrl, absl::Cord("1"));
+      return help;
+    }
+    if (arg == "--version") {
+      absl::Status version = absl::CancelledError("--version");
+      version.SetPayload(kVersionPayloadUrl, absl::Cord("1"));
+      return version;
+    }
+  }
+  absl::StatusOr<GatewayConfig> config = LoadSettings(args, getenv, env_names);
+  if (!config.ok()) return Bounded(config.status());
   return config;
 }
 
@@ -1055,13 +1406,20 @@ std::string UsageText() {
   absl::StrAppend(
       &text,
       Wrap("Settings come from, lowest to highest precedence: built-in defaults, the config "
-           "file (a JSON object; unknown keys are errors), environment variables, flags. Each "
+           "file (a JSON object; unknown keys and keys written twice are errors), environment "
+           "variables, flags. Each "
            "setting has a config-file key (sections nest: upstream.timeout_ms is "
            "{\"upstream\": {\"timeout_ms\": ...}}), an env variable and a flag. Lists are given "
-           "to flags and env as comma-separated items or as a JSON array.",
+           "to flags and env as comma-separated items or as a JSON array. String values must be "
+           "valid UTF-8 without control characters. Any other INSPECTION_* env variable is an "
+           "error (not Kubernetes's service links, nor INSPECTION_GATEWAY_*). A boolean flag "
+           "takes no separate value: --cache-enabled=false, not --cache-enabled false.",
            ""),
       "\nGeneral flags:\n", "  --config=PATH\n",
-      Wrap("JSON config file (env INSPECTION_CONFIG).", "      "), "  --print-config\n",
+      Wrap(absl::StrCat("JSON config file (env INSPECTION_CONFIG), at most ",
+                        ByteBound(kMaxConfigFileBytes), "."),
+           "      "),
+      "  --print-config\n",
       Wrap("Print the effective configuration (secrets redacted) and exit.", "      "),
       "  -h, --help\n", Wrap("Print this help and exit.", "      "), "  --version\n",
       Wrap("Print the version, the git revision and the gRPC and protobuf versions, and exit.",
@@ -1074,15 +1432,18 @@ std::string UsageText() {
   }
   absl::StrAppend(&text, "\nSecrets (never accepted in the config file or as flags):\n");
   for (const SecretSpec& secret : Secrets()) {
-    absl::StrAppend(&text, "  ", secret.name, "\n",
-                    Wrap(absl::StrCat("Read from the file named by ", secret.file_key,
-                                      " or, when that is not set, from env ", secret.env, ".",
-                                      secret.required ? " Required." : ""),
-                         "      "));
+    absl::StrAppend(
+        &text, "  ", secret.name, "\n",
+        Wrap(absl::StrCat("Read from the file named by ", secret.file_key, " (at most ",
+                          ByteBound(kMaxSecretFileBytes), ") or, when that is not set, from env ",
+                          secret.env, ".", secret.required ? " Required." : ""),
+             "      "));
   }
   absl::StrAppend(&text, "  accounts.NAME.api_key, .webhook_key, .webhook_previous_key\n",
-                  Wrap("Read only from the files named by accounts.NAME.api_key_file (required), "
-                       ".webhook_key_file and .webhook_previous_key_file.",
+                  Wrap(absl::StrCat("Read only from the files named by "
+                                    "accounts.NAME.api_key_file (required), .webhook_key_file "
+                                    "and .webhook_previous_key_file (each at most ",
+                                    ByteBound(kMaxSecretFileBytes), ")."),
                        "      "));
   return text;
 }

@@ -121,6 +121,9 @@ struct GatewayConfig {
   std::string config_file;
   // --print-config was given: the caller should print DumpConfig() and exit 0.
   bool print_config = false;
+  // Settings that work together but probably not as meant: each a sentence naming the keys,
+  // for the caller to log as a warning (the binary writes them to stderr). Not errors.
+  std::vector<std::string> warnings;
 };
 
 // Looks up an environment variable; std::nullopt when unset. Injected so tests need no real env.
@@ -129,13 +132,30 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string& na
 // Reads env through ::getenv.
 std::optional<std::string> GetEnvFromProcess(const std::string& name);
 
+// The names of the environment variables set, for LoadConfig's check of unknown
+// INSPECTION_* names. Injected like EnvLookup.
+using EnvNames = std::function<std::vector<std::string>()>;
+
+// Every name in the process's environment.
+std::vector<std::string> GetEnvNamesFromProcess();
+
 // Builds the configuration from `args` (argv[1..]), the file named by --config (or env
 // INSPECTION_CONFIG), env looked up through `getenv`, and the defaults; then validates it and
 // reads the API key.
 //
-// Flags take `--name=value` or `--name value`; boolean flags (--print-config) take no value.
+// Flags take `--name=value` or `--name value`; boolean flags (--print-config, --sandbox,
+// --cache-enabled) take no separate value: `--name` alone is true, `--name=false` false, and
+// a non-flag argument right after one is an error saying so.
 // `--help` / `-h` anywhere: returns absl::CancelledError(UsageText()); test for it with
 // IsHelpRequest(). Every other failure is an InvalidArgumentError naming the key or flag.
+//
+// With `env_names`, every INSPECTION_* variable set (non-empty) must be a setting's, a
+// secret's or INSPECTION_CONFIG: anything else (a typo that would be ignored) is an error
+// naming it, never its value. Kubernetes's service links (INSPECTION_X_SERVICE_HOST... for a
+// Service named inspection-x) and INSPECTION_GATEWAY_* (the repository's tooling) pass. The
+// binary passes GetEnvNamesFromProcess; without `env_names` nothing is checked.
+absl::StatusOr<GatewayConfig> LoadConfig(const std::vector<std::string>& args,
+                                         const EnvLookup& getenv, const EnvNames& env_names);
 absl::StatusOr<GatewayConfig> LoadConfig(const std::vector<std::string>& args,
                                          const EnvLookup& getenv);
 

@@ -6,8 +6,22 @@ namespace inspection::reconcile {
 
 using settings::kDayMs;
 
+namespace {
+
+// The doubling interval starts at reconcile.interval_ms and stops at the maximum: a maximum
+// below the start would make every poll wait longer than the maximum says.
+absl::Status CheckIntervals(const ReconcilerOptions& o) {
+  if (o.max_interval >= o.interval) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "`reconcile.max_interval_ms` (", absl::ToInt64Milliseconds(o.max_interval),
+      ") must not be below `reconcile.interval_ms` (", absl::ToInt64Milliseconds(o.interval),
+      "): the interval between two polls starts at the one and doubles up to the other"));
+}
+
+}  // namespace
+
 settings::Schema<ReconcilerOptions> ReconcilerSchema() {
-  return {{
+  settings::Schema<ReconcilerOptions> schema{{
       settings::Duration<std::milli, ReconcilerOptions>(
           "reconcile.after_ms", [](auto& o) -> auto& { return o.after; }, 1, 30 * kDayMs, "MS",
           "A submitted inspection without createReport this long is polled (damages report). "
@@ -18,7 +32,7 @@ settings::Schema<ReconcilerOptions> ReconcilerSchema() {
           "result ..."),
       settings::Duration<std::milli, ReconcilerOptions>(
           "reconcile.max_interval_ms", [](auto& o) -> auto& { return o.max_interval; }, 1, kDayMs,
-          "MS", "... up to this."),
+          "MS", "... up to this (not below reconcile.interval_ms)."),
       settings::Integer<ReconcilerOptions>(
           "reconcile.max_polls_per_minute", [](auto& o) -> auto& { return o.max_polls_per_minute; },
           1, 1000000, "N",
@@ -60,6 +74,8 @@ settings::Schema<ReconcilerOptions> ReconcilerSchema() {
           kDayMs, "MS",
           "The reconciler looks for due items at least this often (new work wakes it sooner)."),
   }};
+  schema.rules.push_back(CheckIntervals);
+  return schema;
 }
 
 }  // namespace inspection::reconcile

@@ -92,11 +92,14 @@ std::vector<settings::Setting<Options>> ListenKeys() {
           /*required=*/true),
       settings::String<GatewayServerOptions>(
           "grpc_addr", [](auto& o) -> auto& { return o.grpc_addr; }, settings::ListenAddress,
-          "HOST:PORT", "Listen address of the gRPC server."),
+          "HOST:PORT",
+          "Listen address of the gRPC server: an IPv4 address, a bracketed IPv6 address or "
+          "localhost (not a host name), and a port (0: any free port)."),
       settings::HostPort<GatewayServerOptions>(
           "admin_addr", [](auto& o) -> auto& { return o.admin_host; },
           [](auto& o) -> auto& { return o.admin_port; },
-          "Listen address of the admin endpoint: /metrics, /healthz, /readyz."),
+          "Listen address of the admin endpoint (/metrics, /healthz, /readyz): an IP address or "
+          "localhost, like grpc_addr."),
   };
 }
 
@@ -357,6 +360,20 @@ absl::Status CheckReconcileLease(const Options& o) {
       "poll an item whose poll is still in flight"));
 }
 
+// gRPC counts server streams among the calls a connection may hold: at or above that limit,
+// the per-connection stream limit never answers (CONNECTION_STREAM_LIMIT), and a client's
+// streams can take every call slot of its connection, queueing its unary calls.
+std::string WarnStreamsPerConnection(const Options& o) {
+  const int streams = o.stream_slots.max_per_connection;
+  const int calls = o.grpc_limits.max_concurrent_streams;
+  if (streams == 0 || streams < calls) return "";
+  return absl::StrCat(
+      "`", streaming::kMaxPerConnectionKey, "` (", streams,
+      ") is not below `grpc.max_concurrent_streams` (", calls,
+      "): a connection's server streams can hold every call it may have open, so its unary "
+      "calls wait, and the per-connection stream limit never answers; keep it below");
+}
+
 }  // namespace
 
 settings::Schema<GatewayServerOptions> ServerSchema() {
@@ -391,6 +408,7 @@ settings::Schema<GatewayServerOptions> ServerSchema() {
       .Add(Lift(pipeline::CachingSchema(), part(&Options::cache)));
   schema.rules.push_back(CheckTls);
   schema.rules.push_back(CheckReconcileLease);
+  schema.warnings.push_back(WarnStreamsPerConnection);
   return schema;
 }
 

@@ -6,9 +6,12 @@ namespace inspection::settings {
 
 namespace internal {
 
+std::string RangeText(std::int64_t min, std::int64_t max) {
+  return max == kNoMax ? absl::StrCat(">= ", min) : absl::StrCat("in ", min, "..", max);
+}
+
 absl::StatusOr<std::int64_t> IntegerIn(const json& value, std::int64_t min, std::int64_t max) {
-  const std::string range =
-      max == kNoMax ? absl::StrCat(">= ", min) : absl::StrCat("in ", min, "..", max);
+  const std::string range = RangeText(min, max);
   if (value.is_number_unsigned() &&
       value.get<std::uint64_t>() > static_cast<std::uint64_t>(kNoMax)) {
     return absl::InvalidArgumentError(

@@ -65,6 +65,9 @@ struct Setting {
   // A URL that may carry a password (redis://:password@host): --print-config shows the
   // password redacted, and the process registers it with the logger as a secret.
   bool url_may_hold_password = false;
+  // What the key accepts, for a value of the wrong type or one that is no int64
+  // ("an integer in 1..86400000"); empty when the type says it all.
+  std::string accepts;
   // Validates `value` (already of `kind`) and stores it.
   std::function<absl::Status(const json& value, T& options)> store;
   // Instead of `store`, for an object whose errors name a key below `key`: the error is the
@@ -74,17 +77,20 @@ struct Setting {
   std::function<ordered_json(const T& options)> show;
 };
 
-// What a component declares: its keys, in --help order, and the rules between them (each
-// an error naming the keys, or OK).
+// What a component declares: its keys, in --help order, the rules between them (each an
+// error naming the keys, or OK), and the warnings (settings that work together but probably
+// not as meant: a sentence naming the keys, or "").
 template <typename T>
 struct Schema {
   std::vector<Setting<T>> keys;
   std::vector<std::function<absl::Status(const T& options)>> rules;
+  std::vector<std::function<std::string(const T& options)>> warnings;
 
-  // Appends `part`'s keys and rules.
+  // Appends `part`'s keys, rules and warnings.
   Schema& Add(Schema part) {
     for (auto& key : part.keys) keys.push_back(std::move(key));
     for (auto& rule : part.rules) rules.push_back(std::move(rule));
+    for (auto& warning : part.warnings) warnings.push_back(std::move(warning));
     return *this;
   }
 };
@@ -102,6 +108,7 @@ Schema<Outer> Within(Schema<Inner> inner, Part part) {
     lifted.help = std::move(key.help);
     lifted.required = key.required;
     lifted.url_may_hold_password = key.url_may_hold_password;
+    lifted.accepts = std::move(key.accepts);
     if (key.store) {
       lifted.store = [store = std::move(key.store), part](const json& value, Outer& o) {
         return store(value, part(o));
@@ -118,6 +125,10 @@ Schema<Outer> Within(Schema<Inner> inner, Part part) {
   }
   for (auto& rule : inner.rules) {
     out.rules.push_back([rule = std::move(rule), part](const Outer& o) { return rule(part(o)); });
+  }
+  for (auto& warning : inner.warnings) {
+    out.warnings.push_back(
+        [warning = std::move(warning), part](const Outer& o) { return warning(part(o)); });
   }
   return out;
 }
@@ -145,6 +156,9 @@ Setting<T> Key(std::string key, ValueKind kind, std::string placeholder, std::st
 }
 
 namespace internal {
+
+// "in 1..10" or ">= 1" (max kNoMax).
+std::string RangeText(std::int64_t min, std::int64_t max);
 
 // The integer in `value` if it is within [min, max]; the error says the range.
 absl::StatusOr<std::int64_t> IntegerIn(const json& value, std::int64_t min, std::int64_t max);
@@ -182,6 +196,7 @@ Setting<T> Integer(std::string key, Access access, std::int64_t min, std::int64_
                    std::string placeholder, std::string help) {
   Setting<T> s =
       Key<T>(std::move(key), ValueKind::kInteger, std::move(placeholder), std::move(help));
+  s.accepts = absl::StrCat("an integer ", internal::RangeText(min, max));
   s.store = [access, min, max](const json& value, T& o) -> absl::Status {
     absl::StatusOr<std::int64_t> number = internal::IntegerIn(value, min, max);
     if (!number.ok()) return number.status();
@@ -208,6 +223,7 @@ Setting<T> Duration(std::string key, Access access, std::int64_t min, std::int64
   using Field = internal::FieldOf<Access, T>;
   Setting<T> s =
       Key<T>(std::move(key), ValueKind::kInteger, std::move(placeholder), std::move(help));
+  s.accepts = absl::StrCat("an integer ", internal::RangeText(min, max));
   s.store = [access, min, max](const json& value, T& o) -> absl::Status {
     absl::StatusOr<std::int64_t> number = internal::IntegerIn(value, min, max);
     if (!number.ok()) return number.status();
@@ -236,6 +252,7 @@ template <typename T, typename Access>
 Setting<T> Percent(std::string key, Access access, std::int64_t min, std::int64_t max,
                    std::string help) {
   Setting<T> s = Key<T>(std::move(key), ValueKind::kInteger, "PERCENT", std::move(help));
+  s.accepts = absl::StrCat("an integer ", internal::RangeText(min, max));
   s.store = [access, min, max](const json& value, T& o) -> absl::Status {
     absl::StatusOr<std::int64_t> number = internal::IntegerIn(value, min, max);
     if (!number.ok()) return number.status();
@@ -265,7 +282,7 @@ Setting<T> Enum(std::string key, Access access, std::vector<std::pair<std::strin
       }
     }
     return absl::InvalidArgumentError(absl::StrCat(
-        "must be one of \"", absl::StrJoin(spellings, "\", \""), "\", got \"", text, "\""));
+        "must be one of \"", absl::StrJoin(spellings, "\", \""), "\", got ", ShowValue(text)));
   };
   s.show = [access, names](const T& o) {
     for (const auto& [name, v] : names) {

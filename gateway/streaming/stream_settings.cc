@@ -39,11 +39,12 @@ settings::Schema<EventHub::Options> EventHubSchema() {
 settings::Schema<StreamSlotOptions> StreamSlotSchema() {
   return {{
       settings::Integer<StreamSlotOptions>(
-          "streams.max_per_connection", [](auto& o) -> auto& { return o.max_per_connection; }, 0,
-          1000000, "N",
+          kMaxPerConnectionKey, [](auto& o) -> auto& { return o.max_per_connection; }, 0, 1000000,
+          "N",
           "Server streams one client connection may hold open; more: RESOURCE_EXHAUSTED "
           "(CONNECTION_STREAM_LIMIT). Keep it below grpc.max_concurrent_streams so unary "
-          "calls on that connection still go through. 0: no limit."),
+          "calls on that connection still go through (a start-up warning otherwise). 0: no "
+          "limit."),
       settings::Integer<StreamSlotOptions>(
           "streams.max_total", [](auto& o) -> auto& { return o.max_total; }, 0, 10000000, "N",
           "Server streams this replica holds open; more: RESOURCE_EXHAUSTED (STREAM_LIMIT). 0: "

@@ -9,6 +9,10 @@
 
 namespace inspection::streaming {
 
+// The key of the per-connection stream limit, which the server compares with the calls a
+// connection may hold (grpc.max_concurrent_streams).
+inline constexpr char kMaxPerConnectionKey[] = "streams.max_per_connection";
+
 // Each stream's queue bound.
 settings::Schema<StreamQueueLimits> StreamQueueSchema();
 // The hub's catch-up pacing.

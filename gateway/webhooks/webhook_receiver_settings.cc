@@ -12,7 +12,8 @@ settings::Schema<WebhookReceiverOptions> WebhookReceiverSchema() {
       settings::HostPort<WebhookReceiverOptions>(
           "webhook_addr", [](auto& o) -> auto& { return o.host; },
           [](auto& o) -> auto& { return o.port; },
-          "Listen address of the webhook receiver (HTTP; started when a webhook key is set)."),
+          "Listen address of the webhook receiver (HTTP; started when a webhook key is set): an "
+          "IP address or localhost, like grpc_addr."),
       settings::String<WebhookReceiverOptions>(
           kPathKey, [](auto& o) -> auto& { return o.path; }, settings::AbsolutePath, "PATH",
           "HTTP path of the webhook receiver."),

@@ -89,10 +89,15 @@ class ConfigTest : public ::testing::Test {
             "--webapp-url=https://app.example.com"};
   }
 
+  // With the names of the variables in env_: no test sets a misspelled INSPECTION_* one.
   absl::StatusOr<GatewayConfig> Load(std::vector<std::string> extra_args) const {
     std::vector<std::string> args = RequiredFlags();
     args.insert(args.end(), extra_args.begin(), extra_args.end());
-    return LoadConfig(args, Env());
+    return LoadConfig(args, Env(), [this] {
+      std::vector<std::string> names;
+      for (const auto& [name, value] : env_) names.push_back(name);
+      return names;
+    });
   }
 
   // Loads with a config file holding `contents` (plus the required flags).
@@ -189,21 +194,21 @@ TEST_F(ConfigTest, FileThenEnvThenFlagPrecedence) {
   const std::string file = dir_.Write("config.json", R"({
     "upstream_url": "https://file.example.com",
     "webapp_url": "https://app.example.com",
-    "grpc_addr": "file-host:1",
+    "grpc_addr": "127.0.0.1:1",
     "upstream": {"timeout_ms": 1111, "max_connections": 11},
     "log": {"level": "warn"}
   })");
   env_["INSPECTION_CONFIG"] = file;
-  env_["INSPECTION_GRPC_ADDR"] = "env-host:2";
+  env_["INSPECTION_GRPC_ADDR"] = "127.0.0.2:2";
   env_["INSPECTION_UPSTREAM_TIMEOUT_MS"] = "2222";
 
   // File only for max_connections and log.level; env over file for timeout; flag over both.
   absl::StatusOr<GatewayConfig> config =
-      LoadConfig({"--grpc-addr=flag-host:3", "--log-level", "error"}, Env());
+      LoadConfig({"--grpc-addr=127.0.0.3:3", "--log-level", "error"}, Env());
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->config_file, file);
   EXPECT_EQ(config->server.vendor.base_url, "https://file.example.com");
-  EXPECT_EQ(config->server.grpc_addr, "flag-host:3");
+  EXPECT_EQ(config->server.grpc_addr, "127.0.0.3:3");
   EXPECT_EQ(config->server.vendor.max_attempt_timeout, std::chrono::milliseconds(2222));
   EXPECT_EQ(config->server.max_connections, 11);
   EXPECT_EQ(config->log_level, logging::Level::kError);
@@ -211,7 +216,7 @@ TEST_F(ConfigTest, FileThenEnvThenFlagPrecedence) {
   // Without the flag, env wins over the file.
   config = LoadConfig({}, Env());
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->server.grpc_addr, "env-host:2");
+  EXPECT_EQ(config->server.grpc_addr, "127.0.0.2:2");
   EXPECT_EQ(config->log_level, logging::Level::kWarn);
 
   // Without env either, the file wins over the default.
@@ -219,7 +224,7 @@ TEST_F(ConfigTest, FileThenEnvThenFlagPrecedence) {
   env_.erase("INSPECTION_UPSTREAM_TIMEOUT_MS");
   config = LoadConfig({}, Env());
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->server.grpc_addr, "file-host:1");
+  EXPECT_EQ(config->server.grpc_addr, "127.0.0.1:1");
   EXPECT_EQ(config->server.vendor.max_attempt_timeout, std::chrono::milliseconds(1111));
 }
 

@@ -9,6 +9,7 @@
 namespace inspection::settings {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -65,8 +66,9 @@ TEST(IsLoopbackHostPortTest, OnlyAddressesThisMachineAloneReaches) {
 }
 
 TEST(CheckHostPortTest, Accepts) {
-  for (const char* addr : {"0.0.0.0:50051", "127.0.0.1:0", "localhost:65535", "[::1]:8080",
-                           "[::]:1", "my-host.internal:9464", "[::ffff:10.0.0.1]:80"}) {
+  for (const char* addr :
+       {"0.0.0.0:50051", "127.0.0.1:0", "localhost:65535", "[::1]:8080", "[::]:1",
+        "[::ffff:10.0.0.1]:80", "255.255.255.255:1", "[2001:db8::1]:443"}) {
     EXPECT_TRUE(CheckHostPort(addr).ok()) << addr << ": " << CheckHostPort(addr);
   }
 }
@@ -76,6 +78,44 @@ TEST(CheckHostPortTest, Rejects) {
        {"", "0.0.0.0", ":8080", "host:", "host:65536", "host:-1", "host:+1", "host:123456",
         "::1:80", "[::1]", "[::1]80", "[]:80", "[zz]:80", "bad host:80", "host:80x"}) {
     EXPECT_FALSE(CheckHostPort(addr).ok()) << addr;
+  }
+}
+
+// A listener binds an address: a host name other than localhost could never be bound (the
+// admin and webhook listeners refused it only when they started).
+TEST(CheckHostPortTest, RejectsHostNamesAndMalformedIpAddresses) {
+  for (const char* addr :
+       {"my-host.internal:9464", "gateway:50051", "LOCALHOST:1", "localhost.:1", "256.0.0.1:80",
+        "1.2.3:80", "1.2.3.4.5:80", "01.2.3.4:80", "1.2.3.04:80", "0x7f.0.0.1:80",
+        "[fe80::1%eth0]:80", "[1:2:3:4:5:6:7:8:9]:80", "[::1::2]:80", "[127.0.0.1]:80"}) {
+    const absl::Status status = CheckHostPort(addr);
+    EXPECT_FALSE(status.ok()) << addr;
+    EXPECT_THAT(std::string(status.message()),
+                AllOf(HasSubstr("an IPv4 address, a bracketed IPv6 address ([::1]) or localhost"),
+                      HasSubstr("0..65535")))
+        << addr;
+  }
+}
+
+TEST(ListenHostsOverlapTest, SameAddressLoopbackAndWildcards) {
+  for (const auto& [a, b] :
+       std::vector<std::pair<std::string, std::string>>{{"127.0.0.1", "127.0.0.1"},
+                                                        {"::1", "0:0::1"},
+                                                        {"0.0.0.0", "10.0.0.1"},
+                                                        {"::", "10.0.0.1"},
+                                                        {"::", "::1"},
+                                                        {"::", "0.0.0.0"},
+                                                        {"localhost", "127.0.0.1"},
+                                                        {"localhost", "::1"},
+                                                        {"::ffff:10.0.0.1", "10.0.0.1"},
+                                                        {"0.0.0.0", "localhost"}}) {
+    EXPECT_TRUE(ListenHostsOverlap(a, b)) << a << " " << b;
+    EXPECT_TRUE(ListenHostsOverlap(b, a)) << b << " " << a;
+  }
+  for (const auto& [a, b] : std::vector<std::pair<std::string, std::string>>{
+           {"127.0.0.1", "127.0.0.2"}, {"0.0.0.0", "::1"}, {"::1", "::2"}, {"10.0.0.1", "::1"}}) {
+    EXPECT_FALSE(ListenHostsOverlap(a, b)) << a << " " << b;
+    EXPECT_FALSE(ListenHostsOverlap(b, a)) << b << " " << a;
   }
 }
 
@@ -96,6 +136,57 @@ TEST(ClosestMatchTest, SuggestsOnlyPlausibleTypos) {
   EXPECT_EQ(ClosestMatch("log.levl", keys), "log.level");
   EXPECT_EQ(ClosestMatch("completely_different", keys), "");
   EXPECT_EQ(ClosestMatch("x", {}), "");
+}
+
+TEST(ClosestMatchTest, NoSuggestionForANameLongerThanTheBound) {
+  const std::string key(100, 'k');
+  EXPECT_EQ(ClosestMatch(key + "x", {key}), key);
+  const std::string long_key(kMaxSuggestedNameBytes, 'k');
+  EXPECT_EQ(ClosestMatch(long_key + "x", {long_key}), "");
+}
+
+TEST(ShowTest, NamesValuesAndPathsAreEscapedAndCut) {
+  EXPECT_EQ(ShowName("upstream.timeout_ms"), "upstream.timeout_ms");
+  EXPECT_EQ(ShowName("pre prod"), "\"pre prod\"");
+  EXPECT_EQ(ShowName("a\x1b[2J\n\"\\\x7f\xc3\xa9"), "\"a\\u001b[2J\\n\\\"\\\\\\u007f\\xc3\\xa9\"");
+  EXPECT_EQ(ShowName(std::string(kMaxShownNameBytes, 'n')), std::string(kMaxShownNameBytes, 'n'));
+  EXPECT_EQ(ShowName(std::string(kMaxShownNameBytes + 1, 'n')),
+            std::string(kMaxShownNameBytes, 'n') + "\xe2\x80\xa6");
+  EXPECT_LE(ShowName(std::string(1000, '\x01')).size(), kMaxShownNameBytes + 2 + 3);
+
+  EXPECT_EQ(ShowValue("Both"), "\"Both\"");
+  EXPECT_EQ(ShowValue(std::string(5 << 20, 'v')),
+            "\"" + std::string(kMaxShownValueBytes, 'v') + "\xe2\x80\xa6\"");
+
+  EXPECT_EQ(ShowPath("/run/secrets/api key"), "/run/secrets/api key");
+  EXPECT_EQ(ShowPath("/tmp/\x1b[2J"), "\"/tmp/\\u001b[2J\"");
+  EXPECT_EQ(ShowPath(std::string(5 << 20, 'p')),
+            std::string(kMaxShownPathBytes, 'p') + "\xe2\x80\xa6");
+}
+
+TEST(CheckTextTest, RefusesControlCharactersAndInvalidUtf8WithoutEcho) {
+  for (const std::string text : {"", "/run/secrets/key", "caf\xc3\xa9", "\xe2\x82\xac 5",
+                                 "\xf0\x9f\x98\x80", "\xf4\x8f\xbf\xbf", "\xed\x9f\xbf"}) {
+    EXPECT_TRUE(CheckText(text).ok()) << text << ": " << CheckText(text);
+  }
+  for (const std::string text :
+       {std::string("MARK\0", 5), std::string("MARK\x01"), std::string("MARK\t"),
+        std::string("MARK\n"), std::string("MARK\x1f"), std::string("MARK\x7f")}) {
+    const absl::Status status = CheckText(text);
+    EXPECT_FALSE(status.ok());
+    EXPECT_THAT(
+        std::string(status.message()),
+        AllOf(HasSubstr("control character"), HasSubstr("at byte 4"), Not(HasSubstr("MARK"))));
+  }
+  for (const std::string text :
+       {"MARK\x80", "MARK\xc3", "MARK\xc3(", "MARK\xc0\xaf", "MARK\xe0\x80\xaf", "MARK\xed\xa0\x80",
+        "MARK\xf4\x90\x80\x80", "MARK\xf5\x80\x80\x80", "MARK\xff", "MARK\xe2\x82"}) {
+    const absl::Status status = CheckText(text);
+    EXPECT_FALSE(status.ok()) << text;
+    EXPECT_THAT(
+        std::string(status.message()),
+        AllOf(HasSubstr("not valid UTF-8"), HasSubstr("at byte 4"), Not(HasSubstr("MARK"))));
+  }
 }
 
 }  // namespace

@@ -424,6 +424,33 @@ TEST(GatewayProcessTest, BadConfigExitsNonZeroNamingTheKey) {
       {"INSPECTION_API_KEY="});
   EXPECT_NE(no_key.Wait(std::chrono::seconds(20)), 0);
   EXPECT_NE(no_key.output().find("api_key"), std::string::npos) << no_key.output();
+
+  // The binary checks its real environment for misspelled INSPECTION_* names.
+  Subprocess misspelled(
+      {GATEWAY_BINARY, "--upstream-url=https://v.test", "--webapp-url=https://w.test"},
+      {std::string("INSPECTION_API_KEY=") + kApiKey, "INSPECTION_LOG_LEVLE=VALUE-NOT-SHOWN"});
+  EXPECT_EQ(misspelled.Wait(std::chrono::seconds(20)), 2);
+  EXPECT_NE(misspelled.output().find("INSPECTION_LOG_LEVLE"), std::string::npos)
+      << misspelled.output();
+  EXPECT_NE(misspelled.output().find("did you mean INSPECTION_LOG_LEVEL?"), std::string::npos)
+      << misspelled.output();
+  EXPECT_EQ(misspelled.output().find("VALUE-NOT-SHOWN"), std::string::npos);
+  EXPECT_EQ(misspelled.output().find(kApiKey), std::string::npos);
+}
+
+// Kubernetes gives a pod the addresses of the Services in its namespace as env variables
+// (INSPECTION_SANDBOX_SERVICE_HOST for a Service inspection-sandbox): they are no typos.
+TEST(GatewayProcessTest, KubernetesServiceLinkVariablesDoNotStopStartUp) {
+  FakeVendor vendor;
+  ASSERT_TRUE(vendor.Start());
+  GatewayProcess gateway(
+      vendor.BaseUrl(), {},
+      {"INSPECTION_SANDBOX_SERVICE_HOST=10.96.0.7", "INSPECTION_SANDBOX_SERVICE_PORT=8080",
+       "INSPECTION_SANDBOX_PORT=tcp://10.96.0.7:8080",
+       "INSPECTION_SANDBOX_PORT_8080_TCP=tcp://10.96.0.7:8080",
+       "INSPECTION_SANDBOX_PORT_8080_TCP_PROTO=tcp", "INSPECTION_SANDBOX_PORT_8080_TCP_PORT=8080",
+       "INSPECTION_SANDBOX_PORT_8080_TCP_ADDR=10.96.0.7"});
+  EXPECT_GT(gateway.port(), 0) << gateway.process().output();
 }
 
 }  // namespace

@@ -39,6 +39,7 @@ using ::inspection::testing::ReadToEnd;
 using ::inspection::testing::ReadUntil;
 using ::inspection::testing::SendAll;
 using ::inspection::testing::WaitUntil;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -838,12 +839,29 @@ TEST_F(HttpServerTest, StopBeforeServeClosesTheBoundSocket) {
   EXPECT_EQ(ConnectToLoopback(*port), -1);
 }
 
+// The config accepts localhost for a listen address: it binds the IPv4 loopback address.
+TEST_F(HttpServerTest, LocalhostBindsTheLoopbackAddress) {
+  HttpServer server(
+      nullptr, [](ServerRequest&, ServerResponse&) {}, HttpServerOptions());
+  auto port = server.Bind("localhost", 0);
+  ASSERT_TRUE(port.ok()) << port.status();
+  const int fd = ConnectToLoopback(*port);
+  EXPECT_GE(fd, 0);
+  if (fd >= 0) ::close(fd);
+  server.Stop();
+}
+
 TEST_F(HttpServerTest, BindFailsOnAPortInUseAndOnBadLimits) {
   Start();
   HttpServer second(
       nullptr, [](ServerRequest&, ServerResponse&) {}, HttpServerOptions());
   auto port = second.Bind("127.0.0.1", port_);
   EXPECT_EQ(port.status().code(), absl::StatusCode::kUnavailable);
+  // The bind's own error, with the address: closing the socket afterwards must not replace
+  // it (it did: "cannot listen on ...: Success").
+  EXPECT_THAT(std::string(port.status().message()),
+              AllOf(HasSubstr(absl::StrCat("127.0.0.1:", port_)),
+                    HasSubstr("Address already in use"), Not(HasSubstr("Success"))));
 
   HttpServerOptions bad;
   bad.limits.head_timeout = std::chrono::milliseconds(0);
