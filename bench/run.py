@@ -70,58 +70,64 @@ def proc_status(pid, field):
     raise KeyError(field)
 
 
-class Stack:
-    """inspection-sandbox + inspection-gateway as processes, on free ports."""
+def machine_busy_seconds():
+    """CPU time the whole machine has spent busy (every core, every process: /proc/stat's
+    first line less idle and iowait), in seconds."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
-    def __init__(self, build, workdir, gateway_flags=(), sandbox_flags=(), faults=None,
-                 front=None):
-        """`front(sandbox_url, workdir)`, when given, starts something between the gateway
-        and the sandbox (the TLS terminator) and returns (its URL, extra gateway flags, an
-        object with stop())."""
+
+def children_cpu_seconds():
+    """User + system CPU time of this script's children that have exited and been waited
+    for (wrk, h2load, redis-cli), in seconds."""
+    import resource
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Gateway:
+    """One inspection-gateway process in front of the vendor at `upstream_url`, with the
+    bench's keys, on free ports, ready (/readyz) when constructed. `event_log` defaults to
+    a SQLite file in `workdir`."""
+
+    def __init__(self, build, workdir, upstream_url, webapp_url, flags=(), event_log=None):
         self.workdir = pathlib.Path(workdir)
-        keys = self.workdir / "api-keys"
-        keys.write_text(API_KEY + "\n")
-        argv = [str(build / "inspection-sandbox"), "--listen=127.0.0.1:0",
-                f"--api-keys-file={keys}", "--webhook-delay-ms=0", *sandbox_flags]
-        if faults is not None:
-            path = self.workdir / "faults.json"
-            path.write_text(json.dumps(faults))
-            argv.append(f"--faults={path}")
-        self.sandbox = Process(argv)
-        ready = self.sandbox.wait_json_line("inspection-sandbox serving")
-        self.sandbox_url = ready["base_url"]
-        self.upstream_url = self.sandbox_url
-        self.front = None
-        if front is not None:
-            self.upstream_url, front_flags, self.front = front(self.sandbox_url, self.workdir)
-            gateway_flags = [*gateway_flags, *front_flags]
+        self.workdir.mkdir(parents=True, exist_ok=True)
         key_file = self.workdir / "api-key"
         key_file.write_text(API_KEY + "\n")
         webhook_file = self.workdir / "webhook-key"
         webhook_file.write_text(WEBHOOK_KEY + "\n")
+        self.webhook_key_file = webhook_file
         # log.level=warn: one log line per RPC would cost the gateway (and this script)
         # more than the work measured. The ready line is info, so the ports are chosen
         # here and readiness is /readyz.
         ports = [free_loopback_port() for _ in range(3)]
         self.grpc = f"127.0.0.1:{ports[0]}"
         self.webhook_port, self.admin_port = ports[1], ports[2]
-        self.gateway = Process([
-            str(build / "inspection-gateway"), f"--upstream-url={self.upstream_url}",
-            f"--webapp-url={self.sandbox_url}/webapp", f"--api-key-file={key_file}",
+        self.webhook_url = f"http://127.0.0.1:{self.webhook_port}/webhooks/v2"
+        self.process = Process([
+            str(build / "inspection-gateway"), f"--upstream-url={upstream_url}",
+            f"--webapp-url={webapp_url}", f"--api-key-file={key_file}",
             f"--webhook-key-file={webhook_file}", f"--grpc-addr={self.grpc}",
             f"--webhook-addr=127.0.0.1:{self.webhook_port}",
             f"--admin-addr=127.0.0.1:{self.admin_port}", "--log-level=warn",
-            f"--event-log=sqlite:{self.workdir / 'events.db'}", *gateway_flags])
-        self.pid = self.gateway.proc.pid
+            f"--event-log={event_log or 'sqlite:' + str(self.workdir / 'events.db')}",
+            *flags])
+        self.pid = self.process.proc.pid
 
         def ready():
-            if self.gateway.proc.poll() is not None:
-                raise RuntimeError("the gateway exited:\n" + "\n".join(self.gateway.lines[-20:]))
+            if self.process.proc.poll() is not None:
+                raise RuntimeError("the gateway exited:\n" + "\n".join(self.process.lines[-20:]))
             try:
                 return http_get(f"http://127.0.0.1:{self.admin_port}/readyz", timeout=1)[0] == 200
             except OSError:
                 return False
-        wait_for(ready, 30, "the gateway's /readyz")
+        try:
+            wait_for(ready, 30, "the gateway's /readyz")
+        except BaseException:
+            self.process.stop()
+            raise
 
     def metric(self, name, labels="", exclude=None):
         """Sum of the series of `name` whose labels contain `labels` (and not `exclude`)."""
@@ -141,7 +147,58 @@ class Stack:
             "grpc_server_handled_total", f'grpc_method="{method}"', exclude='grpc_code="OK"')
 
     def stop(self):
-        self.gateway.stop()
+        self.process.stop()
+
+
+class Stack:
+    """inspection-sandbox + inspection-gateway as processes, on free ports."""
+
+    def __init__(self, build, workdir, gateway_flags=(), sandbox_flags=(), faults=None,
+                 front=None):
+        """`front(sandbox_url, workdir)`, when given, starts something between the gateway
+        and the sandbox (the TLS terminator) and returns (its URL, extra gateway flags, an
+        object with stop())."""
+        self.workdir = pathlib.Path(workdir)
+        keys = self.workdir / "api-keys"
+        keys.write_text(API_KEY + "\n")
+        argv = [str(build / "inspection-sandbox"), "--listen=127.0.0.1:0",
+                f"--api-keys-file={keys}", "--webhook-delay-ms=0", *sandbox_flags]
+        if faults is not None:
+            path = self.workdir / "faults.json"
+            path.write_text(json.dumps(faults))
+            argv.append(f"--faults={path}")
+        self.sandbox = Process(argv)
+        self.front = None
+        try:
+            ready = self.sandbox.wait_json_line("inspection-sandbox serving")
+            self.sandbox_url = ready["base_url"]
+            self.upstream_url = self.sandbox_url
+            if front is not None:
+                self.upstream_url, front_flags, self.front = front(self.sandbox_url,
+                                                                   self.workdir)
+                gateway_flags = [*gateway_flags, *front_flags]
+            self.server = Gateway(build, self.workdir, self.upstream_url,
+                                  f"{self.sandbox_url}/webapp", gateway_flags)
+        except BaseException:
+            if self.front is not None:
+                self.front.stop()
+            self.sandbox.stop()
+            raise
+        self.gateway = self.server.process
+        self.pid = self.server.pid
+        self.grpc = self.server.grpc
+        self.webhook_port, self.admin_port = self.server.webhook_port, self.server.admin_port
+
+    def metric(self, name, labels="", exclude=None):
+        """Sum of the series of `name` whose labels contain `labels` (and not `exclude`)."""
+        return self.server.metric(name, labels, exclude)
+
+    def grpc_ok(self, method):
+        """grpc_server_handled_total of `method` with code OK."""
+        return self.server.grpc_ok(method)
+
+    def stop(self):
+        self.server.stop()
         if self.front is not None:
             self.front.stop()
         self.sandbox.stop()
@@ -214,6 +271,112 @@ backend sandbox
 def tls_front(sandbox_url, workdir):
     front = TlsFront(sandbox_url, workdir)
     return front.url, [f"--upstream-ca-file={front.ca_file}"], front
+
+
+def wait_line(process, needles, timeout):
+    """The first output line of `process` (an e2e_support.Process) that contains one of
+    `needles`; raises with the process's last lines when none comes, or it exits first."""
+    def find():
+        return next((line for line in process.lines if any(n in line for n in needles)), None)
+    with process.cond:
+        process.cond.wait_for(lambda: find() or process.proc.poll() is not None, timeout)
+        found = find()
+    if found is None:
+        raise RuntimeError(f"no line with {needles} from {process.proc.args[0]} (exit "
+                           f"{process.proc.poll()}):\n" + "\n".join(process.lines[-20:]))
+    return found
+
+
+class RedisServer:
+    """Debian's redis-server on a free loopback port, as tests/support/redis_server.cc
+    starts it: no persistence, its files (a replica's sync copy, a sentinel's rewritten
+    config) in `workdir`, ready when its ready line is printed. `replica_of` (a
+    RedisServer) makes it a replica, ready once its first sync has finished; `sentinel_of`
+    (a RedisServer, with `master_name`) makes it a sentinel monitoring that primary, ready
+    at "+monitor master". The port is free when the OS hands it out, but another process
+    may bind it first: a start that fails on "Address already in use" is retried once, on
+    a new port."""
+
+    def __init__(self, workdir, name, replica_of=None, sentinel_of=None, master_name="mymaster",
+                 quorum=2):
+        workdir = pathlib.Path(workdir) / name
+        workdir.mkdir(parents=True, exist_ok=True)
+        for attempt in range(2):
+            self.port = free_loopback_port()
+            common = ["--port", str(self.port), "--bind", "127.0.0.1", "--daemonize", "no",
+                      "--dir", str(workdir), "--loglevel", "notice"]
+            if sentinel_of is not None:
+                config = workdir / "sentinel.conf"
+                config.write_text(
+                    f"sentinel monitor {master_name} 127.0.0.1 {sentinel_of.port} {quorum}\n"
+                    f"sentinel down-after-milliseconds {master_name} 5000\n"
+                    f"sentinel failover-timeout {master_name} 20000\n"
+                    "sentinel resolve-hostnames no\n")
+                argv = [tool("redis-server"), str(config), "--sentinel", *common]
+                ready = ["+monitor master"]
+            else:
+                argv = [tool("redis-server"), *common, "--save", "", "--appendonly", "no"]
+                ready = ["Ready to accept connections"]
+                if replica_of is not None:
+                    argv += ["--replicaof", "127.0.0.1", str(replica_of.port)]
+                    # A full sync, or (a fresh diskless primary) a partial one.
+                    ready = ["MASTER <-> REPLICA sync: Finished with success",
+                             "MASTER <-> REPLICA sync: Master accepted a Partial "
+                             "Resynchronization"]
+            self.process = Process(argv)
+            self.pid = self.process.proc.pid
+            try:
+                wait_line(self.process, ready, 20)
+                return
+            except BaseException:
+                self.process.stop()
+                if attempt == 0 and any("Address already in use" in line
+                                        for line in self.process.lines):
+                    continue
+                raise
+
+    def command(self, *words):
+        """One command through redis-cli; its answer as text (--no-raw off: raw)."""
+        out = subprocess.run([tool("redis-cli"), "-h", "127.0.0.1", "-p", str(self.port),
+                              *words], capture_output=True, text=True, timeout=30)
+        if out.returncode != 0:
+            raise RuntimeError(f"redis-cli {' '.join(words)}: {out.stdout}{out.stderr}")
+        return out.stdout.strip()
+
+    def info_stat(self, name):
+        """A counter of INFO stats (total_connections_received, ...)."""
+        return int(re.search(rf"^{name}:(\d+)", self.command("INFO", "stats"), re.M).group(1))
+
+    def command_calls(self, command):
+        """How many times the server has run `command` (INFO commandstats)."""
+        found = re.search(rf"^cmdstat_{command.lower()}:calls=(\d+)",
+                          self.command("INFO", "commandstats"), re.M)
+        return int(found.group(1)) if found else 0
+
+    def stop(self):
+        self.process.stop()
+
+
+class Processes:
+    """What a scenario started (anything with stop()), stopped in the reverse order of
+    start, each one even when another's stop fails."""
+
+    def __init__(self):
+        self.started = []
+
+    def add(self, thing):
+        self.started.append(thing)
+        return thing
+
+    def stop(self):
+        errors = []
+        while self.started:
+            try:
+                self.started.pop().stop()
+            except Exception as error:  # noqa: BLE001 - stop the rest, then report
+                errors.append(error)
+        if errors:
+            raise errors[0]
 
 
 GRPC_EMPTY_FRAME = b"\x00\x00\x00\x00\x00"  # uncompressed, 0-byte message: an empty request
@@ -927,11 +1090,295 @@ def tls_hop(build, tmp, args):
                "reported", True)
 
 
+# --- scale-out: several gateways on one Redis event log ------------------------------------
+
+SCALEOUT_REPLICAS = 3
+
+
+def start_sandbox(build, workdir, started):
+    """inspection-sandbox (the vendor; a webhook delivery never calls it) on a free port,
+    added to `started`: its base URL."""
+    keys = pathlib.Path(workdir) / "api-keys"
+    keys.write_text(API_KEY + "\n")
+    sandbox = started.add(Process([str(build / "inspection-sandbox"), "--listen=127.0.0.1:0",
+                                   f"--api-keys-file={keys}", "--webhook-delay-ms=0"]))
+    return sandbox.wait_json_line("inspection-sandbox serving")["base_url"]
+
+
+def start_gateways(build, workdir, sandbox_url, event_log, flags, started, count=SCALEOUT_REPLICAS):
+    """`count` gateway replicas sharing `event_log`, each with its own ports and files,
+    added to `started`."""
+    return [started.add(Gateway(build, pathlib.Path(workdir) / f"gateway-{i}", sandbox_url,
+                                f"{sandbox_url}/webapp", flags, event_log))
+            for i in range(count)]
+
+
+def deliveries(gateway):
+    """The gateway's webhook deliveries by outcome: (answered 200, i.e. accepted or
+    duplicate; duplicates; anything else)."""
+    name = "inspection_webhook_deliveries_total"
+    ok = gateway.metric(name, 'outcome="accepted"') + gateway.metric(name, 'outcome="duplicate"')
+    return ok, gateway.metric(name, 'outcome="duplicate"'), gateway.metric(name) - ok
+
+
+def deliver_to_all(gateways, seconds, connections):
+    """One wrk per gateway at once (1 thread, `connections` connections each, unique bodies:
+    bench/webhook.lua with a run name of its own): their results."""
+    results, errors = [None] * len(gateways), []
+
+    def run(i):
+        try:
+            results[i] = wrk(gateways[i].webhook_url, threads=1, connections=connections,
+                             duration=f"{seconds}s", script=str(ROOT / "bench" / "webhook.lua"),
+                             script_args=[f"{time.time_ns()}-{i}"],
+                             headers=[f"x-api-key: {WEBHOOK_KEY}",
+                                      "Content-Type: application/json"])
+        except Exception as error:  # noqa: BLE001 - raised below, on the calling thread
+            errors.append(error)
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(gateways))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def measure_scaleout_deliveries(build, workdir, sandbox_url, primary, replica, event_log, stream,
+                                flags, args):
+    """Three gateways on `event_log` (the stream `stream` of `primary`), started for this
+    measurement and stopped after it: wrk against the three webhook ports at once for
+    --seconds, then XLEN of the stream against the 200 answers."""
+    connections = 16
+    started = Processes()
+    try:
+        gateways = start_gateways(build, workdir, sandbox_url, event_log, flags, started)
+        before = [deliveries(g) for g in gateways]
+        waits_before = primary.command_calls("WAIT")
+        connections_before = primary.info_stat("total_connections_received")
+        pids = {"primary": primary.pid, "replica": replica.pid,
+                **{f"gateway-{i}": g.pid for i, g in enumerate(gateways)}}
+        cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        busy_before = machine_busy_seconds()
+        # wrk's CPU: it has exited (and been waited for) when deliver_to_all returns.
+        wrk_before = children_cpu_seconds()
+        results = deliver_to_all(gateways, args.seconds, connections)
+        busy = (machine_busy_seconds() - busy_before) / args.seconds
+        wrk_cpu = (children_cpu_seconds() - wrk_before) / args.seconds
+        cpu = {name: (cpu_seconds(pids[name]) - used) / args.seconds
+               for name, used in cpu_before.items()}
+
+        def counts():
+            now = [deliveries(g) for g in gateways]
+            return [sum(n[k] - b[k] for n, b in zip(now, before)) for k in range(3)]
+
+        # The deliveries wrk left in flight when it stopped are still being stored and
+        # answered (to a closed connection): wait until the gateways' counts and the stream
+        # agree, and report them as they are when they do not within 10 s.
+        def settled():
+            answered, _, other = counts()
+            return int(primary.command("XLEN", stream)) == answered + other
+        try:
+            wait_for(settled, 10, "XLEN to equal the gateways' deliveries")
+        except AssertionError:
+            pass
+        answered, duplicates, other = counts()
+        xlen = int(primary.command("XLEN", stream))
+        waits = primary.command_calls("WAIT") - waits_before
+        # redis-cli's own connections (XLEN, INFO) included: a handful.
+        opened = primary.info_stat("total_connections_received") - connections_before
+    finally:
+        started.stop()
+    wrk_ok = sum(r["requests"] - r["non2xx"] for r in results)
+    non2xx = sum(r["non2xx"] for r in results)
+    in_flight = connections * len(results)
+    p99 = max(r["p"].get(99, 0) for r in results) / 1e3
+    acked = int(next(f for f in flags if f.startswith("--redis-min-replicas-acked=")).split("=")[1])
+    return {"rate": answered / args.seconds, "answered": answered, "duplicates": duplicates,
+            "other": other, "xlen": xlen, "wrk_ok": wrk_ok, "non2xx": non2xx,
+            "in_flight": in_flight, "p99_ms": p99,
+            "socket_errors": [r["socket_errors"] for r in results if r["socket_errors"]],
+            "per_gateway": [r["requests"] for r in results],
+            "waits": waits, "opened": opened, "busy": busy, "primary_cpu": cpu["primary"],
+            "replica_cpu": cpu["replica"], "wrk_cpu": wrk_cpu,
+            "gateways_cpu": sum(v for name, v in cpu.items() if name.startswith("gateway")),
+            # Stored means answered: every 200 is in the stream and nothing else is (no
+            # 503 not_replicated, whose event the stream holds without a 200); wrk saw all
+            # of them but the ones in flight when it stopped.
+            "durable": (xlen == answered and other == 0 and duplicates == 0 and non2xx == 0
+                        and wrk_ok <= xlen <= wrk_ok + in_flight
+                        # The setting took: each append (and each read that returned
+                        # events) WAITs for the replica with 1, nothing WAITs with 0.
+                        and (waits >= answered if acked > 0 else waits == 0))}
+
+
+def report_scaleout_deliveries(label, m):
+    errors = f", socket errors {m['socket_errors']}" if m["socket_errors"] else ""
+    rest = m["busy"] - m["gateways_cpu"] - m["primary_cpu"] - m["replica_cpu"] - m["wrk_cpu"]
+    print(f"  {label}: {m['answered']:.0f} deliveries answered 200 by the gateways "
+          f"({m['rate']:.0f}/s; per wrk {m['per_gateway']}), {m['duplicates']:.0f} duplicates, "
+          f"{m['other']:.0f} other outcomes; wrk: {m['wrk_ok']} 200s, {m['non2xx']} not 2xx, "
+          f"slowest wrk p99 {m['p99_ms']:.2f} ms{errors}; XLEN {m['xlen']}; {m['waits']} "
+          f"WAITs on the primary, {m['opened']} connections opened to it; CPU in cores: the "
+          f"machine {m['busy']:.2f} of {os.cpu_count()} busy, the three gateways "
+          f"{m['gateways_cpu']:.2f}, Redis primary {m['primary_cpu']:.2f}, replica "
+          f"{m['replica_cpu']:.2f}, the three wrk {m['wrk_cpu']:.2f}; the rest, "
+          f"{rest:.2f}, is this script and whatever else runs on the machine", flush=True)
+
+
+def scaleout_deliveries(build, tmp, args):
+    """Durable webhook deliveries/s through three gateway replicas sharing one Redis event
+    log (a primary and one replica), redis.min_replicas_acked 0 and 1, then through three
+    sentinels (redis+sentinel://, min_replicas_acked 1); XLEN of the stream against the 200
+    answers."""
+    tmp = pathlib.Path(tmp)
+    started = Processes()
+    measured = {}
+    try:
+        sandbox_url = start_sandbox(build, tmp, started)
+        primary = started.add(RedisServer(tmp, "redis-primary"))
+        replica = started.add(RedisServer(tmp, "redis-replica", replica_of=primary))
+        for acked in (0, 1):
+            stream = f"bench:scaleout:acked{acked}"
+            measured[acked] = measure_scaleout_deliveries(
+                build, tmp / f"acked{acked}", sandbox_url, primary, replica,
+                f"redis://127.0.0.1:{primary.port}/0?stream={stream}", stream,
+                [f"--redis-min-replicas-acked={acked}"], args)
+            report_scaleout_deliveries(f"redis.min_replicas_acked={acked}", measured[acked])
+        sentinels = [started.add(RedisServer(tmp, f"sentinel-{i}", sentinel_of=primary))
+                     for i in range(3)]
+        stream = "bench:scaleout:sentinel"
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in sentinels)
+        measured["sentinel"] = measure_scaleout_deliveries(
+            build, tmp / "sentinel", sandbox_url, primary, replica,
+            f"redis+sentinel://{hosts}/mymaster?stream={stream}", stream,
+            ["--redis-min-replicas-acked=1"], args)
+        report_scaleout_deliveries("redis+sentinel://, redis.min_replicas_acked=1",
+                                   measured["sentinel"])
+    finally:
+        started.stop()
+    for key, suffix, target in ((0, "redis.min_replicas_acked=0", None),
+                                (1, "redis.min_replicas_acked=1", 3000),
+                                ("sentinel", "through Sentinel, redis.min_replicas_acked=1",
+                                 None)):
+        m = measured[key]
+        record("scaleout_deliveries", f"durable deliveries/s, 3 replicas, {suffix}", m["rate"],
+               "/s", ">= 3000" if target else "reported",
+               m["durable"] and (target is None or m["rate"] >= target))
+        record("scaleout_deliveries", f"events in the stream (XLEN), {suffix}", m["xlen"], "",
+               "= the 200 answers", m["durable"])
+        record("scaleout_deliveries", f"200 answers (the gateways' count), {suffix}",
+               m["answered"], "", "= XLEN; wrk's 200s <= XLEN <= wrk's 200s + connections",
+               m["durable"])
+
+
+def fanout_from(client_binary, receiver, subscribed, per_client, posts):
+    """Webhooks posted to the gateway `receiver`, each fanned out to `per_client` Subscribe
+    streams on every gateway of `subscribed` (one bench_fanout_client each): the posts'
+    result lines (post_fanout), each with "client", the index in `subscribed` of the client
+    that posted it. bench_fanout_client times its own streams from its own POST, so the
+    posts alternate between the clients: every post reaches all the streams, and is
+    measured on the `per_client` streams of the client that posted it."""
+    clients = []
+    total = per_client * len(subscribed)
+    distinct = list({id(g): g for g in subscribed}.values())
+
+    def sent():
+        return sum(g.metric("grpc_server_msg_sent_total", 'grpc_method="Subscribe"')
+                   for g in distinct)
+
+    def post(i):
+        before = sent()
+        result = post_fanout(clients[i % len(clients)], 1)[0]
+        result["client"] = i % len(clients)
+        # The other clients' streams got the event too, and their next post must not
+        # count it: wait until every stream has been written the event, and a moment for
+        # the clients to read it.
+        wait_for(lambda: sent() - before >= total, 60, "every stream to get the event")
+        time.sleep(0.05)
+        return result
+
+    try:
+        for gateway in subscribed:
+            clients.append(subprocess.Popen(
+                [str(client_binary), f"--target={gateway.grpc}", f"--streams={per_client}",
+                 f"--webhook={receiver.webhook_url}", f"--key-file={receiver.webhook_key_file}"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+            clients[-1].stdout.readline()  # "started N"
+        for gateway in distinct:
+            expected = per_client * sum(g is gateway for g in subscribed)
+            wait_for(lambda g=gateway, n=expected: g.metric(
+                "inspection_stream_subscribers", 'rpc="Subscribe"') >= n,
+                120, f"{expected} open Subscribe streams on a replica")
+        for i in range(len(clients)):
+            post(i)  # warm-up: the first event on fresh streams is not a figure
+        results = [post(i) for i in range(posts)]
+        for client in clients:
+            client.communicate("quit\n", timeout=60)
+    finally:
+        for client in clients:
+            if client.poll() is None:
+                client.kill()
+                client.wait(timeout=30)
+    return results
+
+
+def scaleout_fanout(build, tmp, args):
+    """Webhooks posted to gateway replica A, fanned out to 1,000 Subscribe streams on
+    replicas B and C (500 each) through the shared Redis event log (a primary and one
+    replica, redis.min_replicas_acked 1): delay from the POST to each stream's receipt;
+    then the same with the 1,000 streams on A itself."""
+    tmp = pathlib.Path(tmp)
+    client_binary = build / "bench_fanout_client"
+    if not os.access(client_binary, os.X_OK):
+        raise RuntimeError(f"{client_binary} missing: cmake --build {build} "
+                           "--target bench_fanout_client")
+    per_client = 500
+    posts = max(2, args.fanout_posts)
+    started = Processes()
+    try:
+        sandbox_url = start_sandbox(build, tmp, started)
+        primary = started.add(RedisServer(tmp, "redis-primary"))
+        started.add(RedisServer(tmp, "redis-replica", replica_of=primary))
+        a, b, c = start_gateways(build, tmp, sandbox_url,
+                                 f"redis://127.0.0.1:{primary.port}/0?stream=bench:fanout",
+                                 ["--redis-min-replicas-acked=1"], started)
+        across = fanout_from(client_binary, a, [b, c], per_client, posts)
+        local = fanout_from(client_binary, a, [a, a], per_client, posts)
+    finally:
+        started.stop()
+
+    def summary(results):
+        return {"p50": sorted(r["p50_us"] for r in results)[len(results) // 2] / 1e3,
+                "p99": median_p99_ms(results), "worst": max(r["p99_us"] for r in results) / 1e3,
+                "post": sorted(r["post_us"] for r in results)[len(results) // 2] / 1e3,
+                "received": all(r["received"] == per_client for r in results)}
+    far, near = summary(across), summary(local)
+    by_replica = [median_p99_ms([r for r in across if r["client"] == i]) for i in (0, 1)]
+    print(f"  {posts} posts to replica A, each fanned out to {2 * per_client} streams on B and "
+          f"C, measured on the posting client's {per_client}: median p50 {far['p50']:.1f} ms, "
+          f"median p99 {far['p99']:.1f} ms (B {by_replica[0]:.1f}, C {by_replica[1]:.1f}), "
+          f"worst p99 {far['worst']:.1f} ms (from the POST to each stream's receipt; the POST "
+          f"itself, i.e. the durable append with WAIT 1, took {far['post']:.1f} ms)")
+    print(f"  the same with the {2 * per_client} streams on A itself: median p50 "
+          f"{near['p50']:.1f} ms, median p99 {near['p99']:.1f} ms, worst p99 "
+          f"{near['worst']:.1f} ms (POST {near['post']:.1f} ms)", flush=True)
+    record("scaleout_fanout", "fan-out p50 from a POST to replica A to 1,000 streams on B and C "
+           "(median of the posts)", far["p50"], "ms", "reported", far["received"])
+    record("scaleout_fanout", "fan-out p99 from a POST to replica A to 1,000 streams on B and C "
+           "(median of the posts)", far["p99"], "ms", "<= 25 ms",
+           far["p99"] <= 25 and far["received"])
+    record("scaleout_fanout", "the same p99 with the 1,000 streams on A itself", near["p99"],
+           "ms", "reported", near["received"])
+
+
 SCENARIOS = {"hop_latency": hop_latency, "hop_floor": hop_floor,
              "cached_throughput": cached_throughput, "inflight_2000": inflight_2000,
              "webhook_throughput": webhook_throughput,
              "webhook_slowloris": webhook_slowloris, "streams": streams,
-             "catchup_isolation": catchup_isolation, "tls_hop": tls_hop}
+             "catchup_isolation": catchup_isolation, "tls_hop": tls_hop,
+             "scaleout_deliveries": scaleout_deliveries, "scaleout_fanout": scaleout_fanout}
 
 
 def main():
