@@ -423,28 +423,8 @@ IdempotencyStore::Decision RedisIdempotencyStore::Begin(const std::string& accou
     return Decision::kLead;
   }
   if (verdict == "mismatch") return Decision::kMismatch;
-  if (verdict == "wait") {
-    absl::MutexLock lock(&mu_);
-    // The claim may be ours after all: another thread of this process won it between
-    // our look at leads_ and the script.
-    if (auto it = leads_.find(redis_key); it != leads_.end() && it->second.claim == claim_seen) {
-      it->second.waiters.push_back(std::move(on_ready));
-      return Decision::kWait;
-    }
-    const absl::Time now = absl::Now();
-    auto [it, inserted] = remote_.try_emplace(RemoteKey(redis_key, claim_seen));
-    RemoteWait& wait = it->second;
-    if (inserted) {
-      wait.fingerprint = fingerprint;
-      wait.interval = options_.first_poll_interval;
-      wait.next_poll = now + wait.interval;
-      // The claim is at most claim_ttl old, so by then Redis has let it go.
-      wait.give_up_at = now + options_.claim_ttl + options_.max_poll_interval;
-      work_cv_.Signal();
-    }
-    wait.waiters.push_back(std::move(on_ready));
-    return Decision::kWait;
-  }
+  if (verdict == "wait")
+    return WaitForClaim(redis_key, claim_seen, fingerprint, std::move(on_ready));
   if (verdict == "done" && reply->elements == 5) {
     std::optional<IdempotentOutcome> outcome =
         ParseOutcome(reply->element[1], reply->element[2], reply->element[3], reply->element[4]);
@@ -455,6 +435,32 @@ IdempotencyStore::Decision RedisIdempotencyStore::Begin(const std::string& accou
   }
   return unavailable(absl::InternalError(absl::StrCat(
       connections_->description(), ": malformed idempotency record under ", redis_key)));
+}
+
+IdempotencyStore::Decision RedisIdempotencyStore::WaitForClaim(const std::string& redis_key,
+                                                               const std::string& claim_seen,
+                                                               const std::string& fingerprint,
+                                                               Callback on_ready) {
+  absl::MutexLock lock(&mu_);
+  // The claim may be ours after all: another thread of this process won it between
+  // our look at leads_ and the script.
+  if (auto it = leads_.find(redis_key); it != leads_.end() && it->second.claim == claim_seen) {
+    it->second.waiters.push_back(std::move(on_ready));
+    return Decision::kWait;
+  }
+  const absl::Time now = absl::Now();
+  auto [it, inserted] = remote_.try_emplace(RemoteKey(redis_key, claim_seen));
+  RemoteWait& wait = it->second;
+  if (inserted) {
+    wait.fingerprint = fingerprint;
+    wait.interval = options_.first_poll_interval;
+    wait.next_poll = now + wait.interval;
+    // The claim is at most claim_ttl old, so by then Redis has let it go.
+    wait.give_up_at = now + options_.claim_ttl + options_.max_poll_interval;
+    work_cv_.Signal();
+  }
+  wait.waiters.push_back(std::move(on_ready));
+  return Decision::kWait;
 }
 
 void RedisIdempotencyStore::BeginAsync(const std::string& account, const std::string& key,

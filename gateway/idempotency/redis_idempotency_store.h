@@ -227,6 +227,10 @@ class RedisIdempotencyStore final : public IdempotencyStore {
 
   std::string NewClaim() ABSL_LOCKS_EXCLUDED(mu_);
   void ReportError(const absl::Status& status) const;
+  // Begin()'s "wait": for a claim this process holds after all (another thread won it), or
+  // for `claim_seen` of another replica (polled by the background thread).
+  Decision WaitForClaim(const std::string& redis_key, const std::string& claim_seen,
+                        const std::string& fingerprint, Callback on_ready) ABSL_LOCKS_EXCLUDED(mu_);
   // A begin thread: runs queued BeginAsync()s until the store stops.
   void BeginLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Why a begin is answered UNAVAILABLE without a round trip (Redis known unreachable,

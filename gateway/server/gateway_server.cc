@@ -132,6 +132,32 @@ void GatewayServer::InstallCollectHook() {
   });
 }
 
+namespace {
+
+// The idempotency store `opts` names; its failures are counted in `errors` and logged
+// (at most one line a second).
+absl::StatusOr<std::unique_ptr<pipeline::IdempotencyStore>> MakeIdempotencyStore(
+    const GatewayServerOptions& opts, prometheus::Counter* errors) {
+  pipeline::IdempotencyStoreOptions store;
+  store.ttl = opts.idempotency_ttl;
+  store.max_bytes = opts.idempotency_memory_max_bytes;
+  store.redis_threads = static_cast<size_t>(opts.idempotency_redis_threads);
+  store.max_queued_begins = static_cast<size_t>(opts.idempotency_max_queued_begins);
+  store.redis = opts.redis;
+  store.on_error = [errors, lines = std::make_shared<logging::LineRateLimiter>(1.0)](
+                       const absl::Status& status) {
+    errors->Increment();
+    uint64_t suppressed = 0;
+    if (!lines->Admit(&suppressed)) return;
+    // Messages name host:port/db and the key, never a password.
+    logging::DefaultLogger().Warn("idempotency store: " + std::string(status.message()),
+                                  {{"suppressed_before", std::to_string(suppressed)}});
+  };
+  return pipeline::OpenIdempotencyStore(opts.idempotency_store_url, std::move(store));
+}
+
+}  // namespace
+
 absl::Status GatewayServer::WireServiceDeps() {
   const GatewayServerOptions& opts = options_;
   services::ServiceDeps& deps = deps_;
@@ -144,23 +170,7 @@ absl::Status GatewayServer::WireServiceDeps() {
     deps.token_pollers[account->name] = account->poller.get();
     if (!account->name.empty()) deps.vendor_accounts.insert(account->name);
   }
-  pipeline::IdempotencyStoreOptions store;
-  store.ttl = opts.idempotency_ttl;
-  store.max_bytes = opts.idempotency_memory_max_bytes;
-  store.redis_threads = static_cast<size_t>(opts.idempotency_redis_threads);
-  store.max_queued_begins = static_cast<size_t>(opts.idempotency_max_queued_begins);
-  store.redis = opts.redis;
-  store.on_error =
-      [errors = &metrics_->idempotency->errors,
-       lines = std::make_shared<logging::LineRateLimiter>(1.0)](const absl::Status& status) {
-        errors->Increment();
-        uint64_t suppressed = 0;
-        if (!lines->Admit(&suppressed)) return;
-        // Messages name host:port/db and the key, never a password.
-        logging::DefaultLogger().Warn("idempotency store: " + std::string(status.message()),
-                                      {{"suppressed_before", std::to_string(suppressed)}});
-      };
-  auto idempotency = pipeline::OpenIdempotencyStore(opts.idempotency_store_url, std::move(store));
+  auto idempotency = MakeIdempotencyStore(opts, &metrics_->idempotency->errors);
   if (!idempotency.ok()) return Prefixed(idempotency.status(), "idempotency_store: ");
   idempotency_ = std::move(*idempotency);
   deps.idempotency = idempotency_.get();
