@@ -69,7 +69,8 @@ std::vector<settings::Setting<Options>> RedisKeys() {
           -1, 16, "N",
           "Replicas of the Redis primary that must confirm a write before it counts as stored "
           "(WAIT n after it): a webhook is answered 200 only then, a work-ledger record is "
-          "retried until then, an idempotency outcome not confirmed is logged as not stored. "
+          "retried until then, an idempotency key's claim and outcome wait too, and event "
+          "log reads hand out only events that many replicas hold. "
           "-1 = auto: 1 when the primary has a connected replica (seen when a connection "
           "opens), else 0. 0 = the primary's word alone (a primary that dies before its "
           "replica copied the write loses it). A webhook not confirmed in time gets 503 and is "
