@@ -269,6 +269,11 @@ if sentinel_values.get("enabled") and not (redis_values.get("existingSecret") or
     expected = ",".join(hosts) + "/" + sentinel_values.get("masterName", "mymaster") + "/"
     if not location.startswith(expected):
         errors.append(f"the event log URL does not start with the sentinels and primary {expected}: {location[:120]}")
+# Several replicas on Redis share their idempotency keys there, unless config says otherwise.
+if event_log_values.get("backend") == "redis" and "idempotency_store" not in (values.get("config") or {}):
+    if (config or {}).get("idempotency_store") != "event_log":
+        errors.append("eventLog.backend=redis but config idempotency_store is not event_log: "
+                      "replicas would each keep their own idempotency keys")
 sentinel_secret = None
 existing = sentinel_values.get("existingSecret") or {}
 if sentinel_values.get("enabled") and existing.get("name"):

@@ -153,7 +153,8 @@ absl::StatusOr<std::unique_ptr<pipeline::IdempotencyStore>> MakeIdempotencyStore
     logging::DefaultLogger().Warn("idempotency store: " + std::string(status.message()),
                                   {{"suppressed_before", std::to_string(suppressed)}});
   };
-  return pipeline::OpenIdempotencyStore(opts.idempotency_store_url, std::move(store));
+  return pipeline::OpenIdempotencyStore(
+      ResolveIdempotencyStoreUrl(opts.idempotency_store_url, opts.event_log_url), std::move(store));
 }
 
 }  // namespace

@@ -95,6 +95,14 @@ struct ReconcileSettings {
 
 // Everything the gateway process is built from. The config loader fills it through each
 // component's declared keys (server_settings.h); tests fill it directly.
+// idempotency_store's value for "where the event log is": its Redis when event_log is a
+// Redis URL (the same server or sentinels, credentials and db), else memory.
+inline constexpr char kIdempotencyStoreEventLog[] = "event_log";
+
+// The idempotency store URL `idempotency_store` stands for, given `event_log`.
+std::string ResolveIdempotencyStoreUrl(const std::string& idempotency_store,
+                                       const std::string& event_log);
+
 struct GatewayServerOptions {
   std::string grpc_addr = "0.0.0.0:50051";  // port 0: the OS picks one (see grpc_port())
   GrpcTlsOptions tls;
@@ -181,7 +189,8 @@ struct GatewayServerOptions {
   // (idempotency.redis_threads, idempotency.max_queued_begins).
   int idempotency_redis_threads = 4;
   int idempotency_max_queued_begins = 1024;
-  // "memory" or "redis://..." (config key idempotency_store).
+  // "memory", "redis://...", "redis+sentinel://..." or kIdempotencyStoreEventLog (config key
+  // idempotency_store).
   std::string idempotency_store_url = "memory";
   // What every Redis-backed store (event log, ledger, idempotency store) does with the
   // primary (redis.*): the sentinels' password, replicas an acknowledged write waits for.

@@ -48,7 +48,7 @@ absl::StatusOr<std::string> WorkLedgerUrl(std::string value) {
 }
 
 absl::StatusOr<std::string> IdempotencyStoreUrl(std::string value) {
-  if (value == "memory") return value;
+  if (value == "memory" || value == kIdempotencyStoreEventLog) return value;
   if (redis::IsRedisUrl(value)) {
     if (absl::Status parsed = pipeline::ParseRedisIdempotencyUrl(value).status(); !parsed.ok()) {
       return parsed;
@@ -56,9 +56,24 @@ absl::StatusOr<std::string> IdempotencyStoreUrl(std::string value) {
     return value;
   }
   return absl::InvalidArgumentError(
-      "must be memory, redis://host:port[/db] or "
+      "must be memory, event_log, redis://host:port[/db] or "
       "redis+sentinel://host:port[,host:port...]/MASTER_NAME[/db]");
 }
+
+}  // namespace
+
+std::string ResolveIdempotencyStoreUrl(const std::string& idempotency_store,
+                                       const std::string& event_log) {
+  if (idempotency_store != kIdempotencyStoreEventLog) return idempotency_store;
+  if (!redis::IsRedisUrl(event_log)) return "memory";
+  // The event log's URL without its ?stream= (the store's keys take the default prefix,
+  // which the stream's name does not start with unless chosen so). The query starts at the
+  // first '?' after the credentials, which end at the last '@'.
+  const size_t at = event_log.rfind('@');
+  return event_log.substr(0, event_log.find('?', at == std::string::npos ? 0 : at + 1));
+}
+
+namespace {
 
 // What every Redis-backed store (event_log, reconcile.ledger, idempotency_store) does with
 // the primary: how it is found and what an acknowledged write waits for.
@@ -316,7 +331,9 @@ std::vector<settings::Setting<Options>> IdempotencyKeys() {
           IdempotencyStoreUrl, "memory|URL",
           "Where idempotency keys are kept: memory (this process), "
           "redis://[[user]:password@]host:port[/db][?prefix=name] or "
-          "redis+sentinel://...[?prefix=name] (replicas share them; see redis.*).")),
+          "redis+sentinel://...[?prefix=name] (replicas share them; see redis.*), or "
+          "event_log: the event log's Redis (its server or sentinels, credentials and db; "
+          "keys under the default prefix) when event_log is Redis, else memory.")),
   };
 }
 

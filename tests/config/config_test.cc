@@ -16,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "adapters/redis/redis_url.h"
+#include "gateway/idempotency/redis_idempotency_store.h"
+#include "gateway/server/server_options.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -841,6 +843,31 @@ TEST_F(ConfigTest, PipelineKnobsHaveDefaultsAndCrossChecks) {
               HasSubstr("circuit_breaker.max_open_ms"));
   EXPECT_THAT(ErrorOf(Load({"--idempotency-store=postgres://x"})), HasSubstr("idempotency_store"));
   EXPECT_THAT(ErrorOf(Load({"--retry-max-attempts=0"})), HasSubstr("retry.max_attempts"));
+}
+
+// Several replicas on one Redis share their idempotency keys with `idempotency_store=event_log`
+// (the chart sets it with eventLog.backend=redis): the event log's Redis, credentials and db
+// kept, its stream dropped; memory when the event log is SQLite.
+TEST_F(ConfigTest, IdempotencyStoreEventLogFollowsTheEventLogsRedis) {
+  absl::StatusOr<GatewayConfig> config =
+      Load({"--idempotency-store=event_log",
+            "--event-log=redis+sentinel://:pw@127.0.0.1:26379,127.0.0.2/primary/3?stream=ev"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->server.idempotency_store_url, "event_log");
+  EXPECT_EQ(server::ResolveIdempotencyStoreUrl(config->server.idempotency_store_url,
+                                               config->server.event_log_url),
+            "redis+sentinel://:pw@127.0.0.1:26379,127.0.0.2/primary/3");
+  // A '?' inside the password is not the query.
+  EXPECT_EQ(server::ResolveIdempotencyStoreUrl("event_log", "redis://u:p?w@h:1/2?stream=s"),
+            "redis://u:p?w@h:1/2");
+  EXPECT_EQ(server::ResolveIdempotencyStoreUrl("event_log", "sqlite:/var/events.db"), "memory");
+  EXPECT_EQ(server::ResolveIdempotencyStoreUrl("memory", "redis://h:1/0"), "memory");
+  EXPECT_EQ(server::ResolveIdempotencyStoreUrl("redis://other:1/0", "redis://h:1/0"),
+            "redis://other:1/0");
+  // The resolved URL parses as an idempotency store's.
+  EXPECT_TRUE(pipeline::ParseRedisIdempotencyUrl(
+                  server::ResolveIdempotencyStoreUrl("event_log", config->server.event_log_url))
+                  .ok());
 }
 
 // Issue 31: a lease that ends while its item's poll may still be at the vendor lets a second

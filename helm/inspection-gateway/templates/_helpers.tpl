@@ -281,6 +281,10 @@ pod from your Secret's password).
 {{- if eq (include "inspection-gateway.eventLogMode" .) "config" }}
 {{- $_ := set $cfg "event_log" (include "inspection-gateway.eventLogConfigUrl" .) }}
 {{- end }}
+{{- /* Replicas on one Redis share their idempotency keys there (the event log's Redis). */}}
+{{- if and (eq .Values.eventLog.backend "redis") (not (hasKey $cfg "idempotency_store")) }}
+{{- $_ := set $cfg "idempotency_store" "event_log" }}
+{{- end }}
 {{- if (include "inspection-gateway.sentinelPasswordSecret" . | fromJson) }}
 {{- $redisCfg := deepCopy (default dict (get $cfg "redis")) }}
 {{- $_ := set $redisCfg "sentinel_password_file" (printf "%s/sentinel-password" (include "inspection-gateway.sentinelSecretDir" .)) }}
