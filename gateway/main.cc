@@ -139,7 +139,16 @@ int main(int argc, char** argv) {
 
   // --sandbox: the vendor emulator runs in this process and becomes the upstream.
   std::unique_ptr<inspection::sandbox::SandboxServer> sandbox;
+  // --sandbox keeps its event log in a temporary directory (unless event_log is set),
+  // removed at exit after the server: declared first, destroyed last.
+  std::unique_ptr<inspection::server::TemporaryDirectory> sandbox_events;
   if (config->sandbox) {
+    auto events = inspection::server::UseTemporaryEventLog(*config);
+    if (!events.ok()) {
+      logger.Error("sandbox start-up failed", {{"error", std::string(events.status().message())}});
+      return 1;
+    }
+    sandbox_events = *std::move(events);
     auto started = inspection::server::StartEmbeddedSandbox(*config);
     if (!started.ok()) {
       logger.Error("sandbox start-up failed", {{"error", std::string(started.status().message())}});

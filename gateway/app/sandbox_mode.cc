@@ -1,5 +1,11 @@
 #include "gateway/app/sandbox_mode.h"
 
+#include <stdlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "adapters/vendor/event_mapper.h"
@@ -29,6 +35,31 @@ absl::StatusOr<std::unique_ptr<sandbox::SandboxServer>> StartEmbeddedSandbox(
   return started;
 }
 
+absl::StatusOr<std::unique_ptr<TemporaryDirectory>> TemporaryDirectory::Create() {
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string pattern = absl::StrCat(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp",
+                                     "/inspection-gateway-sandbox-XXXXXX");
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot create a temporary directory ", pattern, ": ", std::strerror(errno)));
+  }
+  return std::unique_ptr<TemporaryDirectory>(new TemporaryDirectory(std::move(pattern)));
+}
+
+TemporaryDirectory::~TemporaryDirectory() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+absl::StatusOr<std::unique_ptr<TemporaryDirectory>> UseTemporaryEventLog(
+    config::GatewayConfig& config) {
+  if (config.server.event_log_url != GatewayServerOptions().event_log_url) return nullptr;
+  absl::StatusOr<std::unique_ptr<TemporaryDirectory>> dir = TemporaryDirectory::Create();
+  if (!dir.ok()) return dir.status();
+  config.server.event_log_url = absl::StrCat("sqlite:", (*dir)->path(), "/events.db");
+  return dir;
+}
+
 std::string GatewayWebhookUrl(const config::GatewayConfig& config, int webhook_port) {
   std::string host = config.server.webhook.host;
   // A wildcard listen address is reachable on loopback from the same machine.
@@ -51,7 +82,10 @@ std::string SandboxWelcome(const config::GatewayConfig& config, sandbox::Sandbox
       absl::StrCat("\ninspection-gateway is serving gRPC on ", target,
                    " in front of the embedded sandbox (vendor API ", sandbox.BaseUrl(),
                    ", admin API ", admin, "/).\nThe sandbox's webhooks are configured to go to ",
-                   GatewayWebhookUrl(config, webhook_port), ".\n\nTry it (ready to paste):\n\n");
+                   GatewayWebhookUrl(config, webhook_port), ".\nEvents are kept in ",
+                   config.server.event_log_url,
+                   " (a temporary directory is removed at exit; set event_log to keep them)."
+                   "\n\nTry it (ready to paste):\n\n");
   const std::string commands =
       R"(# a self-inspection token (placeholders for the customer, no message sent)
 grpcurl -plaintext -d '{"options": {"shoot_inspect": true, "fast_track": true}, "trade_in": {"immat": "DE-123-MO", "sending_type": "SENDING_TYPE_NONE"}, "customer": {"email": "<EMAIL>", "firstname": "<FIRST_NAME>", "lastname": "<LAST_NAME>", "phone": "<PHONE>", "locale": "LOCALE_EN"}, "creator_user_id": "demo-agent", "validity": 30}' TARGET inspection.v1.TokenService/CreateToken

@@ -16,6 +16,27 @@ namespace inspection::server {
 absl::StatusOr<std::unique_ptr<sandbox::SandboxServer>> StartEmbeddedSandbox(
     config::GatewayConfig& config);
 
+// A temporary directory, removed with everything in it when the object goes.
+class TemporaryDirectory {
+ public:
+  // mkdtemp under $TMPDIR (else /tmp), named inspection-gateway-sandbox-XXXXXX.
+  static absl::StatusOr<std::unique_ptr<TemporaryDirectory>> Create();
+  ~TemporaryDirectory();
+  TemporaryDirectory(const TemporaryDirectory&) = delete;
+  TemporaryDirectory& operator=(const TemporaryDirectory&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit TemporaryDirectory(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+// --sandbox without `event_log` (still its default, sqlite:inspection-events.db in the
+// working directory): the event log, and the work ledger beside it, go to a temporary
+// directory instead, removed when the process ends. Null when `event_log` was set.
+absl::StatusOr<std::unique_ptr<TemporaryDirectory>> UseTemporaryEventLog(
+    config::GatewayConfig& config);
+
 // The gateway's own webhook endpoint as the sandbox should call it
 // (`http://<webhook_addr host, 0.0.0.0 -> 127.0.0.1>:<webhook_port><webhook.path>`).
 std::string GatewayWebhookUrl(const config::GatewayConfig& config, int webhook_port);

@@ -1,6 +1,7 @@
 // The real inspection-gateway binary, started as a process: concurrency within a thread
 // budget, health, reflection (through grpcurl), configuration errors, SIGTERM.
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -451,6 +452,54 @@ TEST(GatewayProcessTest, KubernetesServiceLinkVariablesDoNotStopStartUp) {
        "INSPECTION_SANDBOX_PORT_8080_TCP_PROTO=tcp", "INSPECTION_SANDBOX_PORT_8080_TCP_PORT=8080",
        "INSPECTION_SANDBOX_PORT_8080_TCP_ADDR=10.96.0.7"});
   EXPECT_GT(gateway.port(), 0) << gateway.process().output();
+}
+
+}  // namespace
+}  // namespace inspection::testing
+
+namespace inspection::testing {
+namespace {
+
+// Issue 34: `--sandbox` wrote its event log (and the work ledger beside it) into the working
+// directory. Without `event_log` it now lives in a temporary directory under $TMPDIR, named
+// in the welcome text, and removed when the process ends.
+TEST(GatewayProcessTest, TheSandboxKeepsItsEventLogInATemporaryDirectory) {
+  TempDir tmp;
+  Subprocess gateway({GATEWAY_BINARY, "--sandbox", "--grpc-addr=127.0.0.1:0",
+                      "--webhook-addr=127.0.0.1:0", "--admin-addr=127.0.0.1:0"},
+                     {absl::StrCat("TMPDIR=", tmp.path())});
+  const std::string line = gateway.WaitForLine(
+      [](const std::string& l) { return l.find("Events are kept in") != std::string::npos; },
+      std::chrono::seconds(30));
+  ASSERT_FALSE(line.empty()) << gateway.output();
+  const std::string prefix =
+      absl::StrCat("Events are kept in sqlite:", tmp.path(), "/inspection-gateway-sandbox-");
+  const size_t at = line.find(prefix);
+  ASSERT_NE(at, std::string::npos) << line;
+  const std::string rest = line.substr(at + std::string("Events are kept in sqlite:").size());
+  const std::string file = rest.substr(0, rest.find(' '));
+  const std::string dir = file.substr(0, file.rfind('/'));
+  EXPECT_TRUE(std::ifstream(file).good()) << file;
+
+  EXPECT_EQ(gateway.Stop(SIGTERM, std::chrono::seconds(20)), 0) << gateway.output();
+  EXPECT_FALSE(std::ifstream(file).good()) << file << " outlived the process";
+  EXPECT_NE(::access(dir.c_str(), F_OK), 0) << dir << " outlived the process";
+}
+
+// With event_log set, the sandbox uses it as given.
+TEST(GatewayProcessTest, TheSandboxUsesAnEventLogThatIsSet) {
+  TempDir tmp;
+  const std::string file = tmp.File("kept.db");
+  Subprocess gateway(
+      {GATEWAY_BINARY, "--sandbox", "--grpc-addr=127.0.0.1:0", "--webhook-addr=127.0.0.1:0",
+       "--admin-addr=127.0.0.1:0", "--event-log=sqlite:" + file},
+      {absl::StrCat("TMPDIR=", tmp.path())});
+  const std::string line = gateway.WaitForLine(
+      [](const std::string& l) { return l.find("Events are kept in") != std::string::npos; },
+      std::chrono::seconds(30));
+  EXPECT_NE(line.find("sqlite:" + file), std::string::npos) << line;
+  EXPECT_EQ(gateway.Stop(SIGTERM, std::chrono::seconds(20)), 0) << gateway.output();
+  EXPECT_TRUE(std::ifstream(file).good()) << "the event log that was set is kept";
 }
 
 }  // namespace
