@@ -241,6 +241,8 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Open(
                              : " (point the URL at the primary, or use redis+sentinel://)"));
   }
   RedisConnection& opened = **connection;
+  opened.auto_acks_ = options.min_replicas_acked < 0;
+  opened.acks_checked_at_ = absl::Now();
   opened.required_acks_ =
       options.min_replicas_acked >= 0 ? options.min_replicas_acked : (role->replicas > 0 ? 1 : 0);
   opened.replica_ack_timeout_ = options.replica_ack_timeout;
@@ -248,7 +250,17 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Open(
   return connection;
 }
 
+void RedisConnection::RefreshAutoAcks() {
+  acks_checked_at_ = absl::Now();
+  absl::StatusOr<Role> role = AskRole(*this);
+  if (role.ok()) required_acks_ = role->replicas > 0 ? 1 : 0;
+}
+
 absl::Status RedisConnection::WaitForReplicas() {
+  // Auto: a replica that joined since is waited for, one that left is not (a pooled
+  // connection would otherwise keep the answer of the moment it opened for good).
+  constexpr absl::Duration kAutoAcksRefresh = absl::Seconds(1);
+  if (auto_acks_ && absl::Now() - acks_checked_at_ >= kAutoAcksRefresh) RefreshAutoAcks();
   if (required_acks_ <= 0) return absl::OkStatus();
   // The socket must outwait the server-side WAIT.
   absl::Status status = SetCommandTimeout(replica_ack_timeout_ + command_timeout_);
@@ -267,6 +279,13 @@ absl::Status RedisConnection::WaitForReplicas() {
   }
   const long long acked = (*reply)->integer;
   if (acked >= required_acks_) return absl::OkStatus();
+  if (auto_acks_) {
+    // The replica is gone (not merely slow): auto means the primary's word alone now.
+    const int required = required_acks_;
+    RefreshAutoAcks();
+    if (required_acks_ == 0) return absl::OkStatus();
+    required_acks_ = required;
+  }
   absl::Status not_replicated = absl::UnavailableError(
       absl::StrCat(description_, ": the write reached ", acked, " of the ", required_acks_,
                    " replica(s) required (redis.min_replicas_acked) within ", timeout_ms,

@@ -104,7 +104,8 @@ class RedisConnection {
   // confirmed in time (the message says how many of how many); Unavailable as Command's
   // when the connection fails.
   absl::Status WaitForReplicas();
-  // Replicas WaitForReplicas waits for (RedisOptions::min_replicas_acked, auto resolved).
+  // Replicas WaitForReplicas waits for (RedisOptions::min_replicas_acked; auto resolved when
+  // the connection opens, and again as the primary's replicas come and go).
   int required_acks() const { return required_acks_; }
 
   // Socket timeout of the following commands (a blocking XREAD needs its block time
@@ -137,7 +138,14 @@ class RedisConnection {
   bool closed_by_server_ = false;
   bool demoted_ = false;
   int64_t completed_ = 0;
+  // Re-resolves an auto required_acks_ (ROLE: 1 with a connected replica, else 0).
+  void RefreshAutoAcks();
+
   int required_acks_ = 0;
+  // min_replicas_acked -1: required_acks_ follows the primary's replicas, looked at again
+  // at most every kAutoAcksRefresh and after a WAIT that fell short.
+  bool auto_acks_ = false;
+  absl::Time acks_checked_at_ = absl::InfinitePast();
   absl::Duration command_timeout_ = absl::Seconds(2);
   absl::Duration replica_ack_timeout_ = absl::Seconds(1);
   uint64_t generation_ = 0;  // the pool generation it was opened in (set by the pool)

@@ -206,10 +206,15 @@ void EventHub::DispatchTail() {
         absl::MutexLock lock(&mu_);
         if (last.ok()) tail_ = *last;
       } else {
-        logging::Warn("event log read failed", {{"error", std::string(page.status().message())}});
+        read_backoff_ = std::clamp(read_backoff_ * 2, std::chrono::milliseconds(50),
+                                   std::chrono::milliseconds(1000));
+        logging::Warn("event log read failed",
+                      {{"error", std::string(page.status().message())},
+                       {"retry_in_ms", static_cast<int64_t>(read_backoff_.count())}});
       }
       return;
     }
+    read_backoff_ = std::chrono::milliseconds(0);
     if (page->empty()) return;
     for (const eventlog::StoredEvent& stored : *page) {
       if (options_.on_event) options_.on_event(stored);
@@ -272,6 +277,12 @@ void EventHub::CatchUp(Subscription& subscription) {
   if (!page.ok()) {
     const bool expired = page.status().code() == absl::StatusCode::kOutOfRange;
     const bool bad_cursor = page.status().code() == absl::StatusCode::kInvalidArgument;
+    const bool transient = page.status().code() == absl::StatusCode::kUnavailable ||
+                           page.status().code() == absl::StatusCode::kDeadlineExceeded;
+    if (!expired && !bad_cursor) {
+      logging::Warn("event log read for a catching-up stream failed",
+                    {{"error", std::string(page.status().message())}});
+    }
     if (options_.metrics != nullptr) {
       options_.metrics->RecordDroppedSubscriber(expired ? StreamDropReason::kCursorExpired
                                                         : StreamDropReason::kError);
@@ -285,8 +296,10 @@ void EventHub::CatchUp(Subscription& subscription) {
         : bad_cursor ? grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                     absl::StrCat("cannot resume from that cursor: ",
                                                  page.status().message()))
-                     : grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                    "the event log is unavailable; resume from your last cursor"));
+        : transient  ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                    "the event log is unavailable; resume from your last cursor")
+                     : grpc::Status(grpc::StatusCode::INTERNAL,
+                                    "the event log refused the read; see the gateway's log"));
     subscription.live = false;
     subscription.sink.reset();
     return;
@@ -369,6 +382,12 @@ void EventHub::Run() {
   for (;;) {
     const std::optional<std::chrono::milliseconds> wait = RunOneTurn();
     if (!wait.has_value()) break;
+    if (read_backoff_.count() > 0) {
+      // Not WaitForAppend: it returns at once while entries follow the tail.
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(read_backoff_));
+      continue;
+    }
     if (wait->count() > 0) log_->WaitForAppend(TailCursor(), *wait);
   }
   EndAll();

@@ -189,6 +189,10 @@ class EventHub {
   std::atomic<size_t> waiting_for_room_{0};
   // Touched by the turn's thread only.
   std::chrono::steady_clock::time_point next_retention_{};
+  // After a failed tail read, how long the loop rests before the next turn (doubling from
+  // 50 ms up to 1 s; zero after a read that worked): a log that refuses at once (Redis
+  // without its replicas) must not become a busy loop of reads and log lines.
+  std::chrono::milliseconds read_backoff_{0};
   std::thread thread_;
 };
 

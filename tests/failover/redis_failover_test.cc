@@ -1,10 +1,11 @@
 // A Redis primary dies under three gateway replicas (issue 33, item 4), with real processes:
-// redis-server primary + one replica + three sentinels (quorum 2, down-after-milliseconds
-// 2000) on loopback, three inspection-gateway processes sharing them through a
-// redis+sentinel:// event log, webhooks posted at a steady rate round-robin through all
-// three, and a Subscribe stream on each that resumes from its last cursor whenever it ends.
-// Mid-run the replica stalls (SIGSTOP) for a few deliveries, then the primary is killed
-// with SIGKILL and the replica resumes: the deliveries of the stall reached the primary
+// redis-server primary + two replicas + three sentinels (quorum 2, down-after-milliseconds
+// 2000) on loopback (Bitnami's chart runs three nodes too), three inspection-gateway processes
+// sharing them through a redis+sentinel:// event log, webhooks posted at a steady rate round-robin
+// through all three, and a Subscribe stream on each that resumes from its last cursor whenever it
+// ends. The gateways run with redis.min_replicas_acked=1, what the chart's Sentinel example sets.
+// Mid-run the replicas stall (SIGSTOP) for a few deliveries, then the primary is killed
+// with SIGKILL and the replicas resume: the deliveries of the stall reached the primary
 // only, so they must not be acknowledged (the gateways wait for the replica: WAIT) and must
 // not reach a subscriber (the readers wait for it too), or the failover that follows would
 // lose an acknowledged event, or hand out one the vendor then delivers again. Asserted:
@@ -164,8 +165,11 @@ class RedisFailoverTest : public ::testing::Test {
     std::string error;
     primary_ = RedisServer::Start(&error);
     ASSERT_NE(primary_, nullptr) << error;
-    replica_ = RedisServer::StartReplica(&error, *primary_);
-    ASSERT_NE(replica_, nullptr) << error;
+    for (int i = 0; i < 2; ++i) {
+      auto replica = RedisServer::StartReplica(&error, *primary_);
+      ASSERT_NE(replica, nullptr) << error;
+      replicas_.push_back(std::move(replica));
+    }
     std::string sentinels;
     for (int i = 0; i < 3; ++i) {
       auto sentinel = RedisServer::StartSentinel(&error, dir_.path(), kMaster, *primary_,
@@ -182,6 +186,7 @@ class RedisFailoverTest : public ::testing::Test {
           LoopbackGatewayArgv(GATEWAY_BINARY, vendor_.BaseUrl(), dir_.File("unused.db"));
       argv.back() = event_log;
       argv.push_back(absl::StrCat("--redis-replica-ack-timeout-ms=", kAckTimeoutMs));
+      argv.push_back("--redis-min-replicas-acked=1");
       gateways_.push_back(std::make_unique<Subprocess>(
           argv, std::vector<std::string>{"INSPECTION_API_KEY=failover-vendor-key",
                                          absl::StrCat("INSPECTION_WEBHOOK_KEY=", kWebhookKey)}));
@@ -204,8 +209,8 @@ class RedisFailoverTest : public ::testing::Test {
     return response ? response->status : -1;
   }
 
-  // CLIENT KILL TYPE replica on the primary: it closes its replication link.
-  bool DropReplicaLink() {
+  // CLIENT KILL TYPE replica on the primary: it closes its replication links.
+  bool DropReplicaLinks() {
     auto url = redis::ParseRedisUrl(primary_->Url());
     if (!url.ok()) return false;
     auto connection = redis::RedisConnection::Connect(
@@ -213,12 +218,12 @@ class RedisFailoverTest : public ::testing::Test {
         "test");
     if (!connection.ok()) return false;
     auto reply = (*connection)->Command({"CLIENT", "KILL", "TYPE", "replica"});
-    return reply.ok() && (*reply)->type == REDIS_REPLY_INTEGER && (*reply)->integer == 1;
+    return reply.ok() && (*reply)->type == REDIS_REPLY_INTEGER && (*reply)->integer == 2;
   }
 
   TempDir dir_;
   std::unique_ptr<RedisServer> primary_;
-  std::unique_ptr<RedisServer> replica_;
+  std::vector<std::unique_ptr<RedisServer>> replicas_;
   std::vector<std::unique_ptr<RedisServer>> sentinels_;
   FakeVendor vendor_;
   std::vector<std::unique_ptr<Subprocess>> gateways_;
@@ -253,8 +258,8 @@ TEST_F(RedisFailoverTest, KillingThePrimaryLosesNoAcknowledgedWebhook) {
         // The stall: these reach the primary, never the replica. (Stopped alone, the
         // replica would still find them in its socket buffer when it resumes: the primary
         // also drops the link, and cannot send them again before it dies.)
-        ASSERT_EQ(::kill(replica_->pid(), SIGSTOP), 0);
-        ASSERT_TRUE(DropReplicaLink());
+        for (auto& replica : replicas_) ASSERT_EQ(::kill(replica->pid(), SIGSTOP), 0);
+        ASSERT_TRUE(DropReplicaLinks());
         for (int i = 0; i < kDuringStall; ++i) {
           ++n;
           stalled.push_back(n);
@@ -264,7 +269,7 @@ TEST_F(RedisFailoverTest, KillingThePrimaryLosesNoAcknowledgedWebhook) {
         ASSERT_TRUE(primary_->Stop(SIGKILL));
         killed_at = Clock::now();
         killed = true;
-        ASSERT_EQ(::kill(replica_->pid(), SIGCONT), 0);
+        for (auto& replica : replicas_) ASSERT_EQ(::kill(replica->pid(), SIGCONT), 0);
         next = Clock::now();
       }
       continue;

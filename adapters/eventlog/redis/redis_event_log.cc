@@ -70,6 +70,22 @@ return {id, 0}
 // Removes a prefix of at most one batch: the entries beyond max_events, then the
 // oldest ones while they are too old. Returns {removed, 1 if more may be due}.
 // XTRIM MAXLEN (exact) removes exactly that prefix since nothing runs in between.
+// KEYS[1]: the watermark of entries confirmed on the replicas; ARGV[1]: an entry ID
+// ("<ms>-<seq>") just confirmed. Raises the watermark to it unless it is already there or
+// beyond.
+constexpr char kAdvanceScript[] = R"lua(
+local function parse(id)
+  local ms, seq = string.match(id or '', '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+local new_ms, new_seq = parse(ARGV[1])
+if not new_ms then return redis.error_reply('ERR bad entry ID') end
+local cur_ms, cur_seq = parse(redis.call('GET', KEYS[1]))
+if cur_ms and (cur_ms > new_ms or (cur_ms == new_ms and cur_seq >= new_seq)) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1
+)lua";
+
 constexpr char kRetentionScript[] = R"lua(
 local length = redis.call('XLEN', KEYS[1])
 local max_events = tonumber(ARGV[1])
@@ -225,8 +241,10 @@ class RedisEventLog final : public EventLog {
         removed_key_(url_.stream + ":removed_up_to"),
         probe_key_(url_.stream + ":writable-probe"),
         fence_key_(url_.stream + ":read-fence"),
+        replicated_key_(url_.stream + ":replicated_up_to"),
         append_script_(kAppendScript),
         retention_script_(kRetentionScript),
+        advance_script_(kAdvanceScript),
         commands_(url_, Redis(options), options.max_idle_connections),
         blocking_(url_, Redis(options), options.max_idle_connections) {}
 
@@ -296,30 +314,24 @@ class RedisEventLog final : public EventLog {
     const std::string start = after_id ? "(" + after_id->ToString() : "-";
     // One MULTI/EXEC: the removed_up_to check and the read see the same state, so a
     // retention run in between cannot slip a gap past the check.
-    std::vector<std::vector<std::string>> commands = {{"MULTI"}, {"GET", removed_key_}};
+    std::vector<std::vector<std::string>> commands = {
+        {"MULTI"}, {"GET", removed_key_}, {"GET", replicated_key_}};
     if (read_entries) {
       commands.push_back(
           {"XRANGE", url_.stream, start, "+", "COUNT", std::to_string(std::max<size_t>(limit, 1))});
     }
+    commands.push_back({"EXEC"});
+    // Set when the entries read could not all be confirmed on the replicas: only those up
+    // to `confirmed` (the watermark) are handed out.
+    std::optional<std::optional<StreamId>> confirmed;
+    absl::Status unconfirmed;
     absl::StatusOr<std::vector<RedisReply>> replies = commands_.Run<std::vector<RedisReply>>(
         [&](RedisConnection& c) -> absl::StatusOr<std::vector<RedisReply>> {
-          // An entry on the primary alone is lost if it dies now: its append was not
-          // acknowledged (503, delivered again), and a reader that handed it out would
-          // deliver it twice. So when appends wait for replicas, the read does too: a
-          // write in the same transaction (the fence) puts this connection's replication
-          // offset after every entry read, and WAIT for it confirms them all.
-          const bool fenced = read_entries && c.required_acks() > 0;
-          std::vector<std::vector<std::string>> sent = commands;
-          if (fenced) sent.push_back({"SET", fence_key_, "1", "PX", "60000"});
-          sent.push_back({"EXEC"});
-          absl::StatusOr<std::vector<RedisReply>> got = c.Pipeline(sent);
-          if (!got.ok() || !fenced) return got;
-          const redisReply& exec = *got->back();
-          const bool any = exec.type == REDIS_REPLY_ARRAY && exec.elements >= 2 &&
-                           exec.element[1]->type == REDIS_REPLY_ARRAY &&
-                           exec.element[1]->elements > 0;
-          if (!any) return got;
-          if (absl::Status replicated = c.WaitForReplicas(); !replicated.ok()) return replicated;
+          confirmed.reset();
+          absl::StatusOr<std::vector<RedisReply>> got = c.Pipeline(commands);
+          if (!got.ok() || !read_entries || c.required_acks() <= 0) return got;
+          absl::Status fenced = ConfirmReplicated(c, *got->back(), &confirmed);
+          if (!fenced.ok()) unconfirmed = fenced;
           return got;
         });
     if (!replies.ok()) return replies.status();
@@ -327,9 +339,7 @@ class RedisEventLog final : public EventLog {
     for (const RedisReply& reply : *replies) {
       if (reply->type == REDIS_REPLY_ERROR) return ErrorStatus(*reply, "read");
     }
-    // GET, XRANGE when asked, the fence when sent.
-    if (exec.type != REDIS_REPLY_ARRAY || exec.elements < commands.size() - 1 ||
-        exec.elements > commands.size()) {
+    if (exec.type != REDIS_REPLY_ARRAY || exec.elements != commands.size() - 2) {
       return UnexpectedReply(absl::StrCat(description_, ": read"));
     }
     const redisReply& removed = *exec.element[0];
@@ -345,7 +355,7 @@ class RedisEventLog final : public EventLog {
     }
     std::vector<StoredEvent> events;
     if (!read_entries || limit == 0) return events;
-    const redisReply& entries = *exec.element[1];
+    const redisReply& entries = *exec.element[2];
     if (entries.type == REDIS_REPLY_ERROR) return ErrorStatus(entries, "read");
     if (entries.type != REDIS_REPLY_ARRAY) {
       return UnexpectedReply(absl::StrCat(description_, ": read"));
@@ -356,6 +366,16 @@ class RedisEventLog final : public EventLog {
           ParseEntry(*entries.element[i], absl::StrCat(description_, ": read"));
       if (!event.ok()) return event.status();
       events.push_back(*std::move(event));
+    }
+    if (confirmed.has_value()) {
+      // Hand out only what the replicas are known to hold; the rest on a later read.
+      const std::optional<StreamId> limit_id = *confirmed;
+      auto beyond = std::find_if(events.begin(), events.end(), [&](const StoredEvent& e) {
+        const std::optional<StreamId> id = ParseStreamId(e.cursor);
+        return !limit_id || !id || *limit_id < *id;
+      });
+      events.erase(beyond, events.end());
+      if (events.empty()) return unconfirmed;
     }
     return events;
   }
@@ -477,6 +497,44 @@ class RedisEventLog final : public EventLog {
     return RedisErrorReplyToStatus(reply, absl::StrCat(description_, ": ", what));
   }
 
+  // ReadAfter's fence, on the connection that read (`exec`: its EXEC reply: removed_up_to,
+  // the watermark, the entries). An entry on the primary alone is lost if it dies now: its
+  // append was not acknowledged (503, delivered again), and a reader that handed it out
+  // would deliver it twice. So entries beyond the watermark (replicated_key_) are confirmed
+  // the way appends are: a write (the fence, after them in the replication stream), then
+  // WAIT, then the watermark raised to the last of them. OK when all are confirmed (or there is
+  // nothing to confirm); otherwise `*confirmed` is the watermark (nullopt inside: none) and
+  // the refusal is returned: only entries up to the watermark may be handed out.
+  absl::Status ConfirmReplicated(RedisConnection& c, const redisReply& exec,
+                                 std::optional<std::optional<StreamId>>* confirmed) {
+    if (exec.type != REDIS_REPLY_ARRAY || exec.elements < 3) return absl::OkStatus();
+    const redisReply& watermark = *exec.element[1];
+    const redisReply& entries = *exec.element[2];
+    if (entries.type != REDIS_REPLY_ARRAY || entries.elements == 0) return absl::OkStatus();
+    const redisReply& last = *entries.element[entries.elements - 1];
+    if (last.type != REDIS_REPLY_ARRAY || last.elements < 1 || !IsString(*last.element[0])) {
+      return absl::OkStatus();  // malformed: ReadAfter reports it
+    }
+    const std::optional<StreamId> last_id = ParseStreamId(ReplyString(*last.element[0]));
+    const std::optional<StreamId> mark =
+        IsString(watermark) ? ParseStreamId(ReplyString(watermark)) : std::nullopt;
+    if (!last_id || (mark && !(*mark < *last_id))) return absl::OkStatus();
+    // The fence: a write after the entries in the replication stream. (Not the watermark
+    // itself: raised before the WAIT, it would vouch for entries no replica has yet.)
+    absl::StatusOr<RedisReply> fence = c.Command({"SET", fence_key_, "1", "PX", "60000"});
+    absl::Status status = !fence.ok()                           ? fence.status()
+                          : (*fence)->type == REDIS_REPLY_ERROR ? ErrorStatus(**fence, "read fence")
+                                                                : c.WaitForReplicas();
+    if (!status.ok()) {
+      *confirmed = mark;
+      return status;
+    }
+    // Confirmed: later reads (this replica's and the others') need no fence for them. A
+    // failure here only costs a later fence.
+    (void)RunScript(c, advance_script_, {replicated_key_}, {last_id->ToString()});
+    return absl::OkStatus();
+  }
+
   // EVALSHA, falling back to EVAL (which also caches the script) when the server does
   // not know it yet: after a restart, a SCRIPT FLUSH, or on first use.
   static absl::StatusOr<RedisReply> RunScript(RedisConnection& connection, const LuaScript& script,
@@ -508,9 +566,12 @@ class RedisEventLog final : public EventLog {
   const std::string dedupe_prefix_;
   const std::string removed_key_;
   const std::string probe_key_;
-  const std::string fence_key_;  // ReadAfter's replication fence
+  // ReadAfter's fence, and the greatest entry ID a read confirmed on the replicas.
+  const std::string fence_key_;
+  const std::string replicated_key_;
   const LuaScript append_script_;
   const LuaScript retention_script_;
+  const LuaScript advance_script_;
   RedisConnectionPool commands_;  // short commands
   RedisConnectionPool blocking_;  // only WaitForAppend's XREAD BLOCK
 };

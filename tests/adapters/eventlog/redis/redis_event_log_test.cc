@@ -285,6 +285,53 @@ TEST(RedisEventLogTest, AnAppendNoReplicaConfirmedIsNotAcknowledgedAndItsRetryIs
   EXPECT_EQ(events->size(), 2u);
 }
 
+// A reader hands out only what the replicas hold (an event only the primary has is lost by
+// a failover, and its append was refused: the vendor delivers it again). Events confirmed
+// once stay readable while the replica is away, also for a reader that starts then.
+TEST(RedisEventLogTest, ReadsHandOutOnlyWhatTheReplicasHold) {
+  std::string error;
+  auto primary = RedisServer::Start(&error);
+  ASSERT_NE(primary, nullptr) << error;
+  auto replica = RedisServer::StartReplica(&error, *primary);
+  ASSERT_NE(replica, nullptr) << error;
+  RedisEventLogOptions options;
+  options.redis.min_replicas_acked = 1;
+  options.redis.replica_ack_timeout = absl::Milliseconds(300);
+  const std::string url = primary->Url("/0?stream=fenced");
+  auto log = OpenOrFail(url, {}, options);
+  ASSERT_NE(log, nullptr);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(log->Append(MakeEvent("createReport", absl::StrCat("payload-", i))).ok());
+  }
+  auto read = log->ReadAfter("", 10);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), 3u);
+  const std::string third = read->back().cursor;
+
+  ASSERT_EQ(::kill(replica->pid(), SIGSTOP), 0);
+  absl::StatusOr<AppendResult> refused = log->Append(MakeEvent("createReport", "payload-3"));
+  auto after_stall = log->ReadAfter("", 10);
+  auto beyond = log->ReadAfter(third, 10);
+  auto fresh = OpenOrFail(url, {}, options);
+  ASSERT_NE(fresh, nullptr);
+  auto fresh_read = fresh->ReadAfter("", 10);
+  ASSERT_EQ(::kill(replica->pid(), SIGCONT), 0);
+
+  EXPECT_FALSE(refused.ok());  // on the primary only: not acknowledged...
+  ASSERT_TRUE(after_stall.ok()) << after_stall.status();
+  EXPECT_EQ(after_stall->size(), 3u);  // ...and not handed out
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_EQ(beyond.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(redis::IsNotReplicated(beyond.status())) << beyond.status();
+  ASSERT_TRUE(fresh_read.ok()) << fresh_read.status();
+  EXPECT_EQ(fresh_read->size(), 3u);
+
+  // The replica caught up: the fourth is confirmed and handed out.
+  auto caught_up = log->ReadAfter("", 10);
+  ASSERT_TRUE(caught_up.ok()) << caught_up.status();
+  EXPECT_EQ(caught_up->size(), 4u);
+}
+
 TEST(RedisEventLogTest, OpenFailsWithUnavailableWhenNothingListens) {
   const int port = ::inspection::testing::UnusedClosedPort();
   ASSERT_GT(port, 0);
