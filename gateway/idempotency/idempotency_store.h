@@ -24,6 +24,9 @@ namespace inspection::pipeline {
 struct IdempotentOutcome {
   grpc::Status status;
   std::string response;
+  // Not a stored outcome but the store's own answer to a waiter (shutting down, the call's
+  // deadline passed, the first call's claim ended, Redis unreachable): never "replayed".
+  bool from_store = false;
 };
 
 // Remembers the first outcome per (vendor account, idempotency key) for a TTL (24 h by
@@ -87,6 +90,12 @@ class IdempotencyStore {
 
   // Outcomes whose save failed and is being retried (only a remote store has any).
   virtual size_t UnsavedOutcomes() const { return 0; }
+
+  // The gateway is shutting down: BeginAsync answers UNAVAILABLE from now on, queued begins
+  // are answered so, begins in progress finish (their callbacks run before this returns),
+  // and waiters on another replica's claim get UNAVAILABLE (their calls can end). Saves
+  // and the waiters of this process's own leads go on until the store is destroyed.
+  virtual void BeginShutdown() {}
 };
 
 // The process-local store: a map with an expiry index, bounded in bytes (keys,

@@ -70,11 +70,23 @@ constexpr char kClaimEndedMessage[] =
     "the first call with this idempotency key did not finish; retry";
 constexpr char kUnreachableMessage[] = "the idempotency store is unreachable; retry later";
 
+// The store's own answer to a waiter (IdempotentOutcome::from_store).
+IdempotentOutcome StoreAnswer(grpc::StatusCode code, const char* message) {
+  return {grpc::Status(code, message), "", /*from_store=*/true};
+}
 IdempotentOutcome ClaimEnded() {
-  return {grpc::Status(grpc::StatusCode::ABORTED, kClaimEndedMessage), ""};
+  return StoreAnswer(grpc::StatusCode::ABORTED, kClaimEndedMessage);
 }
 IdempotentOutcome Unreachable() {
-  return {grpc::Status(grpc::StatusCode::UNAVAILABLE, kUnreachableMessage), ""};
+  return StoreAnswer(grpc::StatusCode::UNAVAILABLE, kUnreachableMessage);
+}
+IdempotentOutcome ShuttingDown() {
+  return StoreAnswer(grpc::StatusCode::UNAVAILABLE, "the gateway is shutting down; retry");
+}
+IdempotentOutcome DeadlinePassed() {
+  return StoreAnswer(grpc::StatusCode::DEADLINE_EXCEEDED,
+                     "the call's deadline passed while it waited for the first call with this "
+                     "idempotency key");
 }
 
 std::string Milliseconds(absl::Duration duration) {
@@ -257,22 +269,45 @@ RedisIdempotencyStore::RedisIdempotencyStore(
   }
 }
 
+void RedisIdempotencyStore::StopBegins() {
+  {
+    absl::MutexLock lock(&mu_);
+    begins_stopped_ = true;
+  }
+  // They answer what is still queued (shutting down), then end.
+  for (std::thread& thread : begin_threads_) {
+    if (thread.joinable()) thread.join();
+  }
+}
+
+void RedisIdempotencyStore::BeginShutdown() {
+  StopBegins();
+  std::vector<Callback> waiters;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [key, wait] : remote_) {
+      for (RemoteWaiter& waiter : wait.waiters) waiters.push_back(std::move(waiter.callback));
+    }
+    remote_.clear();
+  }
+  const IdempotentOutcome shutting_down = ShuttingDown();
+  for (Callback& waiter : waiters) waiter(shutting_down);
+}
+
 RedisIdempotencyStore::~RedisIdempotencyStore() {
+  StopBegins();
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     work_cv_.SignalAll();
-    begin_cv_.SignalAll();
   }
-  // The begin threads answer what is still queued (shutting down), then end; the
-  // background thread runs the queued writes and a last attempt of the unsaved ones.
-  for (std::thread& thread : begin_threads_) thread.join();
+  // The background thread runs the queued writes and a last attempt of the unsaved ones.
   background_.join();
   std::vector<Callback> waiters;
   {
     absl::MutexLock lock(&mu_);
     for (auto& [key, wait] : remote_) {
-      for (Callback& waiter : wait.waiters) waiters.push_back(std::move(waiter));
+      for (RemoteWaiter& waiter : wait.waiters) waiters.push_back(std::move(waiter.callback));
     }
     for (auto& [key, lead] : leads_) {
       for (Callback& waiter : lead.waiters) waiters.push_back(std::move(waiter));
@@ -283,8 +318,7 @@ RedisIdempotencyStore::~RedisIdempotencyStore() {
     remote_.clear();
     leads_.clear();
   }
-  const IdempotentOutcome shutting_down{
-      grpc::Status(grpc::StatusCode::UNAVAILABLE, "the gateway is shutting down; retry"), ""};
+  const IdempotentOutcome shutting_down = ShuttingDown();
   for (Callback& waiter : waiters) waiter(shutting_down);
 }
 
@@ -334,6 +368,12 @@ IdempotencyStore::Decision RedisIdempotencyStore::Begin(const std::string& accou
                                                         const std::string& fingerprint,
                                                         IdempotentOutcome* replay,
                                                         Callback on_ready) {
+  return DoBegin(account, key, fingerprint, absl::InfiniteFuture(), replay, std::move(on_ready));
+}
+
+IdempotencyStore::Decision RedisIdempotencyStore::DoBegin(
+    const std::string& account, const std::string& key, const std::string& fingerprint,
+    absl::Time deadline, IdempotentOutcome* replay, Callback on_ready) {
   const std::string redis_key = RedisKey(account, key);
   std::string abandoned_claim;
   {
@@ -387,6 +427,18 @@ IdempotencyStore::Decision RedisIdempotencyStore::Begin(const std::string& accou
     }
     return Decision::kUnavailable;
   };
+  if (!ran.ok()) {
+    // The script may have run all the same (its reply lost, or still queued in a frozen
+    // Redis): let go of the claim, or a retry with this key would wait for it for
+    // claim_ttl. The release only deletes the key while our claim holds it.
+    absl::MutexLock lock(&mu_);
+    writes_.push_back({redis_key,
+                       {"EVAL", kAbandonScript, "1", redis_key, claim},
+                       /*completing=*/false,
+                       claim});
+    abandoning_[redis_key] = claim;
+    work_cv_.Signal();
+  }
   if (!ran.ok()) return unavailable(ran.status());
   const redisReply* reply = ran->replies[0].get();
   if (reply->type == REDIS_REPLY_ERROR) {
@@ -423,8 +475,9 @@ IdempotencyStore::Decision RedisIdempotencyStore::Begin(const std::string& accou
     return Decision::kLead;
   }
   if (verdict == "mismatch") return Decision::kMismatch;
-  if (verdict == "wait")
-    return WaitForClaim(redis_key, claim_seen, fingerprint, std::move(on_ready));
+  if (verdict == "wait") {
+    return WaitForClaim(redis_key, claim_seen, fingerprint, deadline, std::move(on_ready));
+  }
   if (verdict == "done" && reply->elements == 5) {
     std::optional<IdempotentOutcome> outcome =
         ParseOutcome(reply->element[1], reply->element[2], reply->element[3], reply->element[4]);
@@ -440,6 +493,7 @@ IdempotencyStore::Decision RedisIdempotencyStore::Begin(const std::string& accou
 IdempotencyStore::Decision RedisIdempotencyStore::WaitForClaim(const std::string& redis_key,
                                                                const std::string& claim_seen,
                                                                const std::string& fingerprint,
+                                                               absl::Time deadline,
                                                                Callback on_ready) {
   absl::MutexLock lock(&mu_);
   // The claim may be ours after all: another thread of this process won it between
@@ -459,7 +513,8 @@ IdempotencyStore::Decision RedisIdempotencyStore::WaitForClaim(const std::string
     wait.give_up_at = now + options_.claim_ttl + options_.max_poll_interval;
     work_cv_.Signal();
   }
-  wait.waiters.push_back(std::move(on_ready));
+  wait.waiters.push_back({std::move(on_ready), deadline});
+  if (deadline < wait.next_poll) work_cv_.Signal();  // it ends before the next poll
   return Decision::kWait;
 }
 
@@ -469,8 +524,8 @@ void RedisIdempotencyStore::BeginAsync(const std::string& account, const std::st
   grpc::Status refused;
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) {
-      refused = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the gateway is shutting down; retry");
+    if (begins_stopped_) {
+      refused = ShuttingDown().status;
     } else if (begins_.size() >= options_.max_queued_begins) {
       refused = grpc::Status(grpc::StatusCode::UNAVAILABLE,
                              "too many idempotency keys wait for the idempotency store on this "
@@ -483,7 +538,6 @@ void RedisIdempotencyStore::BeginAsync(const std::string& account, const std::st
     if (refused.ok()) {
       begins_.push_back(
           {account, key, fingerprint, deadline, std::move(decided), std::move(on_ready)});
-      begin_cv_.Signal();
       return;
     }
   }
@@ -495,34 +549,27 @@ void RedisIdempotencyStore::BeginLoop() {
     QueuedBegin begin;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]()
-                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !begins_.empty(); };
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return begins_stopped_ || !begins_.empty();
+      };
       mu_.Await(absl::Condition(&ready));
-      if (begins_.empty()) return;  // stopping, nothing left
+      if (begins_.empty()) return;  // stopped, nothing left
       begin = std::move(begins_.front());
       begins_.pop_front();
-      if (stopping_) {
+      if (begins_stopped_) {
         mu_.Unlock();
-        std::move(begin.decided)(
-            Decision::kUnavailable,
-            {grpc::Status(grpc::StatusCode::UNAVAILABLE, "the gateway is shutting down; retry"),
-             ""});
+        std::move(begin.decided)(Decision::kUnavailable, ShuttingDown());
         mu_.Lock();
         continue;
       }
     }
     if (absl::Now() >= begin.deadline) {
-      std::move(begin.decided)(
-          Decision::kUnavailable,
-          {grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                        "the call's deadline passed while its idempotency key waited for the "
-                        "idempotency store"),
-           ""});
+      std::move(begin.decided)(Decision::kUnavailable, DeadlinePassed());
       continue;
     }
     IdempotentOutcome replay;
-    const Decision decision =
-        Begin(begin.account, begin.key, begin.fingerprint, &replay, std::move(begin.on_ready));
+    const Decision decision = DoBegin(begin.account, begin.key, begin.fingerprint, begin.deadline,
+                                      &replay, std::move(begin.on_ready));
     std::move(begin.decided)(decision, std::move(replay));
   }
 }
@@ -590,7 +637,12 @@ void RedisIdempotencyStore::BackgroundLoop() {
     }
     if (stopping_) break;
     absl::Time earliest = absl::InfiniteFuture();
-    for (const auto& [key, wait] : remote_) earliest = std::min(earliest, wait.next_poll);
+    for (const auto& [key, wait] : remote_) {
+      earliest = std::min(earliest, wait.next_poll);
+      for (const RemoteWaiter& waiter : wait.waiters) {
+        earliest = std::min(earliest, waiter.deadline);
+      }
+    }
     for (const auto& [key, completing] : completing_) {
       if (completing.attempted) earliest = std::min(earliest, completing.next_attempt);
     }
@@ -735,18 +787,36 @@ void RedisIdempotencyStore::PollDue() {
   std::vector<RemoteKey> due;
   std::vector<std::vector<std::string>> commands;
   const absl::Time now = absl::Now();
+  // Waiters whose call's deadline passed end now (their calls can finish), the others
+  // wait on; a claim nobody waits for any more is not polled again.
+  std::vector<Callback> expired;
+  for (auto it = remote_.begin(); it != remote_.end();) {
+    std::vector<RemoteWaiter>& waiters = it->second.waiters;
+    auto keep = std::partition(waiters.begin(), waiters.end(),
+                               [now](const RemoteWaiter& w) { return w.deadline > now; });
+    for (auto w = keep; w != waiters.end(); ++w) expired.push_back(std::move(w->callback));
+    waiters.erase(keep, waiters.end());
+    it = waiters.empty() ? remote_.erase(it) : std::next(it);
+  }
+  if (!expired.empty()) {
+    mu_.Unlock();
+    const IdempotentOutcome passed = DeadlinePassed();
+    for (Callback& callback : expired) callback(passed);
+    mu_.Lock();
+  }
   for (const auto& [key, wait] : remote_) {
     if (wait.next_poll > now) continue;
     due.push_back(key);
     commands.push_back(
         {"HMGET", key.first, "state", "fp", "claim", "code", "msg", "details", "resp"});
   }
+  if (due.empty()) return;  // only deadlines were due
   mu_.Unlock();
   absl::StatusOr<std::vector<Reply>> replies = connections_->Run(commands);
   if (!replies.ok()) ReportError(replies.status());
   mu_.Lock();
 
-  std::vector<std::pair<std::vector<Callback>, IdempotentOutcome>> finished;
+  std::vector<std::pair<std::vector<RemoteWaiter>, IdempotentOutcome>> finished;
   const absl::Time polled = absl::Now();
   for (size_t i = 0; i < due.size(); ++i) {
     auto it = remote_.find(due[i]);
@@ -783,7 +853,7 @@ void RedisIdempotencyStore::PollDue() {
   if (finished.empty()) return;
   mu_.Unlock();
   for (auto& [waiters, outcome] : finished) {
-    for (Callback& waiter : waiters) waiter(outcome);
+    for (RemoteWaiter& waiter : waiters) waiter.callback(outcome);
   }
   mu_.Lock();
 }

@@ -159,6 +159,7 @@ class RedisIdempotencyStore final : public IdempotencyStore {
                 OnSaved saved) override;
   void Abandon(const std::string& account, const std::string& key,
                const IdempotentOutcome& outcome) override;
+  void BeginShutdown() override;
 
   // The Redis key of (account, key).
   std::string RedisKey(const std::string& account, const std::string& key) const;
@@ -180,9 +181,14 @@ class RedisIdempotencyStore final : public IdempotencyStore {
     std::vector<Callback> waiters;
   };
   // Waiters on a claim held elsewhere, polled by the background thread.
+  // A call waiting for another replica's claim, until its deadline.
+  struct RemoteWaiter {
+    Callback callback;
+    absl::Time deadline;
+  };
   struct RemoteWait {
     std::string fingerprint;
-    std::vector<Callback> waiters;
+    std::vector<RemoteWaiter> waiters;
     absl::Time next_poll;
     absl::Duration interval;
     absl::Time give_up_at;
@@ -230,7 +236,14 @@ class RedisIdempotencyStore final : public IdempotencyStore {
   // Begin()'s "wait": for a claim this process holds after all (another thread won it), or
   // for `claim_seen` of another replica (polled by the background thread).
   Decision WaitForClaim(const std::string& redis_key, const std::string& claim_seen,
-                        const std::string& fingerprint, Callback on_ready) ABSL_LOCKS_EXCLUDED(mu_);
+                        const std::string& fingerprint, absl::Time deadline, Callback on_ready)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Begin() for a call with `deadline` (a wait on another replica's claim ends at it).
+  Decision DoBegin(const std::string& account, const std::string& key,
+                   const std::string& fingerprint, absl::Time deadline, IdempotentOutcome* replay,
+                   Callback on_ready) ABSL_LOCKS_EXCLUDED(mu_);
+  // Stops the begin threads (queued begins answered UNAVAILABLE) and joins them.
+  void StopBegins() ABSL_LOCKS_EXCLUDED(mu_);
   // A begin thread: runs queued BeginAsync()s until the store stops.
   void BeginLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Why a begin is answered UNAVAILABLE without a round trip (Redis known unreachable,
@@ -266,7 +279,7 @@ class RedisIdempotencyStore final : public IdempotencyStore {
   // Until then begins are answered UNAVAILABLE without trying (unreachable_backoff).
   absl::Time unreachable_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::deque<QueuedBegin> begins_ ABSL_GUARDED_BY(mu_);
-  absl::CondVar begin_cv_;  // a queued begin, or stopping
+  bool begins_stopped_ ABSL_GUARDED_BY(mu_) = false;
   // Keys abandoned here whose DEL is still queued -> the abandoned claim.
   std::map<std::string, std::string> abandoning_ ABSL_GUARDED_BY(mu_);
   std::vector<Write> writes_ ABSL_GUARDED_BY(mu_);

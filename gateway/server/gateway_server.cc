@@ -282,6 +282,10 @@ void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
   for (auto& account : vendor_.accounts) {
     if (account->poller != nullptr) account->poller->Shutdown();
   }
+  // Keyed calls waiting for the idempotency store (queued, or for another replica's claim)
+  // end now; its begins in progress finish first, while the services they continue into
+  // are all still there. Saves go on until the store goes.
+  if (idempotency_ != nullptr) idempotency_->BeginShutdown();
   // grpc::Server::Shutdown waits for every started call to finish. Calls waiting on
   // the vendor finish when their HTTP exchange ends; after the grace period the
   // transport is told to fail what is left so shutdown is bounded.

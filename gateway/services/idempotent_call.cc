@@ -18,11 +18,11 @@ void BeginKeyedCall(const CallDeps& deps, const std::string& account, const std:
     return;
   }
   std::string key = ScopedIdempotencyKey(caller, raw_key);
-  // For a replay now and, possibly on another thread, for a waiter. ABORTED is the store
-  // telling a waiter that the first call never finished (retry), not a replayed outcome.
+  // For a replay now and, possibly on another thread, for a waiter. The store's own answers
+  // (ABORTED: the first call never finished; UNAVAILABLE: shutting down, unreachable;
+  // DEADLINE_EXCEEDED) are not replayed outcomes.
   auto on_outcome = [finish](const pipeline::IdempotentOutcome& outcome) {
-    finish({std::nullopt, outcome.status, outcome.response,
-            outcome.status.error_code() != grpc::StatusCode::ABORTED});
+    finish({std::nullopt, outcome.status, outcome.response, !outcome.from_store});
   };
   auto decided = [finish, on_outcome, key, proceed = std::move(proceed)](
                      pipeline::IdempotencyStore::Decision decision,

@@ -44,7 +44,8 @@ class ClaimEndingStore final : public pipeline::IdempotencyStore {
     return Decision::kWait;
   }
   void EndClaim() {
-    waiter_({grpc::Status(grpc::StatusCode::ABORTED, "the first call never finished"), ""});
+    waiter_({grpc::Status(grpc::StatusCode::ABORTED, "the first call never finished"), "",
+             /*from_store=*/true});
   }
   void Complete(const std::string&, const std::string&, pipeline::IdempotentOutcome,
                 OnSaved) override {}

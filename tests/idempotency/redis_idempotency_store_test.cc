@@ -615,6 +615,49 @@ TEST(RedisIdempotencyStoreTest, BeginAsyncNeverBlocksItsCallerAndBoundsItsQueue)
   EXPECT_EQ(expired.got->second.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
 }
 
+// A call waiting for another replica's claim used to wait until the claim ended (up to
+// claim_ttl, 5 min), past its own deadline and past the gateway's shutdown grace. Now it
+// ends at its deadline, and BeginShutdown ends the rest; neither is a replayed outcome.
+TEST(RedisIdempotencyStoreTest, AWaiterOnAnotherReplicasClaimEndsAtItsDeadlineOrAtShutdown) {
+  RedisIdempotencyOptions options = FreshOptions();
+  auto leader = OpenOrFail(shared_redis_server->Url(), options);
+  auto waiter = OpenOrFail(shared_redis_server->Url(), options);
+  ASSERT_TRUE(leader && waiter);
+  IdempotentOutcome replay;
+  ASSERT_EQ(leader->Begin("acct", "k", "fp", &replay, Ignore), Decision::kLead);
+
+  std::atomic<int> decided_wait{0};
+  auto decided = [&decided_wait](Decision decision, IdempotentOutcome) {
+    if (decision == Decision::kWait) ++decided_wait;
+  };
+  OutcomeLatch short_call;
+  waiter->BeginAsync("acct", "k", "fp", absl::Now() + absl::Milliseconds(300), decided,
+                     short_call.Callback());
+  std::optional<IdempotentOutcome> ended = short_call.Wait(kOutcomeDeadline);
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_EQ(ended->status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(ended->from_store);
+
+  OutcomeLatch long_call;
+  waiter->BeginAsync("acct", "k", "fp", absl::Now() + absl::Seconds(60), decided,
+                     long_call.Callback());
+  ASSERT_TRUE(WaitUntil([&] { return waiter->remote_waiters() == 1; }, std::chrono::seconds(10)));
+  waiter->BeginShutdown();
+  ASSERT_TRUE(long_call.Now().has_value());
+  EXPECT_EQ(long_call.Now()->status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_TRUE(long_call.Now()->from_store);
+  EXPECT_EQ(decided_wait.load(), 2);
+  // After it, a begin is answered at once.
+  std::optional<Decision> after;
+  waiter->BeginAsync(
+      "acct", "other", "fp", absl::Now() + absl::Seconds(60),
+      [&after](Decision decision, IdempotentOutcome) { after = decision; }, Ignore);
+  EXPECT_EQ(after, Decision::kUnavailable);
+  // The leader's own call is untouched: its outcome is still stored.
+  leader->Complete("acct", "k", {grpc::Status::OK, "r"});
+  ASSERT_TRUE(leader->WaitForWrites(kOutcomeDeadline));
+}
+
 TEST(RedisIdempotencyStoreTest, RemoteWaitersGetUnavailableWhenRedisStaysDown) {
   std::string error;
   auto server = RedisServer::Start(&error);
