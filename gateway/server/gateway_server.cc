@@ -259,18 +259,7 @@ void GatewayServer::StartHealthChecks() {
   });
 }
 
-void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
-  if (shut_down_) return;
-  shut_down_ = true;
-  if (server_ == nullptr) return;
-  // Load balancers and health probes see NOT_SERVING before connections close.
-  {
-    absl::MutexLock lock(&health_mu_);
-    health_stop_ = true;
-  }
-  if (health_thread_.joinable()) health_thread_.join();
-  // Every service NOT_SERVING; health watches are told so and end.
-  grpc_services_.health->Shutdown();
+void GatewayServer::StopIntake() {
   // No new webhooks (the vendor retries them, here or on another replica), then every
   // stream ends with UNAVAILABLE and its resumable cursor.
   if (admin_ != nullptr) admin_->Stop();
@@ -286,6 +275,21 @@ void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
   // end now; its begins in progress finish first, while the services they continue into
   // are all still there. Saves go on until the store goes.
   if (idempotency_ != nullptr) idempotency_->BeginShutdown();
+}
+
+void GatewayServer::Shutdown(std::chrono::milliseconds grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (server_ == nullptr) return;
+  // Load balancers and health probes see NOT_SERVING before connections close.
+  {
+    absl::MutexLock lock(&health_mu_);
+    health_stop_ = true;
+  }
+  if (health_thread_.joinable()) health_thread_.join();
+  // Every service NOT_SERVING; health watches are told so and end.
+  grpc_services_.health->Shutdown();
+  StopIntake();
   // grpc::Server::Shutdown waits for every started call to finish. Calls waiting on
   // the vendor finish when their HTTP exchange ends; after the grace period the
   // transport is told to fail what is left so shutdown is bounded.

@@ -79,6 +79,9 @@ class GatewayServer {
   // Registers what is read into the metrics on each scrape (the transport's buffered bytes:
   // a gauge of bytes the transport counts as they come and go).
   void InstallCollectHook();
+  // Shutdown's first half: no new webhooks, streams, polls or keyed calls (each subsystem
+  // stops taking work; what it holds is written or ended with a resumable status).
+  void StopIntake();
   // Fills deps_: each account's token poller, the idempotency store, the stream limits,
   // the per-caller limits and the authorization policy.
   absl::Status WireServiceDeps();
