@@ -11,10 +11,12 @@
 #      config accepted, ports, probes, shutdown budget, secrets, env order, event log); no
 #      Secret with values outside the sandbox overlay
 #   5. the rules (deploy/prometheus/prometheusrule.yaml, one source for kustomize and the
-#      chart): `kustomize build deploy/prometheus`, the plain rule file extracted with
-#      scripts/prometheus-rules.py (also with --selector) through promtool check rules and
-#      promtool test rules; every alert has a firing and a not-firing unit test, a
-#      runbook_url to its deploy/README.md section and no hard-coded job
+#      chart): its SLO block is what scripts/slo-rules.py generates from
+#      deploy/prometheus/slos.yaml; `kustomize build deploy/prometheus`, the plain rule file
+#      extracted with scripts/prometheus-rules.py (also with --selector) through promtool
+#      check rules and promtool test rules (every deploy/prometheus/*_test.yaml); every alert
+#      has a firing and a not-firing unit test (an SLO alert a firing one per severity, page
+#      and ticket), a runbook_url to its deploy/README.md section and no hard-coded job
 #   6. the Grafana dashboards parse, use the datasource variable, have unique panel ids
 #
 # Tools: .tools/bin (scripts/install-deploy-tools.sh: kustomize, kubernetes-validate,
@@ -92,7 +94,8 @@ for overlay in sandbox production redis-sentinel; do
 done
 
 # 5 ---------------------------------------------------------------------------------------------
-step "prometheusrule.yaml: kustomize build, promtool check/test on the extracted rules; every alert tested, with a runbook_url to deploy/README.md"
+step "prometheusrule.yaml: SLO rules as generated from slos.yaml, kustomize build, promtool check/test on the extracted rules; every alert tested, with a runbook_url to deploy/README.md"
+"$python" scripts/slo-rules.py --check
 kustomize build deploy/prometheus >"$work/prometheusrule.rendered.yaml"
 "$python" - deploy/prometheus/prometheusrule.yaml "$work/prometheusrule.rendered.yaml" <<'PY'
 import sys
@@ -119,22 +122,22 @@ PY
 rules_dir="$work/rules"
 mkdir -p "$rules_dir"
 "$python" scripts/prometheus-rules.py deploy/prometheus/prometheusrule.yaml >"$rules_dir/rules.yaml"
-cp deploy/prometheus/rules_test.yaml "$rules_dir/"
+cp deploy/prometheus/*_test.yaml "$rules_dir/"
 promtool check rules "$rules_dir/rules.yaml" >/dev/null
-promtool test rules "$rules_dir/rules_test.yaml"
+promtool test rules "$rules_dir"/*_test.yaml
 # The selector parameter gives valid rules too.
 "$python" scripts/prometheus-rules.py --selector 'job="gw", namespace="inspections"' \
   deploy/prometheus/prometheusrule.yaml >"$rules_dir/selected.yaml"
 promtool check rules "$rules_dir/selected.yaml" >/dev/null
 grep -q 'job="gw", namespace="inspections"' "$rules_dir/selected.yaml" || fail "--selector was not applied"
-"$python" - "$rules_dir/rules.yaml" deploy/prometheus/rules_test.yaml deploy/README.md <<'PY'
+"$python" - "$rules_dir/rules.yaml" deploy/README.md deploy/prometheus/*_test.yaml <<'PY'
 import re
 import sys
 import yaml
 
 rules = yaml.safe_load(open(sys.argv[1]))
-tests = yaml.safe_load(open(sys.argv[2]))
-readme = open(sys.argv[3]).read()
+readme = open(sys.argv[2]).read()
+tests = [(path.rsplit("/", 1)[-1], yaml.safe_load(open(path))) for path in sys.argv[3:]]
 # GitHub heading anchors: lower case, punctuation dropped, spaces as '-'.
 anchors = {re.sub(r"[^a-z0-9 _-]", "", h.strip().lower()).replace(" ", "-")
            for h in re.findall(r"^#+ (.+)$", readme, re.M)}
@@ -146,8 +149,13 @@ for group in rules["groups"]:
             problems = []
             if not rule.get("for"):
                 problems.append("no `for:`")
-            if rule.get("labels", {}).get("severity") not in ("critical", "warning", "info"):
-                problems.append("no severity label (critical|warning|info)")
+            # SLO alerts (scripts/slo-rules.py) page or open a ticket; the others are
+            # critical, warning or info.
+            severities = ("page", "ticket") if "slo" in rule.get("labels", {}) else (
+                "critical", "warning", "info")
+            severity = rule.get("labels", {}).get("severity")
+            if severity not in severities:
+                problems.append(f"severity {severity!r} is not one of {'|'.join(severities)}")
             for key in ("summary", "description", "runbook_url"):
                 if not rule.get("annotations", {}).get(key):
                     problems.append(f"no {key} annotation")
@@ -160,18 +168,29 @@ for group in rules["groups"]:
                 problems.append("a hard-coded job selector (use the job!=\"\" parameter)")
             if problems:
                 sys.exit(f"alert {rule['alert']}: " + ", ".join(problems))
-            alerts[rule["alert"]] = {"firing": 0, "quiet": 0}
-for test in tests["tests"]:
-    for case in test.get("alert_rule_test", []):
-        name = case["alertname"]
-        if name not in alerts:
-            sys.exit(f"rules_test.yaml tests unknown alert {name}")
-        alerts[name]["firing" if case.get("exp_alerts") else "quiet"] += 1
-missing = [f"{name} (firing: {c['firing']}, not firing: {c['quiet']})"
-           for name, c in alerts.items() if not c["firing"] or not c["quiet"]]
+            # An SLO alert is two rules of one name, told apart by severity: each must fire.
+            counts = alerts.setdefault(rule["alert"], {"firing": set(), "quiet": 0, "rules": set()})
+            counts["rules"].add(severity)
+for file, test_file in tests:
+    for test in test_file["tests"]:
+        for case in test.get("alert_rule_test", []):
+            name = case["alertname"]
+            if name not in alerts:
+                sys.exit(f"{file} tests unknown alert {name}")
+            if case.get("exp_alerts"):
+                alerts[name]["firing"].update(a.get("exp_labels", {}).get("severity")
+                                              for a in case["exp_alerts"])
+            else:
+                alerts[name]["quiet"] += 1
+missing = [f"{name} (firing as: {', '.join(sorted(filter(None, c['firing']))) or 'none'}; "
+           f"rules: {', '.join(sorted(c['rules']))}; not firing: {c['quiet']})"
+           for name, c in alerts.items() if not c["rules"] <= c["firing"] or not c["quiet"]]
 if missing:
-    sys.exit("alerts without both a firing and a not-firing test: " + "; ".join(missing))
-print(f"check-deploy:   {len(alerts)} alerts, each tested firing and not firing, each with its runbook section")
+    sys.exit("alerts without a firing test (for each severity) and a not-firing test: " +
+             "; ".join(missing))
+rules_count = sum(len(c["rules"]) for c in alerts.values())
+print(f"check-deploy:   {len(alerts)} alerts ({rules_count} rules), each tested firing (each "
+      f"severity) and not firing, each with its runbook section")
 PY
 done_step
 

@@ -6,7 +6,8 @@
 #     validated by kubernetes-validate --strict (offline schemas) for the oldest and newest
 #     Kubernetes version the chart targets; the CRD kinds (ServiceMonitor, PrometheusRule,
 #     cert-manager's Certificate), which have no schema there, get their required fields
-#     checked here;
+#     checked here; the PrometheusRule renders every rule of its source (the SLO rules
+#     generated into it included);
 #     plus chart invariants (config file is JSON, non-root, read-only root fs, grace period);
 #   - the rendered config files accepted by the real gateway (--print-config), when a built
 #     binary is found (INSPECTION_GATEWAY_BIN or build/inspection-gateway);
@@ -82,6 +83,7 @@ import base64, json, math, sys, urllib.parse
 import yaml
 
 rendered, values_file, out = sys.argv[1], sys.argv[2], sys.argv[3]
+rule_source = sys.argv[4]  # the chart's files/prometheusrule.yaml
 docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
 values = yaml.safe_load(open(values_file)) if values_file != "-" else {}
 values = values or {}
@@ -130,6 +132,19 @@ for doc in docs:
             for rule in group.get("rules", []):
                 if "alert" in rule and not rule.get("annotations", {}).get("runbook_url", "").startswith("http"):
                     errors.append(f"alert {rule['alert']} without a runbook_url")
+        # Every rule of the source (the SLO rules generated into it by scripts/slo-rules.py
+        # too) is rendered, each alert with its severity.
+        source = yaml.safe_load(open(rule_source))
+        def rule_keys(groups):
+            return sorted((r.get("record") or r.get("alert"), (r.get("labels") or {}).get("slo", ""),
+                           (r.get("labels") or {}).get("severity", ""))
+                          for g in groups if not g.get("name", "").endswith(".additional")
+                          for r in g.get("rules", []))
+        want = rule_keys(source["spec"]["groups"])
+        got = rule_keys(doc.get("spec", {}).get("groups", []))
+        if "severity" not in ((values.get("prometheusRule") or {}).get("alertLabels") or {}) and got != want:
+            errors.append(f"the PrometheusRule's rules are not the source's: missing "
+                          f"{sorted(set(want) - set(got))[:5]}, extra {sorted(set(got) - set(want))[:5]}")
         for group in need(doc, "spec.groups") or []:
             if not group.get("name"):
                 errors.append("PrometheusRule group without name")
@@ -396,7 +411,8 @@ render() {
     cat "$tmp/err"
     fail "helm template $name"
   }
-  "$python" "$tmp/check_render.py" "$out" "$values" "$out.k8s" || fail "$name: chart checks (above)"
+  "$python" "$tmp/check_render.py" "$out" "$values" "$out.k8s" "$chart/files/prometheusrule.yaml" ||
+    fail "$name: chart checks (above)"
   local count
   count="$(grep -c '^kind:' "$out.k8s" || true)"
   kubernetes-validate --strict --quiet -k "$KUBE_MIN" -k "$KUBE_MAX" "$out.k8s" >"$tmp/kv.log" 2>&1 || {
