@@ -96,16 +96,9 @@ int main(int argc, char** argv) {
   // call. The lock order is checked by the tests (ThreadSanitizer-clean design, lock
   // annotations), not at run time in production.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  // Block the shutdown signals before any thread starts, so every thread inherits the
-  // mask and sigwait() below is the only place they are delivered.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
   // A peer that closes a socket while we write to it must cost an error, not the process
   // (hiredis and parts of the HTTP servers write without MSG_NOSIGNAL).
   signal(SIGPIPE, SIG_IGN);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   // Every connection is a file: webhook.max_connections needs more than the usual 1024.
   inspection::http::RaiseOpenFileLimit();
 
@@ -129,6 +122,15 @@ int main(int argc, char** argv) {
     std::cout << inspection::config::DumpConfig(*config) << "\n";
     return 0;
   }
+  // Block the shutdown signals before any thread starts, so every thread inherits the
+  // mask and sigwait() below is the only place they are delivered. Not before the
+  // configuration is loaded (it starts no thread): until then SIGINT and SIGTERM end the
+  // process as usual, whatever a file read does.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto& logger = inspection::logging::DefaultLogger();
   logger.SetLevel(config->log_level);

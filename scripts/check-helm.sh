@@ -483,6 +483,13 @@ PY
 }
 
 render sandbox "$chart/values-sandbox.yaml"
+# Sandbox mode without a webhook receiver: the chart must not register one (the gateway
+# refuses register_webhook with webhook.mode poll; it crash-looped).
+render sandbox-poll "$chart/values-sandbox.yaml" --set config.webhook.mode=poll
+if grep -q '"register_webhook"' "$tmp/sandbox-poll.yaml.k8s.config.json"; then
+  fail "sandbox-poll: the chart sets register_webhook with webhook.mode poll"
+fi
+ok "sandbox-poll: no register_webhook with webhook.mode poll"
 for values in "$chart"/ci/*.yaml; do
   render "$(basename "$values" .yaml)" "$values"
 done

@@ -24,6 +24,7 @@
 #include "adapters/redis/redis_url.h"
 #include "adapters/vendor/event_mapper.h"
 #include "gateway/server/server_settings.h"
+#include "gateway/settings/bounded_file.h"
 #include "gateway/settings/setting.h"
 #include "gateway/settings/value_checks.h"
 #include "gateway/upstream/vendor_client_settings.h"
@@ -496,8 +497,7 @@ absl::Status Apply(const KeySpec& spec, const json& value, absl::string_view ori
   return absl::OkStatus();
 }
 
-std::string JsonParseError(const std::string& text);
-json ParseJson(const std::string& text, std::string& duplicate);
+json ParseJson(const std::string& text, std::string& duplicate, std::string& error);
 
 // The message for a name that appears twice in one JSON object: `key` is its full key.
 std::string AppearsTwice(absl::string_view key) {
@@ -531,7 +531,9 @@ absl::StatusOr<json> FromText(const KeySpec& spec, const std::string& text) {
     case ValueKind::kStringList: {
       const absl::string_view trimmed = absl::StripAsciiWhitespace(text);
       if (absl::StartsWith(trimmed, "[")) {
-        json list = json::parse(trimmed, nullptr, /*allow_exceptions=*/false);
+        std::string duplicate;
+        std::string error;
+        json list = ParseJson(std::string(trimmed), duplicate, error);
         if (list.is_discarded() || !HasKind(list, kind)) {
           return absl::InvalidArgumentError(
               "expected a JSON array of strings or comma-separated items");
@@ -547,10 +549,10 @@ absl::StatusOr<json> FromText(const KeySpec& spec, const std::string& text) {
     }
     case ValueKind::kObject: {
       std::string duplicate;
-      const json object = ParseJson(text, duplicate);
+      std::string error;
+      const json object = ParseJson(text, duplicate, error);
       if (object.is_discarded()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("expected a JSON object (", JsonParseError(text), ")"));
+        return absl::InvalidArgumentError(absl::StrCat("expected a JSON object (", error, ")"));
       }
       if (!object.is_object()) {
         return absl::InvalidArgumentError(
@@ -579,130 +581,160 @@ absl::Status ApplyText(const KeySpec& spec, const std::string& text, absl::strin
 // The config file.
 // ---------------------------------------------------------------------------------------------
 
-// The most the loader reads of one file. A config file is a few KiB of JSON, a secret a
-// line: anything past these is a mistake (a wrong path, /dev/zero, a log file), refused
-// before it can exhaust memory. The bounds are in the README ("Configuration") and --help.
-constexpr std::size_t kMaxConfigFileBytes = std::size_t{4} << 20;   // 4 MiB
-constexpr std::size_t kMaxSecretFileBytes = std::size_t{64} << 10;  // 64 KiB
+using settings::ByteBound;
+using settings::IsTooLarge;
+using settings::kMaxConfigFileBytes;
+using settings::kMaxSecretFileBytes;
 
-// "4194304 bytes (4 MiB)".
-std::string ByteBound(std::size_t bytes) {
-  return bytes >= (std::size_t{1} << 20) ? absl::StrCat(bytes, " bytes (", bytes >> 20, " MiB)")
-                                         : absl::StrCat(bytes, " bytes (", bytes >> 10, " KiB)");
-}
-
-// Reads a whole file of at most `max_bytes`; a larger one (or one that never ends, such as
-// /dev/zero: at most max_bytes + 1 are read) is an error. The error is the OS's reason ("No
-// such file or directory"), or ResourceExhausted "larger than N bytes (...)".
 absl::StatusOr<std::string> ReadFile(const std::string& path, std::size_t max_bytes) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    return absl::InvalidArgumentError(std::generic_category().message(errno));
-  }
-  std::string contents;
-  char buffer[4096];
-  std::size_t n;
-  while (contents.size() <= max_bytes &&
-         (n = std::fread(buffer, 1, std::min(sizeof(buffer), max_bytes + 1 - contents.size()),
-                         file)) > 0) {
-    contents.append(buffer, n);
-  }
-  const bool failed = std::ferror(file) != 0;
-  const int error = errno;
-  std::fclose(file);
-  if (failed) return absl::InvalidArgumentError(std::generic_category().message(error));
-  if (contents.size() > max_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("larger than ", ByteBound(max_bytes)));
-  }
-  return contents;
+  return settings::ReadBoundedFile(path, max_bytes);
 }
 
-bool IsTooLarge(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kResourceExhausted;
+// The deepest nesting of arrays and objects a JSON document (the config file, a JSON-valued
+// flag or env variable) may have. The deepest real config is 4 (accounts.NAME.caller_limits
+// ...); a bound keeps `[[[[...` (4 MiB of it) from building millions of nested values.
+// Refused as soon as the parser reaches it, before anything deeper is built. In the README
+// ("Configuration").
+constexpr std::size_t kMaxJsonDepth = 64;
+
+// What nlohmann's parse error was, as fixed text: its message holds an excerpt of the input
+// ("last read: '...'"), which may be a secret, so none of it is used but the error's kind.
+std::string ParseErrorKind(const std::string& what) {
+  // "[json.exception.parse_error.101] parse error at line 1, column 3: syntax error while
+  // parsing object - ..."; the contexts are nlohmann's fixed names.
+  const std::string head = what.substr(0, what.find("; last read"));
+  if (head.find("unexpected end of input") != std::string::npos) return "unexpected end of input";
+  for (const char* context :
+       {"object separator", "object key", "object", "array", "value", "literal"}) {
+    if (head.find(absl::StrCat("while parsing ", context, " -")) != std::string::npos) {
+      return absl::StrCat("syntax error while parsing ", context);
+    }
+  }
+  return "syntax error";
 }
 
-// Finds why and where `text` is not valid JSON. Only used once json::parse has failed, so the
-// happy path parses once. The "last read" excerpt of nlohmann's message is dropped.
-class ParseErrorFinder : public nlohmann::json_sax<json> {
+// "at line 3, column 5 (byte 27)": where byte `position` (1-based, as nlohmann counts) is.
+std::string PositionIn(const std::string& text, std::size_t position) {
+  const std::size_t end = std::min(position > 0 ? position - 1 : 0, text.size());
+  std::size_t line = 1;
+  std::size_t line_start = 0;
+  for (std::size_t i = 0; i < end; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+  }
+  const std::size_t column = position > line_start ? position - line_start : 1;
+  return absl::StrCat("at line ", line, ", column ", column, " (byte ", position, ")");
+}
+
+// Builds the document (as json::parse does) in one pass, finding the first name that appears
+// twice in one object (json::parse keeps the last value silently) and refusing nesting past
+// kMaxJsonDepth. Linear in the text: nlohmann 3.11's callback parser rescans the parent object
+// each time an object ends (40,000 sibling objects took 5 s).
+class CheckedDomBuilder : public nlohmann::json_sax<json> {
  public:
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return true; }
-  bool key(string_t&) override { return true; }
-  bool end_object() override { return true; }
-  bool start_array(std::size_t) override { return true; }
-  bool end_array() override { return true; }
-  bool parse_error(std::size_t, const std::string&,
+  bool null() override { return Add(json(nullptr)); }
+  bool boolean(bool value) override { return Add(json(value)); }
+  bool number_integer(number_integer_t value) override { return Add(json(value)); }
+  bool number_unsigned(number_unsigned_t value) override { return Add(json(value)); }
+  bool number_float(number_float_t value, const string_t&) override { return Add(json(value)); }
+  bool string(string_t& value) override { return Add(json(std::move(value))); }
+  bool binary(binary_t& value) override { return Add(json(std::move(value))); }
+  bool start_object(std::size_t) override { return Open(json::object()); }
+  bool start_array(std::size_t) override { return Open(json::array()); }
+  bool end_object() override { return Close(); }
+  bool end_array() override { return Close(); }
+  bool key(string_t& name) override {
+    Frame& frame = frames_.back();
+    if (frame.value->contains(name) && duplicate.empty()) {
+      std::vector<std::string> parts;
+      for (std::size_t i = 1; i < frames_.size(); ++i) {
+        parts.push_back(frames_[i].in_array ? "[]" : KeyPart(frames_[i].name));
+      }
+      parts.push_back(KeyPart(name));
+      duplicate = absl::StrJoin(parts, ".");
+    }
+    frame.key = std::move(name);
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&,
                    const nlohmann::detail::exception& ex) override {
-    std::string what = ex.what();
-    // "[json.exception.parse_error.101] parse error at line 3, column 5: syntax error ..."
-    if (const std::size_t start = what.find("] "); start != std::string::npos) {
-      what.erase(0, start + 2);
-    }
-    if (const std::size_t start = what.find("; last read: '"); start != std::string::npos) {
-      const std::size_t end = what.find("'; expected", start);
-      what.erase(start, end == std::string::npos ? std::string::npos : end + 1 - start);
-    }
-    message = std::move(what);
+    error = absl::StrCat(ParseErrorKind(ex.what()), " ", PositionIn(text_, position));
     return false;
   }
 
-  std::string message = "parse error";
-};
+  explicit CheckedDomBuilder(const std::string& text) : text_(text) {}
 
-// json::parse, also finding the first name that appears twice in one object (json::parse
-// keeps the last value silently). `duplicate` is its key below the document, each part as
-// KeyPart shows it (upstream.timeout_ms; an array's element is "[]"), or empty.
-json ParseJson(const std::string& text, std::string& duplicate) {
+  json root;
+  std::string duplicate;  // as ParseJson's
+  std::string error;      // why the text was refused; empty if it was not
+
+ private:
   struct Frame {
-    bool is_object = false;
+    json* value;
     bool in_array = false;  // the parent is an array
     std::string name;       // the parent object's name for it
-    std::string last_key;   // an object's current name
-    std::set<std::string> keys;
+    std::string key;        // an object's current name
   };
-  std::vector<Frame> frames;
-  duplicate.clear();
-  const json::parser_callback_t callback = [&](int, json::parse_event_t event, json& parsed) {
-    using Event = json::parse_event_t;
-    if (event == Event::object_start || event == Event::array_start) {
-      Frame frame;
-      frame.is_object = event == Event::object_start;
-      if (!frames.empty()) {
-        frame.in_array = !frames.back().is_object;
-        frame.name = frames.back().last_key;
-      }
-      frames.push_back(std::move(frame));
-    } else if ((event == Event::object_end || event == Event::array_end) && !frames.empty()) {
-      frames.pop_back();
-    } else if (event == Event::key && !frames.empty()) {
-      Frame& frame = frames.back();
-      frame.last_key = parsed.get<std::string>();
-      if (!frame.keys.insert(frame.last_key).second && duplicate.empty()) {
-        std::vector<std::string> parts;
-        for (std::size_t i = 1; i < frames.size(); ++i) {
-          parts.push_back(frames[i].in_array ? "[]" : KeyPart(frames[i].name));
-        }
-        parts.push_back(KeyPart(frame.last_key));
-        duplicate = absl::StrJoin(parts, ".");
-      }
-    }
-    return true;
-  };
-  return json::parse(text, callback, /*allow_exceptions=*/false);
-}
 
-// Why `text`, which json::parse refused, is not valid JSON: "parse error at line 1, column 3:
-// ..." (without an excerpt of the text).
-std::string JsonParseError(const std::string& text) {
-  ParseErrorFinder finder;
-  json::sax_parse(text, &finder);
-  return finder.message;
+  // Where the next value goes: the root, the end of an array, or an object's current name.
+  json* Place(json value) {
+    if (frames_.empty()) {
+      root = std::move(value);
+      return &root;
+    }
+    Frame& parent = frames_.back();
+    if (parent.value->is_array()) {
+      parent.value->push_back(std::move(value));
+      return &parent.value->back();
+    }
+    json& slot = (*parent.value)[parent.key];
+    slot = std::move(value);
+    return &slot;
+  }
+  bool Add(json value) {
+    Place(std::move(value));
+    return true;
+  }
+  bool Open(json value) {
+    if (frames_.size() >= kMaxJsonDepth) {
+      error = absl::StrCat("nested deeper than ", kMaxJsonDepth,
+                           " levels of arrays and objects (the most allowed)");
+      return false;
+    }
+    Frame frame;
+    if (!frames_.empty()) {
+      frame.in_array = frames_.back().value->is_array();
+      frame.name = frames_.back().key;
+    }
+    frame.value = Place(std::move(value));
+    frames_.push_back(std::move(frame));
+    return true;
+  }
+  bool Close() {
+    frames_.pop_back();
+    return true;
+  }
+
+  const std::string& text_;
+  std::vector<Frame> frames_;
+};
+
+// json::parse, also finding the first name that appears twice in one object. `duplicate` is
+// its key below the document, each part as KeyPart shows it (upstream.timeout_ms; an array's
+// element is "[]"), or empty. Returns a discarded value if the text is not JSON or is nested
+// too deep; `error` then says why and where (without any of the text).
+json ParseJson(const std::string& text, std::string& duplicate, std::string& error) {
+  CheckedDomBuilder builder(text);
+  const bool ok = json::sax_parse(text, &builder);
+  duplicate = builder.duplicate;
+  error = builder.error;
+  if (!ok) {
+    if (error.empty()) error = "syntax error";
+    return json(json::value_t::discarded);
+  }
+  return std::move(builder.root);
 }
 
 // `applied`: the keys set so far, so that a key written both as a dotted name and within
@@ -761,10 +793,11 @@ absl::Status ApplyFile(const std::string& path, GatewayConfig& config) {
                      IsTooLarge(text.status()) ? ", the most a config file may hold" : ""));
   }
   std::string duplicate;
-  const json document = ParseJson(*text, duplicate);
+  std::string error;
+  const json document = ParseJson(*text, duplicate, error);
   if (document.is_discarded()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("config file ", shown, " is not valid JSON: ", JsonParseError(*text)));
+        absl::StrCat("config file ", shown, " is not valid JSON: ", error));
   }
   if (!document.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -938,7 +971,14 @@ absl::StatusOr<std::string> CleanSecret(std::string value, absl::string_view nam
 // Reads the secret `name` from the file `path` named by key `file_key`: it must not be empty.
 absl::StatusOr<Secret> ReadSecretFile(absl::string_view name, absl::string_view file_key,
                                       const std::string& path) {
-  const std::string source = absl::StrCat("`", file_key, "` ", settings::ShowPath(path));
+  // A value without a '/' may be the secret itself, given by mistake where its file's path
+  // goes (INSPECTION_WEBHOOK_KEY_FILE=whsec_...): it is not shown.
+  const std::string source =
+      absl::StrCat("`", file_key, "` ",
+                   path.find('/') != std::string::npos
+                       ? settings::ShowPath(path)
+                       : "(the value is not shown: it does not look like a path; is it the "
+                         "secret itself?)");
   absl::StatusOr<std::string> contents = ReadFile(path, kMaxSecretFileBytes);
   if (!contents.ok()) {
     return absl::InvalidArgumentError(
@@ -1236,17 +1276,43 @@ bool IsKubernetesServiceLink(absl::string_view name, absl::string_view value) {
   return false;
 }
 
+// The INSPECTION_GATEWAY_* names the repository's own tooling uses, which are not settings:
+// scripts/check-helm.sh's binary (and CTest's environment for it), and the CMake options and
+// compile definitions (BUILD_TESTS, FUZZ, SANITIZE, VERSION, REVISION), harmless if exported.
+// Any other INSPECTION_GATEWAY_* is checked like every INSPECTION_* name, so that a setting
+// written with the project's name (INSPECTION_GATEWAY_LOG_LEVEL) is not ignored silently.
+constexpr absl::string_view kToolingEnvNames[] = {
+    "INSPECTION_GATEWAY_BIN",      "INSPECTION_GATEWAY_BUILD_TESTS", "INSPECTION_GATEWAY_FUZZ",
+    "INSPECTION_GATEWAY_SANITIZE", "INSPECTION_GATEWAY_REVISION",    "INSPECTION_GATEWAY_VERSION"};
+
+bool IsToolingEnvName(absl::string_view name) {
+  return std::find(std::begin(kToolingEnvNames), std::end(kToolingEnvNames), name) !=
+         std::end(kToolingEnvNames);
+}
+
+// The known name an unknown one most likely meant: INSPECTION_GATEWAY_X means INSPECTION_X
+// when that is known, else the closest known name (or "").
+std::string MeantEnvName(const std::string& name, const std::vector<std::string>& known) {
+  constexpr absl::string_view kGatewayPrefix = "INSPECTION_GATEWAY_";
+  if (absl::StartsWith(name, kGatewayPrefix)) {
+    const std::string without =
+        absl::StrCat(kEnvPrefix, absl::string_view(name).substr(kGatewayPrefix.size()));
+    if (std::find(known.begin(), known.end(), without) != known.end()) return without;
+  }
+  return ClosestMatch(name, known);
+}
+
 // Every INSPECTION_* variable in `names` (set, not empty) is a setting's, a secret's or
 // INSPECTION_CONFIG: a misspelled one would be ignored otherwise. Not checked: Kubernetes's
-// service links and INSPECTION_GATEWAY_* (the repository's own tooling, such as
-// INSPECTION_GATEWAY_BIN; no setting's variable starts so). Values are never shown.
+// service links and the repository's tooling names (kToolingEnvNames). Values are never
+// shown.
 absl::Status CheckEnvNames(const std::vector<std::string>& names, const EnvLookup& getenv) {
   std::vector<std::string> known = {std::string(kConfigEnv)};
   for (const KeySpec& spec : Keys()) known.push_back(EnvName(spec.key));
   for (const SecretSpec& secret : Secrets()) known.push_back(secret.env);
   std::vector<std::string> unknown;
   for (const std::string& name : names) {
-    if (!absl::StartsWith(name, kEnvPrefix) || absl::StartsWith(name, "INSPECTION_GATEWAY_") ||
+    if (!absl::StartsWith(name, kEnvPrefix) || IsToolingEnvName(name) ||
         std::find(known.begin(), known.end(), name) != known.end()) {
       continue;
     }
@@ -1258,7 +1324,7 @@ absl::Status CheckEnvNames(const std::vector<std::string>& names, const EnvLooku
   std::sort(unknown.begin(), unknown.end());
   std::string message =
       absl::StrCat("unknown environment variable ", settings::ShowName(unknown.front()));
-  if (std::string match = ClosestMatch(unknown.front(), known); !match.empty()) {
+  if (std::string match = MeantEnvName(unknown.front(), known); !match.empty()) {
     absl::StrAppend(&message, " (did you mean ", match, "?)");
   }
   absl::StrAppend(&message,
@@ -1412,12 +1478,15 @@ std::string UsageText() {
            "{\"upstream\": {\"timeout_ms\": ...}}), an env variable and a flag. Lists are given "
            "to flags and env as comma-separated items or as a JSON array. String values must be "
            "valid UTF-8 without control characters. Any other INSPECTION_* env variable is an "
-           "error (not Kubernetes's service links, nor INSPECTION_GATEWAY_*). A boolean flag "
-           "takes no separate value: --cache-enabled=false, not --cache-enabled false.",
+           "error (not Kubernetes's service links, nor the build's INSPECTION_GATEWAY_BIN, "
+           "_BUILD_TESTS, _FUZZ, _SANITIZE, _VERSION, _REVISION). A "
+           "boolean flag takes no separate value: --cache-enabled=false, not --cache-enabled "
+           "false.",
            ""),
       "\nGeneral flags:\n", "  --config=PATH\n",
-      Wrap(absl::StrCat("JSON config file (env INSPECTION_CONFIG), at most ",
-                        ByteBound(kMaxConfigFileBytes), "."),
+      Wrap(absl::StrCat("JSON config file (env INSPECTION_CONFIG), a regular file of at most ",
+                        ByteBound(kMaxConfigFileBytes), ", nested at most ", kMaxJsonDepth,
+                        " levels deep."),
            "      "),
       "  --print-config\n",
       Wrap("Print the effective configuration (secrets redacted) and exit.", "      "),

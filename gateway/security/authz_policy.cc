@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "gateway/settings/bounded_file.h"
 #include "nlohmann/json.hpp"
 
 namespace inspection::security {
@@ -334,9 +335,19 @@ AuthzDecision AuthzPolicy::Evaluate(const AuthzRequest& request) const {
 
 absl::StatusOr<std::shared_ptr<const AuthzPolicy>> ReadAuthzPolicyFile(const std::string& path,
                                                                        std::string* text) {
-  std::ifstream file(path);
-  if (!file) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  *text = std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  // Bounded, and only a regular file (a FIFO would block the start or the watcher's thread):
+  // at start-up and on every refresh.
+  absl::StatusOr<std::string> contents =
+      settings::ReadBoundedFile(path, settings::kMaxPolicyFileBytes);
+  if (!contents.ok()) {
+    return absl::Status(
+        settings::IsTooLarge(contents.status()) ? absl::StatusCode::kInvalidArgument
+                                                : absl::StatusCode::kNotFound,
+        absl::StrCat(
+            "cannot read ", path, ": ", contents.status().message(),
+            settings::IsTooLarge(contents.status()) ? ", the most a policy file may hold" : ""));
+  }
+  *text = *std::move(contents);
   absl::StatusOr<std::shared_ptr<const AuthzPolicy>> policy = AuthzPolicy::Parse(*text);
   if (!policy.ok()) {
     return absl::Status(policy.status().code(),

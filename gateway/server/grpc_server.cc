@@ -18,6 +18,7 @@
 #include "gateway/services/event_service.h"
 #include "gateway/services/generic_unary_service.h"
 #include "gateway/services/token_service.h"
+#include "gateway/settings/bounded_file.h"
 
 namespace inspection::server {
 namespace {
@@ -31,17 +32,24 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(
   if (tls.key_file.empty()) {
     return absl::InvalidArgumentError("grpc.tls: cert_file needs key_file");
   }
-  for (const auto& [key, path] :
-       {std::pair<const char*, const std::string*>{"cert_file", &tls.cert_file},
-        {"key_file", &tls.key_file},
-        {"client_ca_file", &tls.client_ca_file}}) {
+  struct TlsFile {
+    const char* key;
+    const std::string* path;
+    std::size_t max_bytes;
+  };
+  for (const TlsFile& tls_file :
+       {TlsFile{"cert_file", &tls.cert_file, settings::kMaxCertificateFileBytes},
+        TlsFile{"key_file", &tls.key_file, settings::kMaxKeyFileBytes},
+        TlsFile{"client_ca_file", &tls.client_ca_file, settings::kMaxCertificateFileBytes}}) {
+    const char* key = tls_file.key;
+    const std::string* path = tls_file.path;
     if (path->empty()) continue;
-    std::ifstream file(*path);
-    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-    if (!file.good() && !file.eof()) {
-      return absl::InvalidArgumentError(absl::StrCat("grpc.tls.", key, ": cannot read ", *path));
+    absl::StatusOr<std::string> text = settings::ReadBoundedFile(*path, tls_file.max_bytes);
+    if (!text.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("grpc.tls.", key, ": cannot read ", *path, ": ", text.status().message()));
     }
-    if (text.find("-----BEGIN ") == std::string::npos) {
+    if (text->find("-----BEGIN ") == std::string::npos) {
       return absl::InvalidArgumentError(
           absl::StrCat("grpc.tls.", key, ": ", *path, " holds no PEM block"));
     }

@@ -4,6 +4,7 @@
 // Every error names the key and where the value came from, is bounded in size, and never
 // holds a secret.
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -18,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "adapters/vendor/event_mapper.h"
 #include "gateway/config/config.h"
+#include "gateway/settings/bounded_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -99,14 +101,40 @@ class HardeningTest : public ::testing::Test {
 // or is merely huge stops start-up with an error, not std::bad_alloc.
 // ---------------------------------------------------------------------------------------------
 
-TEST_F(HardeningTest, AConfigFileThatNeverEndsIsRefusedAtItsBound) {
+TEST_F(HardeningTest, AConfigFileThatNeverEndsIsRefusedAsNotARegularFile) {
+  // A device is not read at all (it was read up to the 4 MiB bound before).
   const auto started = std::chrono::steady_clock::now();
   absl::StatusOr<GatewayConfig> config = Load({"--config", "/dev/zero"});
   ASSERT_FALSE(config.ok());
   EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("config file /dev/zero"),
-                                     HasSubstr("larger than 4194304 bytes (4 MiB)")));
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("config file /dev/zero"), HasSubstr("not a regular file")));
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));
+}
+
+// A FIFO without a writer blocked open() forever (and main blocked SIGINT and SIGTERM before
+// loading: only SIGKILL ended it). Before the fix, these loads never returned: the test
+// binary's timeout failed them.
+TEST_F(HardeningTest, AFifoAsTheConfigFileOrASecretFileIsRefusedWithoutBlocking) {
+  const std::string fifo = (std::filesystem::path(dir_) / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  absl::StatusOr<GatewayConfig> config = Load({"--config=" + fifo});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("cannot read config file " + fifo), HasSubstr("not a regular file")));
+  for (const char* flag : {"--api-key-file=", "--webhook-key-file="}) {
+    config = Load({std::string(flag) + fifo});
+    ASSERT_FALSE(config.ok()) << flag;
+    EXPECT_THAT(ErrorOf(config), HasSubstr("not a regular file")) << flag;
+  }
+  env_["INSPECTION_CONFIG"] = fifo;
+  config = Load({});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("not a regular file"));
+  // A directory too.
+  config = Load({"--config=" + dir_});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("is a directory"));
 }
 
 TEST_F(HardeningTest, AConfigFileJustOverTheBoundIsRefusedAndOneAtItIsRead) {
@@ -124,14 +152,21 @@ TEST_F(HardeningTest, AConfigFileJustOverTheBoundIsRefusedAndOneAtItIsRead) {
 
 TEST_F(HardeningTest, SecretFilesAreReadUpToTheirBound) {
   // Every secret file key: the default account's and a named account's.
+  // A device is not a regular file: not read.
   absl::StatusOr<GatewayConfig> config = Load({"--api-key-file=/dev/zero"});
   ASSERT_FALSE(config.ok());
-  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("`api_key_file` /dev/zero"),
-                                     HasSubstr("larger than 65536 bytes (64 KiB)")));
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("`api_key_file` /dev/zero"), HasSubstr("not a regular file")));
 
   config = Load({"--webhook-key-file=/dev/zero"});
   ASSERT_FALSE(config.ok());
-  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("`webhook_key_file` /dev/zero"),
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("`webhook_key_file` /dev/zero"), HasSubstr("not a regular file")));
+
+  const std::string huge_default = Write("huge-default-key", std::string(64 * 1024 + 1, 'k'));
+  config = Load({"--api-key-file=" + huge_default});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("`api_key_file` " + huge_default),
                                      HasSubstr("larger than 65536 bytes (64 KiB)")));
 
   const std::string huge = Write("huge-key", std::string(64 * 1024 + 1, 'k'));
@@ -691,6 +726,172 @@ TEST_F(HardeningTest, ABooleanFlagGivenASeparateValueSaysHowToWriteIt) {
   config = Load({"--sandbox", kApiKey});
   ASSERT_FALSE(config.ok());
   EXPECT_THAT(ErrorOf(config), Not(HasSubstr(kApiKey)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Second hostile review of the loader.
+// ---------------------------------------------------------------------------------------------
+
+// "{"x": {"k000000": {}, "k000001": {}, ...}}" with `count` sibling objects.
+std::string SiblingObjects(int count) {
+  std::string text = R"({"x": {)";
+  text.reserve(static_cast<std::size_t>(count) * 14 + 16);
+  for (int i = 0; i < count; ++i) {
+    absl::StrAppend(&text, i == 0 ? "" : ",", "\"k", 1000000 + i, "\":{}");
+  }
+  return text + "}}";
+}
+
+// nlohmann 3.11's callback parser rescanned the parent object each time an object ended: 40,000
+// sibling objects took 5.5 s, 200,000 minutes (past the test's timeout). Now linear.
+TEST_F(HardeningTest, ManySiblingObjectsParseInLinearTimeAndDuplicatesAreStillFound) {
+  absl::StatusOr<GatewayConfig> config = LoadWithFile(SiblingObjects(200000));
+  ASSERT_FALSE(config.ok());
+  // Parsed whole: the error is the unknown key, not the JSON.
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("unknown key `x`"), Not(HasSubstr("JSON"))));
+
+  std::string duplicated = SiblingObjects(200000);
+  duplicated.insert(duplicated.size() - 2, R"(,"k1000007":{})");
+  config = LoadWithFile(duplicated);
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("duplicate key `x.k1000007`"));
+
+  // Deeper down and in arrays too; and in a JSON-valued flag.
+  config = LoadWithFile(R"({"a": [{"b": {"c": 1, "d": {}, "c": 2}}]})");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("duplicate key `a.[].b.c`"));
+  config =
+      Load({R"(--accounts={"a": {"upstream_url": "https://a.example", "upstream_url": "x"}})"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("`accounts.a.upstream_url` appears twice"));
+  // Values are kept as json::parse keeps them.
+  config = LoadWithFile(R"({"upstream": {"timeout_ms": 1234}, "log": {"level": "warn"}})");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->log_level, logging::Level::kWarn);
+}
+
+// "{"zz":" then `depth` - 1 '[': nested `depth` deep (and never closed).
+std::string Nested(std::size_t depth, bool closed) {
+  std::string text = R"({"zz":)" + std::string(depth - 1, '[');
+  if (closed) text += std::string(depth - 1, ']') + "}";
+  return text;
+}
+
+// `{"zz":` and 4 MiB of '[' built 4 million nested arrays (826 MB). Refused at depth 65,
+// before anything deeper is built.
+TEST_F(HardeningTest, NestingDeeperThan64IsRefusedNamingTheDepth) {
+  absl::StatusOr<GatewayConfig> config = LoadWithFile(Nested(4194200, /*closed=*/false));
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("is not valid JSON"), HasSubstr("nested deeper than 64 levels")));
+
+  config = LoadWithFile(Nested(65, /*closed=*/true));
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("nested deeper than 64 levels"));
+
+  // 64 levels parse (the error is then the unknown key).
+  config = LoadWithFile(Nested(64, /*closed=*/true));
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("unknown key `zz`"), Not(HasSubstr("nested"))));
+
+  // JSON-valued flags and env variables too.
+  config = Load({"--accounts={\"a\":" + std::string(100000, '[')});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("nested deeper than 64 levels"));
+  config = Load({"--register-webhook-events=" + std::string(100000, '[')});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("invalid `register_webhook_events`"));
+}
+
+// The parse error's excerpt of the text ("last read: '...'") echoed a string: only the kind of
+// error and where it is are reported.
+TEST_F(HardeningTest, AJsonParseErrorNeverEchoesTheText) {
+  const std::string text =
+      "{\"event_log\":\"redis://:hunter2'; expected MY-REDIS-PASSWORD\x01@h\"}";
+  absl::StatusOr<GatewayConfig> config = LoadWithFile(text);
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("is not valid JSON: syntax error"), HasSubstr("line 1, column "),
+                    Not(HasSubstr("hunter2")), Not(HasSubstr("MY-REDIS-PASSWORD")),
+                    Not(HasSubstr("redis://")), Not(HasSubstr("last read"))));
+
+  config = LoadWithFile("{\n  \"log\": {\"level\": \"warn\"\n");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("unexpected end of input"), HasSubstr("line 3")));
+
+  config = Load({"--accounts={\"a\": \"sk_live_SECRET\x01\"}"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("expected a JSON object (syntax error"),
+                                     Not(HasSubstr("sk_live_SECRET"))));
+}
+
+// A secret given where its file's path goes was echoed ("cannot read `webhook_key_file`
+// whsec_...: No such file"). A value without a '/' is not shown.
+TEST_F(HardeningTest, ASecretFileValueThatIsNotAPathIsNotShown) {
+  env_["INSPECTION_WEBHOOK_KEY_FILE"] = "whsec_THE_SECRET_ITSELF";
+  absl::StatusOr<GatewayConfig> config = Load({});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("cannot read `webhook_key_file`"),
+                                     HasSubstr("is it the secret itself?"),
+                                     HasSubstr("No such file"), Not(HasSubstr("whsec_"))));
+  env_.erase("INSPECTION_WEBHOOK_KEY_FILE");
+
+  config = Load({"--api-key-file=sk_live_ALSO_A_SECRET"});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), AllOf(HasSubstr("`api_key_file` (the value is not shown"),
+                                     Not(HasSubstr("sk_live"))));
+
+  // A path is still shown.
+  const std::string missing = (std::filesystem::path(dir_) / "missing-key").string();
+  config = Load({"--api-key-file=" + missing});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config), HasSubstr("`api_key_file` " + missing));
+}
+
+// The blanket INSPECTION_GATEWAY_* exemption hid settings written with the project's name.
+TEST_F(HardeningTest, OnlyTheToolingsInspectionGatewayNamesPass) {
+  for (const char* name : {"INSPECTION_GATEWAY_BIN", "INSPECTION_GATEWAY_BUILD_TESTS",
+                           "INSPECTION_GATEWAY_FUZZ", "INSPECTION_GATEWAY_SANITIZE",
+                           "INSPECTION_GATEWAY_REVISION", "INSPECTION_GATEWAY_VERSION"}) {
+    env_[name] = "1";
+  }
+  env_["INSPECTION_GATEWAY_SERVICE_HOST"] = "10.96.0.8";
+  absl::StatusOr<GatewayConfig> config = LoadWithEnvNames({});
+  ASSERT_TRUE(config.ok()) << config.status();
+
+  env_["INSPECTION_GATEWAY_LOG_LEVEL"] = "debug";
+  config = LoadWithEnvNames({});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              AllOf(HasSubstr("unknown environment variable INSPECTION_GATEWAY_LOG_LEVEL"),
+                    HasSubstr("did you mean INSPECTION_LOG_LEVEL?")));
+  env_.erase("INSPECTION_GATEWAY_LOG_LEVEL");
+
+  env_["INSPECTION_GATEWAY_NOT_A_SETTING"] = "1";
+  config = LoadWithEnvNames({});
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(ErrorOf(config),
+              HasSubstr("unknown environment variable INSPECTION_GATEWAY_NOT_A_SETTING"));
+}
+
+// The bounded reader the TLS and policy files use too (tests/integration/tls_test.cc and
+// tests/gateway/authz_policy_test.cc check those callers).
+TEST_F(HardeningTest, TheBoundedReaderRefusesDevicesFifosAndFilesPastTheBound) {
+  EXPECT_THAT(std::string(settings::ReadBoundedFile("/dev/zero", 16).status().message()),
+              HasSubstr("not a regular file"));
+  const std::string fifo = (std::filesystem::path(dir_) / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_THAT(std::string(settings::ReadBoundedFile(fifo, 16).status().message()),
+              HasSubstr("not a regular file"));
+  const std::string at = Write("at", std::string(16, 'a'));
+  ASSERT_TRUE(settings::ReadBoundedFile(at, 16).ok());
+  const absl::Status past =
+      settings::ReadBoundedFile(Write("past", std::string(17, 'a')), 16).status();
+  EXPECT_TRUE(settings::IsTooLarge(past));
+  EXPECT_THAT(std::string(past.message()), HasSubstr("larger than 16 bytes"));
+  EXPECT_EQ(settings::kMaxKeyFileBytes, 64u * 1024);
+  EXPECT_EQ(settings::kMaxCertificateFileBytes, 1024u * 1024);
+  EXPECT_EQ(settings::kMaxPolicyFileBytes, 1024u * 1024);
 }
 
 }  // namespace

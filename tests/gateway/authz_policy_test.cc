@@ -2,7 +2,10 @@
 // its file watched without a restart.
 #include "gateway/security/authz_policy.h"
 
+#include <sys/stat.h>
+
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -139,6 +142,49 @@ TEST(AuthzPolicyWatcherTest, AChangedFileTakesEffectAndABrokenOneKeepsTheLastGoo
   EXPECT_EQ(
       AuthzPolicyWatcher::Start(dir.File("missing.json"), std::chrono::seconds(1)).status().code(),
       absl::StatusCode::kNotFound);
+}
+
+// The policy file was read without a bound (grpc.authz_policy_file=/dev/zero grew without
+// end), at start-up and on every refresh; a FIFO blocked. Now at most 1 MiB of a regular file.
+TEST(AuthzPolicyWatcherTest, APolicyFilePastOneMiBOrNotARegularFileIsRefusedAtStartAndRefresh) {
+  TempDir dir;
+  for (const std::string& path : {std::string("/dev/zero"), dir.File("fifo")}) {
+    if (path != "/dev/zero") ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+    auto watcher = AuthzPolicyWatcher::Start(path, std::chrono::seconds(1));
+    ASSERT_FALSE(watcher.ok()) << path;
+    EXPECT_THAT(std::string(watcher.status().message()), HasSubstr("not a regular file")) << path;
+  }
+  std::string huge = R"({"name": "big", "allow_rules": [{"name": "all"}]})";
+  huge.resize((1 << 20) + 1, ' ');
+  const std::string path = dir.File("policy.json");
+  std::ofstream(path) << huge;
+  auto refused = AuthzPolicyWatcher::Start(path, std::chrono::seconds(1));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("larger than 1048576 bytes (1 MiB), the most a policy file may hold"));
+
+  // On refresh: the last good policy stays, the error is reported.
+  std::ofstream(path, std::ios::trunc) << kPolicy;
+  absl::Mutex mu;
+  std::string error;
+  auto watcher =
+      AuthzPolicyWatcher::Start(path, std::chrono::seconds(1), [&](const absl::Status& status) {
+        absl::MutexLock lock(&mu);
+        error = std::string(status.message());
+      });
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
+  const AuthzRequest a_default =
+      Call(Cert({"spiffe://test/client-a"}), "/inspection.v1.TokenService/CreateToken");
+  EXPECT_FALSE((*watcher)->Evaluate(a_default).allowed);
+  std::ofstream(path + ".tmp") << huge;
+  std::rename((path + ".tmp").c_str(), path.c_str());
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        absl::MutexLock lock(&mu);
+        return error.find("larger than 1048576 bytes") != std::string::npos;
+      },
+      std::chrono::seconds(20)));
+  EXPECT_FALSE((*watcher)->Evaluate(a_default).allowed) << "the last good policy stays";
 }
 
 }  // namespace

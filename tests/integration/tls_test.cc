@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -348,6 +349,53 @@ TEST_F(TlsTest, UnreadableOrNonPemFilesStopTheStartNamingTheKey) {
   EXPECT_NE(not_pem.status().message().find("grpc.tls.key_file"), std::string::npos);
   // The key's content never shows in the message.
   EXPECT_EQ(not_pem.status().message().find("PRIVATE KEY"), std::string::npos);
+}
+
+// The listener's files were read without a bound (grpc.tls.key_file=/dev/zero grew to GBs):
+// a key file is at most 64 KiB, a certificate chain or CA bundle 1 MiB, of a regular file.
+TEST_F(TlsTest, TlsFilesPastTheirBoundOrNotRegularFilesStopTheStart) {
+  using ::testing::AllOf;
+  using ::testing::HasSubstr;
+  using ::testing::Not;
+  server::GatewayServerOptions options;
+  options.grpc_addr = "127.0.0.1:0";
+  options.vendor.base_url = vendor_.BaseUrl();
+  options.vendor.api_key = kApiKey;
+  options.webapp_url = "https://webapp.example.test";
+  options.admin_port = -1;
+  options.event_log_url = "sqlite:" + temp_.File("events-3.db");
+  options.tls.cert_file = pki_.Path("server.pem");
+  options.tls.key_file = "/dev/zero";
+  auto device = server::GatewayServer::Start(options);
+  ASSERT_FALSE(device.ok());
+  EXPECT_THAT(std::string(device.status().message()),
+              AllOf(HasSubstr("grpc.tls.key_file"), HasSubstr("not a regular file")));
+
+  const std::string pem = "-----BEGIN PRIVATE KEY-----\n";
+  const std::string huge_key = temp_.File("huge.key");
+  std::ofstream(huge_key) << pem << std::string(64 * 1024, 'k');
+  options.tls.key_file = huge_key;
+  auto key = server::GatewayServer::Start(options);
+  ASSERT_FALSE(key.ok());
+  EXPECT_THAT(std::string(key.status().message()),
+              AllOf(HasSubstr("grpc.tls.key_file"), HasSubstr("larger than 65536 bytes"),
+                    Not(HasSubstr("kkkk"))));
+
+  const std::string huge_chain = temp_.File("huge.pem");
+  std::ofstream(huge_chain) << "-----BEGIN CERTIFICATE-----\n" << std::string(1 << 20, 'c');
+  options.tls.key_file = pki_.Path("server.key");
+  options.tls.cert_file = huge_chain;
+  auto chain = server::GatewayServer::Start(options);
+  ASSERT_FALSE(chain.ok());
+  EXPECT_THAT(std::string(chain.status().message()),
+              AllOf(HasSubstr("grpc.tls.cert_file"), HasSubstr("larger than 1048576 bytes")));
+
+  options.tls.cert_file = pki_.Path("server.pem");
+  options.tls.client_ca_file = huge_chain;
+  auto bundle = server::GatewayServer::Start(options);
+  ASSERT_FALSE(bundle.ok());
+  EXPECT_THAT(std::string(bundle.status().message()),
+              AllOf(HasSubstr("grpc.tls.client_ca_file"), HasSubstr("larger than 1048576 bytes")));
 }
 
 }  // namespace

@@ -312,7 +312,9 @@ pod from your Secret's password).
 {{- $sandboxUrl := include "inspection-gateway.sandboxUrl" . }}
 {{- $_ := set $cfg "upstream_url" $sandboxUrl }}
 {{- $_ := set $cfg "webapp_url" (printf "%s/webapp" $sandboxUrl) }}
-{{- if and (not (hasKey $cfg "register_webhook")) (hasKey $items "webhook-key") }}
+{{- /* Not with webhook.mode poll (nested or dotted): the gateway refuses register_webhook then. */}}
+{{- $webhookMode := get (default dict (get $cfg "webhook")) "mode" | default (get $cfg "webhook.mode") | default "" }}
+{{- if and (not (hasKey $cfg "register_webhook")) (hasKey $items "webhook-key") (ne $webhookMode "poll") }}
 {{- $_ := set $cfg "register_webhook" (printf "http://%s.%s.svc:%d%s" (include "inspection-gateway.fullname" .) .Release.Namespace (int .Values.service.ports.webhook) (include "inspection-gateway.webhookPath" .)) }}
 {{- end }}
 {{- end }}
