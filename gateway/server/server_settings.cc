@@ -86,10 +86,12 @@ std::vector<settings::Setting<Options>> RedisKeys() {
           "(WAIT n after it): a webhook is answered 200 only then, a work-ledger record is "
           "retried until then, an idempotency key's claim and outcome wait too, and event "
           "log reads hand out only events that many replicas hold. "
-          "-1 = auto: 1 when the primary has a connected replica (seen when a connection "
-          "opens), else 0. 0 = the primary's word alone (a primary that dies before its "
-          "replica copied the write loses it). A webhook not confirmed in time gets 503 and is "
-          "delivered again."),
+          "-1 = auto: 1 while the primary has a connected replica (looked at when a "
+          "connection opens, every second after, and when a WAIT falls short), else 0: a "
+          "replica that drops its link leaves writes to the primary's word. 0 = the "
+          "primary's word alone (a primary that dies before its replica copied the write "
+          "loses it). Set 1 with two or more replicas for writes that survive a failover. A "
+          "webhook not confirmed in time gets 503 and is delivered again."),
       settings::Duration<std::milli, GatewayServerOptions>(
           "redis.replica_ack_timeout_ms",
           [](auto& o) -> auto& { return o.redis.replica_ack_timeout; }, 1, 60000, "MS",
