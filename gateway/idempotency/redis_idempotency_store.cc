@@ -432,12 +432,7 @@ IdempotencyStore::Decision RedisIdempotencyStore::DoBegin(
     // Redis): let go of the claim, or a retry with this key would wait for it for
     // claim_ttl. The release only deletes the key while our claim holds it.
     absl::MutexLock lock(&mu_);
-    writes_.push_back({redis_key,
-                       {"EVAL", kAbandonScript, "1", redis_key, claim},
-                       /*completing=*/false,
-                       claim});
-    abandoning_[redis_key] = claim;
-    work_cv_.Signal();
+    QueueReleaseLocked(redis_key, claim);
   }
   if (!ran.ok()) return unavailable(ran.status());
   const redisReply* reply = ran->replies[0].get();
@@ -454,12 +449,7 @@ IdempotencyStore::Decision RedisIdempotencyStore::DoBegin(
     // let a repeat lead a second time. Let it go (queued, like an Abandon()).
     {
       absl::MutexLock lock(&mu_);
-      writes_.push_back({redis_key,
-                         {"EVAL", kAbandonScript, "1", redis_key, claim},
-                         /*completing=*/false,
-                         claim});
-      abandoning_[redis_key] = claim;
-      work_cv_.Signal();
+      QueueReleaseLocked(redis_key, claim);
     }
     ReportError(ran->replicated);
     *replay = {grpc::Status(grpc::StatusCode::UNAVAILABLE,
@@ -582,14 +572,6 @@ void RedisIdempotencyStore::Complete(const std::string& account, const std::stri
     auto it = leads_.find(redis_key);
     if (it != leads_.end()) {
       Lead& lead = it->second;
-      writes_.push_back(
-          {redis_key,
-           {"EVAL", kCompleteScript, "1", redis_key, lead.claim, lead.fingerprint,
-            Milliseconds(options_.ttl),
-            std::to_string(static_cast<int>(outcome.status.error_code())),
-            outcome.status.error_message(), outcome.status.error_details(), outcome.response},
-           /*completing=*/true,
-           lead.claim});
       Completing& completing = completing_[redis_key];
       completing.claim = lead.claim;
       completing.fingerprint = lead.fingerprint;
@@ -597,7 +579,7 @@ void RedisIdempotencyStore::Complete(const std::string& account, const std::stri
       completing.waiters = std::move(lead.waiters);
       completing.saved = std::move(saved);
       leads_.erase(it);
-      work_cv_.Signal();
+      QueueSaveLocked(redis_key, completing);
       return;
     }
   }
@@ -613,14 +595,9 @@ void RedisIdempotencyStore::Abandon(const std::string& account, const std::strin
     absl::MutexLock lock(&mu_);
     auto it = leads_.find(redis_key);
     if (it == leads_.end()) return;
-    writes_.push_back({redis_key,
-                       {"EVAL", kAbandonScript, "1", redis_key, it->second.claim},
-                       /*completing=*/false,
-                       it->second.claim});
-    abandoning_[redis_key] = it->second.claim;
+    QueueReleaseLocked(redis_key, it->second.claim);
     waiters.swap(it->second.waiters);
     leads_.erase(it);
-    work_cv_.Signal();
   }
   for (Callback& waiter : waiters) waiter(outcome);
 }
@@ -663,15 +640,31 @@ void RedisIdempotencyStore::QueueRetries(absl::Time now, bool all) {
     completing.next_attempt = absl::InfiniteFuture();  // queued now
     // The claim recorded with the outcome: the key's lead claim is gone, but the script
     // only needs one that no other call holds (see kCompleteScript).
-    const IdempotentOutcome& outcome = completing.outcome;
-    writes_.push_back(
-        {redis_key,
-         {"EVAL", kCompleteScript, "1", redis_key, completing.claim, completing.fingerprint,
-          Milliseconds(options_.ttl), std::to_string(static_cast<int>(outcome.status.error_code())),
-          outcome.status.error_message(), outcome.status.error_details(), outcome.response},
-         /*completing=*/true,
-         completing.claim});
+    QueueSaveLocked(redis_key, completing);
   }
+}
+
+void RedisIdempotencyStore::QueueSaveLocked(const std::string& redis_key,
+                                            const Completing& completing) {
+  const IdempotentOutcome& outcome = completing.outcome;
+  writes_.push_back(
+      {redis_key,
+       {"EVAL", kCompleteScript, "1", redis_key, completing.claim, completing.fingerprint,
+        Milliseconds(options_.ttl), std::to_string(static_cast<int>(outcome.status.error_code())),
+        outcome.status.error_message(), outcome.status.error_details(), outcome.response},
+       /*completing=*/true,
+       completing.claim});
+  work_cv_.Signal();
+}
+
+void RedisIdempotencyStore::QueueReleaseLocked(const std::string& redis_key,
+                                               const std::string& claim) {
+  writes_.push_back({redis_key,
+                     {"EVAL", kAbandonScript, "1", redis_key, claim},
+                     /*completing=*/false,
+                     claim});
+  abandoning_[redis_key] = claim;
+  work_cv_.Signal();
 }
 
 void RedisIdempotencyStore::RunWrites() {

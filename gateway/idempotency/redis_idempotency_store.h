@@ -252,6 +252,13 @@ class RedisIdempotencyStore final : public IdempotencyStore {
   // The background thread: runs the queued writes and the due save retries, polls the due
   // remote waits and completes the finished ones.
   void BackgroundLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues `completing`'s outcome to be saved (the Complete script under its claim).
+  void QueueSaveLocked(const std::string& redis_key, const Completing& completing)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues the release of `claim` (the Abandon script: deletes the key while `claim` holds
+  // it); until it has run, a begin of the key here frees it first (abandoning_).
+  void QueueReleaseLocked(const std::string& redis_key, const std::string& claim)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues the saves due for a retry (all when `all`) as writes.
   void QueueRetries(absl::Time now, bool all) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One pipelined round trip for the queued writes. Called and returns with mu_ held.
