@@ -502,6 +502,10 @@ void CallVendor(const CallDeps& deps, const Endpoint& endpoint,
         }
         NotifyFinished(deps, record, start);
         if (out.ok() && endpoint.on_success) endpoint.on_success(*response, account);
+        if (idempotency_key.empty() || deps.idempotency == nullptr) {
+          std::move(done)(std::move(out));  // the common case: no continuation to build
+          return;
+        }
         // The answer waits for the idempotency outcome to be saved: what a caller is
         // given is what a repeat replays.
         const bool vendor_not_reached = !result.ok() && VendorNotReached(*result.error);
